@@ -1,0 +1,228 @@
+"""Run configuration: the TOML a user writes, validated with pydantic.
+
+Every error names the field and says what is wrong (``ConfigError``). Relative file paths are
+resolved against the folder of the config file; files are read at load time so that a run
+stored in the database is self-contained (the worker never needs the user's files).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+LOCAL_MODEL = "local/qwen2.5-coder-1.5b"
+
+
+class ConfigError(ValueError):
+    """An invalid run configuration; ``str()`` lists every problem as ``field: reason``."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchConfig(_Strict):
+    parents_per_step: int = Field(2, ge=1, le=64, description="P: parents selected per step")
+    proposals_per_parent: int = Field(2, ge=1, le=64, description="K: reflective proposals per parent")
+    minibatch_size: int = Field(3, ge=1, le=1000)
+    selection: Literal["pareto", "best", "epsilon_greedy", "top_k_pareto"] = "pareto"
+    epsilon: float = Field(0.1, ge=0, le=1, description="exploration rate for epsilon_greedy")
+    acceptance: Literal["strict", "improvement_or_equal"] = "strict"
+    accept: Literal["all", "best", "top_k"] = Field("all", description="which improving children of a step pay a validation pass")
+    top_k: int = Field(2, ge=1)
+    merge: bool = False
+    max_merges: int = Field(5, ge=0)
+    merge_siblings: bool = False
+    schedule: Literal["sync", "async"] = "sync"
+    pin_every: int = Field(3, ge=1, description="a pinned candidate is a parent at least once every N steps")
+    early_stop_validation: bool = True
+    seed: int = 0
+
+    @property
+    def batch_size(self) -> int:
+        return self.parents_per_step * self.proposals_per_parent
+
+
+class BudgetConfig(_Strict):
+    max_metric_calls: Optional[int] = Field(500, ge=1)
+    max_cost_usd: Optional[float] = Field(None, gt=0)
+    max_seconds: Optional[float] = Field(None, gt=0)
+    stop_at_score: Optional[float] = None
+    max_steps: Optional[int] = Field(None, ge=1)
+
+
+class LMConfig(_Strict):
+    model: str = LOCAL_MODEL
+    api_base: Optional[str] = None
+    api_key_env: Optional[str] = Field(None, description="name of the environment variable that holds the key")
+    temperature: float = Field(0.7, ge=0, le=2)
+    max_tokens: int = Field(2000, ge=16, le=200_000)
+    timeout_seconds: float = Field(300, gt=0)
+    num_retries: int = Field(3, ge=0, le=10)
+    max_concurrency: int = Field(8, ge=1, le=256)
+
+    @field_validator("model")
+    @classmethod
+    def _model_nonempty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must be a litellm model string such as 'openai/gpt-4.1-mini'")
+        return v.strip()
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and (not v or not v.replace("_", "").isalnum()):
+            raise ValueError("must be the NAME of an environment variable (e.g. OPENAI_API_KEY), never the key itself")
+        return v
+
+
+class ExecutorConfig(_Strict):
+    backend: Literal["local", "dask"] = "local"
+    address: Optional[str] = Field(None, description="dask scheduler address, or 'local' for a LocalCluster")
+    workers: int = Field(4, ge=1, le=256)
+    timeout_seconds: float = Field(30, gt=0, le=86_400)
+    memory_mb: int = Field(1024, ge=64)
+    network: bool = False
+
+
+class RunConfig(_Strict):
+    """A validated run. ``evaluator`` always holds the source; datasets hold parsed rows."""
+
+    name: str = Field(min_length=1, max_length=200)
+    objective: str = ""
+    background: str = ""
+    artifact_kind: str = ""
+    seed_candidate: Union[str, dict[str, str], None] = None
+    evaluator: str = Field(min_length=1)
+    evaluator_file: Optional[str] = None
+    dataset: Optional[list[Any]] = None
+    valset: Optional[list[Any]] = None
+    testset: Optional[list[Any]] = None
+    dataset_file: Optional[str] = None
+    valset_file: Optional[str] = None
+    testset_file: Optional[str] = None
+    search: SearchConfig = SearchConfig()
+    budget: BudgetConfig = BudgetConfig()
+    reflection_lm: LMConfig = LMConfig()
+    task_lm: Optional[LMConfig] = None
+    executor: ExecutorConfig = ExecutorConfig()
+
+    @field_validator("seed_candidate")
+    @classmethod
+    def _seed_nonempty(cls, v):
+        if isinstance(v, dict):
+            if not v:
+                raise ValueError("a [seed_candidate] table needs at least one component")
+            for k, text in v.items():
+                if not isinstance(text, str):
+                    raise ValueError(f"component {k!r} must be a string")
+        return v
+
+    @model_validator(mode="after")
+    def _coherent(self) -> "RunConfig":
+        if self.seed_candidate in (None, "") and not self.objective.strip():
+            raise ValueError("give a seed_candidate, or an objective from which the reflection LM writes the seed")
+        for name in ("dataset", "valset", "testset"):
+            rows = getattr(self, name)
+            if rows is not None and len(rows) == 0:
+                raise ValueError(f"{name} is empty: give at least one example or leave it out")
+        if self.testset and not self.dataset:
+            raise ValueError("a testset needs a dataset: the search never sees the test set")
+        return self
+
+    @property
+    def mode(self) -> str:
+        if not self.dataset:
+            return "single-task"
+        return "generalization" if self.valset else "multi-task"
+
+    @property
+    def is_multi_component(self) -> bool:
+        return isinstance(self.seed_candidate, dict)
+
+    def stored(self) -> dict:
+        """The config as stored in the database and exports (file names kept for provenance;
+        it never holds API keys, only the names of the variables that hold them)."""
+        return self.model_dump(mode="json")
+
+
+def _format_errors(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "(config)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling)"
+        lines.append(f"{field}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_config(data: dict, base_dir: Path | None = None) -> RunConfig:
+    """Validate a config dict (as parsed from TOML); read the files it names."""
+    from engine.datasets import DatasetError, load_dataset
+
+    data = dict(data)
+    base = base_dir or Path.cwd()
+    problems = []
+    if "evaluator_file" in data and "evaluator" in data:
+        problems.append("evaluator: give evaluator_file or evaluator, not both")
+    elif "evaluator_file" in data:
+        path = base / str(data["evaluator_file"])
+        try:
+            data["evaluator"] = path.read_text()
+        except OSError as exc:
+            problems.append(f"evaluator_file: cannot read {path}: {exc.strerror}")
+    elif "evaluator" not in data:
+        problems.append("evaluator: missing; give evaluator_file = \"evaluator.py\" or evaluator = \"\"\"…\"\"\"")
+    for key in ("dataset", "valset", "testset"):
+        fkey = f"{key}_file"
+        if fkey in data:
+            if key in data:
+                problems.append(f"{key}: give {fkey} or {key}, not both")
+                continue
+            try:
+                data[key] = load_dataset(base / str(data[fkey]))
+            except DatasetError as exc:
+                problems.append(f"{fkey}: {exc}")
+    if problems:
+        raise ConfigError("\n".join(problems))
+    try:
+        cfg = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc)) from None
+    check_budget_feasible(cfg)
+    return cfg
+
+
+def check_budget_feasible(cfg: RunConfig) -> None:
+    """Refuse budgets too small for even one step, naming the minimum."""
+    mc = cfg.budget.max_metric_calls
+    if mc is None:
+        return
+    n_val = len(cfg.valset or cfg.dataset or [None])
+    mb = min(cfg.search.minibatch_size, len(cfg.dataset or [None]))
+    minimum = n_val + 2 * mb  # seed validation + one parent minibatch + one child minibatch
+    if mc < minimum:
+        raise ConfigError(
+            f"budget.max_metric_calls: {mc} is too small for even one step; the minimum is {minimum} "
+            f"(seed on {n_val} validation example(s) + parent and child on a minibatch of {mb})"
+        )
+
+
+def load_config(path: str | Path) -> RunConfig:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_config(data, base_dir=path.parent)
+
+
+def finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

@@ -1,0 +1,66 @@
+"""The executor contract: where evaluations of (candidate, example) pairs run.
+
+An executor owns W sandboxed workers that have compiled the run's evaluator once. The engine
+submits evaluation tasks from many threads at once (all P×K proposals of a step share one
+pool) and gets a ``concurrent.futures.Future`` per task, so results stream back as they
+finish. User code never runs in the calling process.
+
+Implementations: ``engine.sandbox.pool.LocalPool`` (default) and
+``engine.sandbox.dask_executor.DaskExecutor``. ``make_executor`` picks one from the config.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Protocol
+
+
+@dataclass
+class EvalTask:
+    candidate: Any  # str for single-text runs, dict[str, str] for multi-component runs
+    example: Any = None  # None in single-task mode (the evaluator takes only the candidate)
+    example_key: str = ""
+    # attribution of evaluator-side LM calls (``lm()`` inside the evaluator)
+    candidate_id: Optional[str] = None
+
+
+@dataclass
+class EvalOutcome:
+    """The normalised result of one metric call.
+
+    ``error`` is set when the evaluator failed (raised, timed out, crashed, returned junk);
+    then ``score`` is 0.0 and ``side_info`` holds what is known (traceback, captured output).
+    ``lm_cost_usd`` / ``lm_tokens_*`` sum the evaluator's own ``lm()`` calls.
+    """
+
+    score: float
+    side_info: dict = field(default_factory=dict)
+    error: Optional[str] = None
+    seconds: float = 0.0
+    lm_cost_usd: float = 0.0
+    lm_tokens_in: int = 0
+    lm_tokens_out: int = 0
+
+
+# Called by the executor (in the engine process, any thread) when an evaluator calls lm():
+# (messages, model_or_None, params, task) -> answer text. Raises on failure; the message is
+# passed back to the evaluator as an exception.
+LMHandler = Callable[[list, Optional[str], dict, EvalTask], str]
+
+
+class Executor(Protocol):
+    def submit(self, task: EvalTask) -> "Future[EvalOutcome]":
+        """Queue one evaluation; never raises for evaluator errors (they are outcomes)."""
+
+    def validate(self, candidate: Any) -> Optional[str]:
+        """Run the evaluator file's optional ``validate(candidate)``: None if valid (or if there
+        is no validate function), else the error message. Costs no metric call."""
+
+    @property
+    def workers(self) -> int: ...
+
+    def busy_seconds(self) -> float:
+        """Total seconds workers spent evaluating since start (for utilisation)."""
+
+    def close(self) -> None: ...

@@ -1,0 +1,17 @@
+"""Our own storage exceptions: database errors are translated into these at one boundary."""
+
+
+class StorageError(Exception):
+    """A database operation failed; the message says what and what to do."""
+
+
+class NotFound(StorageError):
+    """A run, candidate or other row does not exist."""
+
+
+class Conflict(StorageError):
+    """The write conflicts with existing data (duplicate id, lost lease, …)."""
+
+
+class Unavailable(StorageError):
+    """The database cannot be reached or is locked for too long."""

@@ -1,0 +1,197 @@
+"""SQLModel tables: the data model of DESIGN.md §3.
+
+The database is the only interface between the studio and the engine, so every fact the
+engine learns is a row here. Ids of runs and candidates are short random strings chosen by
+the application (not autoincrement integers) so that an export can be imported into another
+database with the same ids. JSON columns are reassigned, never edited in place (SQLAlchemy
+does not notice in-place edits).
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{secrets.token_hex(5)}"
+
+
+def _json(default: Any = None) -> Any:
+    factory = (lambda: {}) if default == "dict" else (lambda: [])
+    return Field(default_factory=factory, sa_column=Column(JSON, nullable=False))
+
+
+class Run(SQLModel, table=True):
+    id: str = Field(default_factory=lambda: new_id("r"), primary_key=True, max_length=32)
+    name: str = Field(max_length=200)
+    owner: str = Field(default="", max_length=100)
+    config: dict = _json("dict")
+    # queued | running | paused | completed | failed | stopped
+    status: str = Field(default="queued", index=True, max_length=20)
+    status_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: Optional[datetime] = None
+    finished_at: Optional[datetime] = None
+    # lease: a worker owns a running run until lease_expires_at; heartbeats extend it
+    lease_owner: Optional[str] = Field(default=None, max_length=100)
+    lease_expires_at: Optional[datetime] = None
+    heartbeat_at: Optional[datetime] = None
+    step_mode: bool = False  # run exactly one step, then pause (teaching)
+    # totals, updated atomically as facts are recorded
+    metric_calls: int = 0
+    cost_usd: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    seconds: float = 0.0
+    steps_done: int = 0
+    proposals_total: int = 0
+    proposals_parsed: int = 0
+    proposals_valid: int = 0
+    proposals_accepted: int = 0
+    budget_overshoot: int = 0
+    frontier_version: int = 0
+    consecutive_lm_failures: int = 0
+    best_candidate_id: Optional[str] = Field(default=None, max_length=32)
+    best_val_mean: Optional[float] = None
+    test_mean: Optional[float] = None
+
+
+class Example(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("run_id", "key"),)
+    pk: Optional[int] = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", index=True, max_length=32)
+    key: str = Field(max_length=200)  # the example id shown to users and used in exports
+    split: str = Field(max_length=10)  # train | val | test
+    position: int = 0
+    payload: Any = Field(default=None, sa_column=Column(JSON))
+
+
+class Candidate(SQLModel, table=True):
+    __table_args__ = (Index("ix_candidate_run_hash", "run_id", "content_hash"),)
+    id: str = Field(default_factory=lambda: new_id("c"), primary_key=True, max_length=32)
+    run_id: str = Field(foreign_key="run.id", index=True, max_length=32)
+    content: dict = _json("dict")
+    content_hash: str = Field(max_length=64)
+    origin: str = Field(max_length=20)  # seed | reflection | merge | human
+    parent_ids: list = _json("list")
+    component: Optional[str] = Field(default=None, max_length=200)  # component rewritten
+    step: int = 0
+    # proposed | accepted | rejected | failed
+    status: str = Field(default="proposed", index=True, max_length=20)
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    pinned: bool = False
+    vetoed: bool = False
+    author: str = Field(default="", max_length=100)
+    created_at: datetime = Field(default_factory=utcnow)
+    lm_call_id: Optional[int] = None  # the reflection / merge call that wrote it
+    parent_minibatch_score: Optional[float] = None
+    minibatch_score: Optional[float] = None
+    minibatch_keys: list = _json("list")
+    val_mean: Optional[float] = None
+    val_count: int = 0
+    val_cut_short: str = Field(default="", max_length=500)
+    frontier_version: int = 0  # the frontier version the proposal started from
+    started_at: Optional[datetime] = None
+    finished_at: Optional[datetime] = None
+
+
+class Evaluation(SQLModel, table=True):
+    __table_args__ = (
+        UniqueConstraint("candidate_id", "example_pk"),
+        Index("ix_evaluation_run", "run_id"),
+    )
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", max_length=32)
+    candidate_id: str = Field(foreign_key="candidate.id", index=True, max_length=32)
+    example_pk: Optional[int] = Field(default=None, foreign_key="example.pk")
+    content_hash: str = Field(max_length=64, index=True)
+    score: float = 0.0
+    side_info: dict = _json("dict")
+    error: Optional[str] = Field(default=None, sa_column=Column(Text))
+    seconds: float = 0.0
+    cost_usd: float = 0.0
+    cached: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class LMCall(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: Optional[str] = Field(default=None, foreign_key="run.id", index=True, max_length=32)
+    purpose: str = Field(max_length=20)  # reflection | merge | seed | task | check
+    candidate_id: Optional[str] = Field(default=None, max_length=32)
+    example_key: Optional[str] = Field(default=None, max_length=200)
+    step: Optional[int] = None
+    model: str = Field(max_length=200)
+    messages: list = _json("list")
+    answer: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    cached: bool = False
+    error: Optional[str] = Field(default=None, sa_column=Column(Text))
+    started_at: datetime = Field(default_factory=utcnow)
+
+
+class Step(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("run_id", "index"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", index=True, max_length=32)
+    index: int
+    parent_ids: list = _json("list")
+    parent_reasons: dict = _json("dict")  # candidate id -> why it was chosen
+    proposal_ids: list = _json("list")
+    accepted_ids: list = _json("list")
+    applied_command_ids: list = _json("list")
+    metric_calls: int = 0
+    cost_usd: float = 0.0
+    started_at: datetime = Field(default_factory=utcnow)
+    ended_at: Optional[datetime] = None
+    seconds: float = 0.0
+    predicted_speedup: Optional[float] = None
+    worker_utilisation: Optional[float] = None
+    events: list = _json("list")  # timeline: [{kind, start, end, candidate_id}]
+
+
+class Command(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", index=True, max_length=32)
+    kind: str = Field(max_length=30)
+    payload: dict = _json("dict")
+    author: str = Field(default="", max_length=100)
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow)
+    status: str = Field(default="pending", max_length=20)  # pending | applied | rejected
+    applied_at: Optional[datetime] = None
+    applied_step: Optional[int] = None
+    result: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+
+
+class Comment(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", index=True, max_length=32)
+    candidate_id: str = Field(foreign_key="candidate.id", index=True, max_length=32)
+    author: str = Field(default="", max_length=100)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    kind: str = Field(default="comment", max_length=20)  # comment | feedback
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class WorkerBeat(SQLModel, table=True):
+    """One row per engine worker process: the studio shows its heartbeat."""
+
+    id: str = Field(primary_key=True, max_length=100)
+    pid: int
+    host: str = Field(max_length=200)
+    started_at: datetime = Field(default_factory=utcnow)
+    heartbeat_at: datetime = Field(default_factory=utcnow)
+    current_run_id: Optional[str] = Field(default=None, max_length=32)
