@@ -96,9 +96,10 @@ class Database:
     @contextmanager
     def read(self) -> Iterator[Session]:
         with _translated(self.safe_url):
+            # closing (not rolling back) ends the read transaction without expiring the
+            # loaded objects, so callers can use them after the block
             with Session(self.reader, expire_on_commit=False) as session:
                 yield session
-                session.rollback()
 
     def dispose(self) -> None:
         self.writer.dispose()

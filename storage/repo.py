@@ -1,0 +1,321 @@
+"""Repository: the write and read functions the engine and the studio share.
+
+Contract:
+- Every function opens its own transaction (``db.write()`` begins IMMEDIATE on SQLite), so
+  each call is atomic; callers never think about locking.
+- Run totals change only through ``_bump`` (``UPDATE … SET n = n + :d``), so concurrent
+  writers (engine threads, a CLI command, the studio) never lose an update.
+- ``record_evaluation`` is idempotent per (candidate, example): a second call returns the
+  existing row and charges nothing. That, plus deterministic candidate ids, is what lets a
+  killed run resume without paying twice.
+- Functions return detached ORM objects or plain values; ``NotFound`` for unknown ids.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Iterable, Optional
+
+from sqlalchemy import func, or_, update
+from sqlmodel import select
+
+from storage.db import Database
+from storage.errors import NotFound
+from storage.models import (
+    Candidate,
+    Command,
+    Comment,
+    Evaluation,
+    Example,
+    LMCall,
+    Run,
+    Step,
+    WorkerBeat,
+    utcnow,
+)
+
+# ---------------------------------------------------------------- runs
+
+
+def create_run(db: Database, name: str, owner: str, config: dict, examples: Iterable[tuple[str, str, Any]],
+               run_id: str | None = None, status: str = "queued") -> str:
+    """Insert a run and its examples ((key, split, payload) triples) in one transaction."""
+    with db.write() as s:
+        run = Run(name=name, owner=owner, config=config, status=status)
+        if run_id:
+            run.id = run_id
+        s.add(run)
+        s.flush()
+        for pos, (key, split, payload) in enumerate(examples):
+            s.add(Example(run_id=run.id, key=key, split=split, position=pos, payload=payload))
+        return run.id
+
+
+def get_run(db: Database, run_id: str) -> Run:
+    with db.read() as s:
+        run = s.get(Run, run_id)
+        if run is None:
+            raise NotFound(f"no run with id {run_id!r}; `python -m engine status` lists runs")
+        return run
+
+
+def list_runs(db: Database) -> list[Run]:
+    with db.read() as s:
+        return list(s.exec(select(Run).order_by(Run.created_at.desc())))
+
+
+def bump_run(db: Database, run_id: str, **deltas: float) -> None:
+    """Atomically add deltas to run counters (metric_calls=1, cost_usd=0.002, …)."""
+    with db.write() as s:
+        _bump(s, run_id, deltas)
+
+
+def _bump(s, run_id: str, deltas: dict) -> None:
+    deltas = {k: v for k, v in deltas.items() if v}
+    if deltas:
+        s.exec(update(Run).where(Run.id == run_id).values(**{k: getattr(Run, k) + v for k, v in deltas.items()}))
+
+
+def set_run_fields(db: Database, run_id: str, **fields: Any) -> None:
+    with db.write() as s:
+        s.exec(update(Run).where(Run.id == run_id).values(**fields))
+
+
+def get_examples(db: Database, run_id: str, split: str | None = None) -> list[Example]:
+    with db.read() as s:
+        q = select(Example).where(Example.run_id == run_id)
+        if split:
+            q = q.where(Example.split == split)
+        return list(s.exec(q.order_by(Example.position)))
+
+
+# ---------------------------------------------------------------- leases
+
+
+def claim_run(db: Database, worker_id: str, lease_seconds: float, run_id: str | None = None) -> Optional[str]:
+    """Claim a queued run, or a running/paused one whose lease expired (its worker died).
+    Returns the run id or None. Atomic: two workers never claim the same run."""
+    now = utcnow()
+    with db.write() as s:
+        q = select(Run).where(
+            or_(
+                Run.status == "queued",
+                (Run.status.in_(["running", "paused"])) & ((Run.lease_expires_at == None) | (Run.lease_expires_at < now)),  # noqa: E711
+            )
+        )
+        if run_id:
+            q = q.where(Run.id == run_id)
+        run = s.exec(q.order_by(Run.created_at)).first()
+        if run is None:
+            return None
+        run.lease_owner = worker_id
+        run.lease_expires_at = now + timedelta(seconds=lease_seconds)
+        run.heartbeat_at = now
+        if run.status == "queued":
+            run.status = "running"
+            run.started_at = run.started_at or now
+        s.add(run)
+        return run.id
+
+
+def renew_lease(db: Database, run_id: str, worker_id: str, lease_seconds: float) -> bool:
+    """Extend our lease; False when another worker owns the run now (we must stop)."""
+    now = utcnow()
+    with db.write() as s:
+        res = s.exec(
+            update(Run)
+            .where(Run.id == run_id, Run.lease_owner == worker_id)
+            .values(lease_expires_at=now + timedelta(seconds=lease_seconds), heartbeat_at=now)
+        )
+        return res.rowcount == 1
+
+
+def release_run(db: Database, run_id: str, worker_id: str) -> None:
+    with db.write() as s:
+        s.exec(update(Run).where(Run.id == run_id, Run.lease_owner == worker_id)
+               .values(lease_owner=None, lease_expires_at=None))
+
+
+def worker_heartbeat(db: Database, worker_id: str, pid: int, host: str, current_run_id: str | None) -> None:
+    with db.write() as s:
+        beat = s.get(WorkerBeat, worker_id) or WorkerBeat(id=worker_id, pid=pid, host=host)
+        beat.heartbeat_at = utcnow()
+        beat.current_run_id = current_run_id
+        s.add(beat)
+
+
+def latest_worker_beat(db: Database) -> Optional[WorkerBeat]:
+    with db.read() as s:
+        return s.exec(select(WorkerBeat).order_by(WorkerBeat.heartbeat_at.desc())).first()
+
+
+# ---------------------------------------------------------------- candidates
+
+
+def get_candidate(db: Database, candidate_id: str) -> Candidate:
+    with db.read() as s:
+        cand = s.get(Candidate, candidate_id)
+        if cand is None:
+            raise NotFound(f"no candidate with id {candidate_id!r}")
+        return cand
+
+
+def find_candidate(db: Database, candidate_id: str) -> Optional[Candidate]:
+    with db.read() as s:
+        return s.get(Candidate, candidate_id)
+
+
+def save_candidate(db: Database, cand: Candidate) -> Candidate:
+    """Insert or update (merge) a candidate row."""
+    with db.write() as s:
+        merged = s.merge(cand)
+        s.flush()
+        return merged
+
+
+def update_candidate(db: Database, candidate_id: str, **fields: Any) -> None:
+    with db.write() as s:
+        s.exec(update(Candidate).where(Candidate.id == candidate_id).values(**fields))
+
+
+def list_candidates(db: Database, run_id: str, statuses: Iterable[str] | None = None) -> list[Candidate]:
+    with db.read() as s:
+        q = select(Candidate).where(Candidate.run_id == run_id)
+        if statuses:
+            q = q.where(Candidate.status.in_(list(statuses)))
+        return list(s.exec(q.order_by(Candidate.created_at)))
+
+
+# ---------------------------------------------------------------- evaluations
+
+
+def get_evaluation(db: Database, candidate_id: str, example_pk: Optional[int]) -> Optional[Evaluation]:
+    with db.read() as s:
+        return s.exec(select(Evaluation).where(Evaluation.candidate_id == candidate_id,
+                                               Evaluation.example_pk == example_pk)).first()
+
+
+def cached_evaluation(db: Database, run_id: str, content_hash: str, example_pk: Optional[int]) -> Optional[Evaluation]:
+    """An evaluation of the same content on the same example in this run (any candidate)."""
+    with db.read() as s:
+        return s.exec(select(Evaluation).where(Evaluation.run_id == run_id, Evaluation.content_hash == content_hash,
+                                               Evaluation.example_pk == example_pk, Evaluation.cached == False)  # noqa: E712
+                      ).first()
+
+
+def record_evaluation(db: Database, ev: Evaluation, metric_call: bool) -> Evaluation:
+    """Insert an evaluation and charge the run (one metric call unless cached, plus the
+    evaluator's LM cost) in the same transaction. Idempotent per (candidate, example)."""
+    with db.write() as s:
+        existing = s.exec(select(Evaluation).where(Evaluation.candidate_id == ev.candidate_id,
+                                                   Evaluation.example_pk == ev.example_pk)).first()
+        if existing is not None:
+            return existing
+        s.add(ev)
+        _bump(s, ev.run_id, {"metric_calls": 1 if metric_call else 0, "cost_usd": 0.0 if ev.cached else ev.cost_usd})
+        s.flush()
+        return ev
+
+
+def evaluations_for(db: Database, run_id: str, candidate_ids: Iterable[str] | None = None) -> list[Evaluation]:
+    with db.read() as s:
+        q = select(Evaluation).where(Evaluation.run_id == run_id)
+        if candidate_ids is not None:
+            q = q.where(Evaluation.candidate_id.in_(list(candidate_ids)))
+        return list(s.exec(q))
+
+
+# ---------------------------------------------------------------- LM calls
+
+
+def record_lm_call(db: Database, call: LMCall) -> int:
+    """Insert an LM call and add its tokens and dollars to the run's totals."""
+    with db.write() as s:
+        s.add(call)
+        s.flush()
+        if call.run_id:
+            _bump(s, call.run_id, {"cost_usd": call.cost_usd, "tokens_in": call.tokens_in, "tokens_out": call.tokens_out})
+        return call.id
+
+
+def get_lm_call(db: Database, call_id: int) -> Optional[LMCall]:
+    with db.read() as s:
+        return s.get(LMCall, call_id)
+
+
+# ---------------------------------------------------------------- steps
+
+
+def get_or_create_step(db: Database, run_id: str, index: int) -> Step:
+    with db.write() as s:
+        step = s.exec(select(Step).where(Step.run_id == run_id, Step.index == index)).first()
+        if step is None:
+            step = Step(run_id=run_id, index=index)
+            s.add(step)
+            s.flush()
+        return step
+
+
+def save_step(db: Database, step: Step) -> None:
+    with db.write() as s:
+        s.merge(step)
+
+
+def list_steps(db: Database, run_id: str) -> list[Step]:
+    with db.read() as s:
+        return list(s.exec(select(Step).where(Step.run_id == run_id).order_by(Step.index)))
+
+
+def completed_steps(db: Database, run_id: str) -> int:
+    with db.read() as s:
+        return s.exec(select(func.count()).select_from(Step).where(Step.run_id == run_id, Step.ended_at != None)).one()  # noqa: E711
+
+
+# ---------------------------------------------------------------- commands and comments
+
+
+def add_command(db: Database, run_id: str, kind: str, payload: dict, author: str, reason: str = "") -> int:
+    with db.write() as s:
+        if s.get(Run, run_id) is None:
+            raise NotFound(f"no run with id {run_id!r}")
+        cmd = Command(run_id=run_id, kind=kind, payload=payload, author=author, reason=reason)
+        s.add(cmd)
+        s.flush()
+        return cmd.id
+
+
+def pending_commands(db: Database, run_id: str) -> list[Command]:
+    with db.read() as s:
+        return list(s.exec(select(Command).where(Command.run_id == run_id, Command.status == "pending")
+                           .order_by(Command.id)))
+
+
+def finish_command(db: Database, command_id: int, status: str, result: str, step: int | None) -> None:
+    with db.write() as s:
+        s.exec(update(Command).where(Command.id == command_id)
+               .values(status=status, result=result, applied_at=utcnow(), applied_step=step))
+
+
+def list_commands(db: Database, run_id: str) -> list[Command]:
+    with db.read() as s:
+        return list(s.exec(select(Command).where(Command.run_id == run_id).order_by(Command.id)))
+
+
+def add_comment(db: Database, run_id: str, candidate_id: str, author: str, text: str, kind: str = "comment") -> int:
+    with db.write() as s:
+        if s.get(Candidate, candidate_id) is None:
+            raise NotFound(f"no candidate with id {candidate_id!r}")
+        c = Comment(run_id=run_id, candidate_id=candidate_id, author=author, text=text, kind=kind)
+        s.add(c)
+        s.flush()
+        return c.id
+
+
+def list_comments(db: Database, run_id: str, candidate_id: str | None = None, kind: str | None = None) -> list[Comment]:
+    with db.read() as s:
+        q = select(Comment).where(Comment.run_id == run_id)
+        if candidate_id:
+            q = q.where(Comment.candidate_id == candidate_id)
+        if kind:
+            q = q.where(Comment.kind == kind)
+        return list(s.exec(q.order_by(Comment.id)))
