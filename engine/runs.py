@@ -1,0 +1,43 @@
+"""Creating runs from a validated config: the one path used by the CLI and the studio."""
+
+from __future__ import annotations
+
+from storage import repo
+from storage.db import Database
+
+from engine.config import RunConfig
+from engine.datasets import example_key
+
+
+def _examples(cfg: RunConfig) -> list[tuple[str, str, object]]:
+    """(key, split, payload) triples. Without a valset the dataset is also the validation set
+    (multi-task search); in single-task mode there is one implicit example with no payload."""
+    out: list[tuple[str, str, object]] = []
+    seen: set[str] = set()
+
+    def add(rows, split):
+        for i, row in enumerate(rows or []):
+            key = example_key(row, split, i)
+            if key in seen:  # the same id in two splits, or twice in one: keep both, distinctly
+                key = f"{split}-{i}-{key}"
+            seen.add(key)
+            out.append((key, split, row))
+
+    add(cfg.dataset, "train")
+    add(cfg.valset, "val")
+    add(cfg.testset, "test")
+    if not out:  # single-task search: one implicit example, the problem itself
+        out.append(("task", "val", None))
+    return out
+
+
+def submit_run(db: Database, cfg: RunConfig, owner: str = "", status: str = "queued") -> str:
+    """Store a run (config + examples) and queue it for a worker. Returns the run id."""
+    from engine.sandbox import check_evaluator_source
+
+    check_evaluator_source(cfg.evaluator)
+    return repo.create_run(db, cfg.name, owner, cfg.stored(), _examples(cfg), status=status)
+
+
+def stored_config(db: Database, run_id: str) -> RunConfig:
+    return RunConfig.model_validate(repo.get_run(db, run_id).config)
