@@ -40,6 +40,8 @@ class SearchConfig(_Strict):
     schedule: Literal["sync", "async"] = "sync"
     pin_every: int = Field(3, ge=1, description="a pinned candidate is a parent at least once every N steps")
     early_stop_validation: bool = True
+    max_score: Optional[float] = Field(None, description="the highest score one example can get (e.g. 1.0); enables early-stopped validation passes")
+    require_fence: bool = Field(True, description="an answer without a fenced block is a failed proposal; false takes the whole answer")
     seed: int = 0
 
     @property

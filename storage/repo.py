@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Optional
 
-from sqlalchemy import func, or_, update
+from sqlalchemy import exists, func, or_, update
 from sqlmodel import select
 
 from storage.db import Database
@@ -93,16 +93,16 @@ def get_examples(db: Database, run_id: str, split: str | None = None) -> list[Ex
 
 
 def claim_run(db: Database, worker_id: str, lease_seconds: float, run_id: str | None = None) -> Optional[str]:
-    """Claim a queued run, or a running/paused one whose lease expired (its worker died).
+    """Claim a run that needs a worker: a queued one, a running one whose lease expired (its
+    worker died), or a paused one with pending commands (a resume or step may be among them).
     Returns the run id or None. Atomic: two workers never claim the same run."""
     now = utcnow()
+    free = (Run.lease_expires_at == None) | (Run.lease_expires_at < now)  # noqa: E711
+    has_commands = exists().where(Command.run_id == Run.id, Command.status == "pending")
     with db.write() as s:
-        q = select(Run).where(
-            or_(
-                Run.status == "queued",
-                (Run.status.in_(["running", "paused"])) & ((Run.lease_expires_at == None) | (Run.lease_expires_at < now)),  # noqa: E711
-            )
-        )
+        q = select(Run).where(or_(Run.status == "queued",
+                                  (Run.status == "running") & free,
+                                  (Run.status == "paused") & free & has_commands))
         if run_id:
             q = q.where(Run.id == run_id)
         run = s.exec(q.order_by(Run.created_at)).first()
@@ -204,15 +204,18 @@ def cached_evaluation(db: Database, run_id: str, content_hash: str, example_pk: 
 
 
 def record_evaluation(db: Database, ev: Evaluation, metric_call: bool) -> Evaluation:
-    """Insert an evaluation and charge the run (one metric call unless cached, plus the
-    evaluator's LM cost) in the same transaction. Idempotent per (candidate, example)."""
+    """Insert an evaluation and charge the run one metric call (unless ``metric_call`` is
+    False: cached, or the held-out test pass) in the same transaction. Idempotent per
+    (candidate, example): a second call returns the existing row and charges nothing."""
     with db.write() as s:
         existing = s.exec(select(Evaluation).where(Evaluation.candidate_id == ev.candidate_id,
                                                    Evaluation.example_pk == ev.example_pk)).first()
         if existing is not None:
             return existing
         s.add(ev)
-        _bump(s, ev.run_id, {"metric_calls": 1 if metric_call else 0, "cost_usd": 0.0 if ev.cached else ev.cost_usd})
+        # ev.cost_usd (the evaluator's own lm() calls) is attribution only: those calls were
+        # charged to the run when their LMCall rows were recorded.
+        _bump(s, ev.run_id, {"metric_calls": 1 if metric_call else 0})
         s.flush()
         return ev
 

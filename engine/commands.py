@@ -1,0 +1,144 @@
+"""Human commands: sent by the studio or the CLI (one code path), applied by the engine at
+step boundaries, in the order they were sent. Every command is recorded with who, when and
+why, and its result; nothing is applied twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from storage import repo
+from storage.db import Database
+from storage.errors import NotFound
+from storage.models import Candidate, Command, new_id, utcnow
+
+from engine.config import BudgetConfig, RunConfig
+
+KINDS = ("pause", "resume", "step", "stop", "pin", "unpin", "veto", "unveto", "edit", "inject", "feedback", "budget")
+CANDIDATE_KINDS = ("pin", "unpin", "veto", "unveto", "edit", "feedback")
+FINISHED = ("completed", "failed", "stopped")
+
+
+class CommandError(ValueError):
+    """A command that cannot be sent; the message says why and what to do."""
+
+
+def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] = None, author: str = "",
+                 reason: str = "") -> int:
+    """Validate and queue a command; returns its id. Applied by the engine at the next step
+    boundary (or when a worker next picks the run up)."""
+    payload = dict(payload or {})
+    if kind not in KINDS:
+        raise CommandError(f"unknown command {kind!r}; one of: {', '.join(KINDS)}")
+    run = repo.get_run(db, run_id)  # NotFound with a clear message
+    if kind in CANDIDATE_KINDS:
+        cand = repo.get_candidate(db, payload.get("candidate_id", ""))
+        if cand.run_id != run_id:
+            raise NotFound(f"candidate {cand.id} belongs to run {cand.run_id}, not {run_id}")
+    if kind in ("edit", "inject"):
+        content = payload.get("content")
+        texts = content.values() if isinstance(content, dict) else [content]
+        if not content or any(not isinstance(t, str) or not t.strip() for t in texts):
+            raise CommandError("the edited text is empty: write the new version (or leave it unchanged and cancel)")
+    if kind == "feedback" and not str(payload.get("text", "")).strip():
+        raise CommandError("the feedback is empty: say what should change")
+    if kind == "budget":
+        try:
+            BudgetConfig.model_validate({**RunConfig.model_validate(run.config).budget.model_dump(), **payload})
+        except Exception as exc:
+            raise CommandError(f"invalid budget: {exc}") from None
+    if run.status in FINISHED and kind not in ("budget", "resume"):
+        raise CommandError(f"run {run_id} is {run.status}; continue it first with a new budget "
+                           f"(`python -m engine budget {run_id} --max-metric-calls N`, then `resume`)")
+    if kind == "veto" and _would_leave_no_parent(db, run_id, payload["candidate_id"]):
+        raise CommandError("this is the last candidate that can be a parent; vetoing it would stop the search. "
+                           "Pin or edit another candidate first.")
+    return repo.add_command(db, run_id, kind, payload, author, reason)
+
+
+def _would_leave_no_parent(db: Database, run_id: str, candidate_id: str) -> bool:
+    eligible = [c for c in repo.list_candidates(db, run_id, ["accepted"]) if not c.vetoed]
+    return [c.id for c in eligible] == [candidate_id]
+
+
+class CommandApplier:
+    """Applies pending commands to a running optimization (engine side)."""
+
+    def __init__(self, ctx, validate_candidate) -> None:
+        self.ctx = ctx
+        self.validate_candidate = validate_candidate  # callable(candidate_id): full validation pass
+
+    def apply_pending(self) -> list[int]:
+        applied = []
+        for cmd in repo.pending_commands(self.ctx.db, self.ctx.run_id):
+            try:
+                status, result = "applied", self._apply(cmd)
+            except Exception as exc:  # a command that cannot apply is rejected, never a crash
+                status, result = "rejected", str(exc)
+            repo.finish_command(self.ctx.db, cmd.id, status, result, self.ctx.step_index)
+            applied.append(cmd.id)
+        return applied
+
+    def _apply(self, cmd: Command) -> str:
+        ctx, p = self.ctx, cmd.payload
+        if cmd.kind in ("pause", "resume", "step", "stop"):
+            fields = {"pause": {"status": "paused", "status_reason": f"paused by {cmd.author or 'someone'}"},
+                      "resume": {"status": "running", "step_mode": False, "status_reason": ""},
+                      "step": {"status": "running", "step_mode": True, "status_reason": ""},
+                      "stop": {"status": "stopped", "status_reason": f"stopped by {cmd.author or 'someone'}"}}[cmd.kind]
+            repo.set_run_fields(ctx.db, ctx.run_id, **fields)
+            return f"run {fields['status']}" + (" for one step" if cmd.kind == "step" else "")
+        if cmd.kind == "budget":
+            cfg = repo.get_run(ctx.db, ctx.run_id).config
+            new = BudgetConfig.model_validate({**cfg["budget"], **p})
+            cfg = {**cfg, "budget": new.model_dump(mode="json")}
+            repo.set_run_fields(ctx.db, ctx.run_id, config=cfg)
+            ctx.budget.update_limits(new)
+            ctx.cfg = RunConfig.model_validate(cfg)
+            return "budget now " + ", ".join(f"{k}={v}" for k, v in new.model_dump().items() if v is not None)
+        if cmd.kind == "inject":
+            return self._new_human(None, p["content"], cmd)
+        cand = ctx.state.candidates.get(p["candidate_id"]) or repo.get_candidate(ctx.db, p["candidate_id"])
+        if cmd.kind in ("pin", "unpin", "veto", "unveto"):
+            field = "pinned" if cmd.kind.endswith("pin") else "vetoed"
+            value = not cmd.kind.startswith("un")
+            if cmd.kind == "veto" and [c for c in ctx.state.eligible_ids() if c != cand.id] == []:
+                raise ValueError("refused: it is the last candidate that can be a parent")
+            setattr(cand, field, value)
+            ctx.save(cand)
+            return f"{cand.id} {cmd.kind}ned" if cmd.kind.endswith("pin") else f"{cand.id} {cmd.kind}ed"
+        if cmd.kind == "feedback":
+            repo.add_comment(ctx.db, ctx.run_id, cand.id, cmd.author, p["text"], kind="feedback")
+            return f"feedback attached to {cand.id}; the next reflections on it will read it"
+        if cmd.kind == "edit":
+            content = p["content"]
+            if not isinstance(content, dict):
+                component = p.get("component") or ctx.components[0]
+                if component not in cand.content:
+                    raise ValueError(f"unknown component {component!r}; components: {', '.join(cand.content)}")
+                content = {**cand.content, component: content}
+            return self._new_human(cand, content, cmd)
+        raise ValueError(f"unknown command {cmd.kind!r}")
+
+    def _new_human(self, parent: Optional[Candidate], content: Any, cmd: Command) -> str:
+        from engine.state import SINGLE, content_hash, to_evaluator
+
+        ctx = self.ctx
+        if not isinstance(content, dict):
+            content = {SINGLE: content} if ctx.single_text else {ctx.components[0]: content}
+        if set(content) != set(ctx.components):
+            raise ValueError(f"the candidate must have the components {', '.join(ctx.components)}")
+        cand = Candidate(id=new_id("c"), run_id=ctx.run_id, content=content, content_hash=content_hash(content),
+                         origin="human", parent_ids=[parent.id] if parent else [], step=ctx.step_index,
+                         author=cmd.author, reason=cmd.reason, started_at=utcnow(),
+                         frontier_version=ctx.state.frontier_version)
+        problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
+        if problem:
+            cand.status, cand.reason = "failed", f"invalid candidate (validate): {problem}"
+            ctx.save(cand)
+            raise ValueError(f"{cand.id} is invalid: {problem}")
+        ctx.save(cand)
+        self.validate_candidate(cand.id)
+        saved = ctx.state.candidates[cand.id]
+        mean = f"{saved.val_mean:.4g}" if saved.val_mean is not None else "n/a"
+        return f"new candidate {cand.id} (validation mean {mean})"

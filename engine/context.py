@@ -1,0 +1,73 @@
+"""What every part of a running optimization shares: one object, built once per run."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from storage import repo
+from storage.db import Database
+from storage.models import Candidate, Example, LMCall
+
+from engine.budget import Budget
+from engine.config import LMConfig, RunConfig
+from engine.evaluation import EvaluationService, Timeline
+from engine.state import PoolState
+
+
+@dataclass
+class RunContext:
+    db: Database
+    run_id: str
+    cfg: RunConfig
+    lm: "object"  # engine.lm.LMClient
+    evals: EvaluationService
+    state: PoolState
+    budget: Budget
+    timeline: Timeline
+    examples: dict[str, Example]
+    train_keys: list[str]
+    val_keys: list[str]
+    test_keys: list[str]
+    single_text: bool
+    components: list[str]
+    step_index: int = 0
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    _lm_failures: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def call_lm(self, cfg: LMConfig, messages: list[dict], purpose: str, candidate_id: Optional[str],
+                sample_index: int = 0, temperature: Optional[float] = None, example_key: Optional[str] = None):
+        """One LM call, recorded (tokens, cost, latency, cache) and charged to the budget."""
+        t0 = time.monotonic()
+        res = self.lm.complete(cfg, messages, sample_index=sample_index, temperature=temperature)
+        self.timeline.add("lm", t0, time.monotonic(), candidate_id, purpose=purpose)
+        call = LMCall(run_id=self.run_id, purpose=purpose, candidate_id=candidate_id, example_key=example_key,
+                      step=self.step_index, model=res.model or cfg.model, messages=messages, answer=res.text or "",
+                      tokens_in=res.tokens_in, tokens_out=res.tokens_out, cost_usd=res.cost_usd,
+                      seconds=res.seconds, cached=res.cached, error=res.error)
+        call_id = repo.record_lm_call(self.db, call)
+        self.budget.add_cost(res.cost_usd)
+        if purpose in ("reflection", "merge", "seed"):
+            with self._lock:
+                self._lm_failures = self._lm_failures + 1 if res.error else 0
+        return res, call_id
+
+    def prompt_char_budget(self, cfg: LMConfig) -> Optional[int]:
+        """Characters a prompt may take so that prompt + answer fit the model's context window
+        (about 3 characters a token, on the safe side); None when the window is unknown."""
+        window = self.lm.context_window(cfg)
+        return None if not window else max(2000, int((window - cfg.max_tokens) * 3))
+
+    @property
+    def consecutive_lm_failures(self) -> int:
+        with self._lock:
+            return self._lm_failures
+
+    def save(self, cand: Candidate) -> Candidate:
+        saved = repo.save_candidate(self.db, cand)
+        with self.state.lock:
+            self.state.candidates[saved.id] = saved
+        return saved

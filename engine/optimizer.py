@@ -1,0 +1,219 @@
+"""Running one optimization: seed, steps, human commands at step boundaries, budgets, the
+held-out test pass, and the final status — every fact written to the database as it happens.
+
+``Optimizer(db, run_id, …).run()`` returns the status the run was left in: ``completed``,
+``stopped``, ``failed``, ``paused`` (a human paused it, or the reflection LM kept failing) or
+``lost`` (another worker took the lease; we stop touching the run).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Optional
+
+from storage import repo
+from storage.db import Database
+from storage.models import Candidate, utcnow
+
+from engine.budget import Budget
+from engine.commands import CommandApplier
+from engine.config import RunConfig
+from engine.context import RunContext
+from engine.evaluation import EvaluationService, Timeline
+from engine.executor import EvalTask, Executor
+from engine.merge import try_merge
+from engine.reflection import parse_answer, seed_prompt
+from engine.state import SINGLE, PoolState, content_hash, deterministic_id
+from engine.step import run_step, step_rng, validate_child
+
+log = logging.getLogger("refract.engine")
+MAX_CONSECUTIVE_LM_FAILURES = 5
+MAX_IDLE_STEPS = 5
+
+
+class Optimizer:
+    def __init__(self, db: Database, run_id: str, lm=None, executor_factory: Optional[Callable[..., Executor]] = None,
+                 on_step: Optional[Callable[[RunContext], None]] = None) -> None:
+        self.db, self.run_id = db, run_id
+        self.lm = lm
+        self.executor_factory = executor_factory
+        self.on_step = on_step
+        self.stop_event = threading.Event()  # set by the worker when the lease is lost
+
+    # -- setup ---------------------------------------------------------------------------
+
+    def _context(self) -> RunContext:
+        from engine.lm import LMClient
+        from engine.sandbox import make_executor
+
+        run = repo.get_run(self.db, self.run_id)
+        cfg = RunConfig.model_validate(run.config)
+        examples = {ex.key: ex for ex in repo.get_examples(self.db, self.run_id)}
+        by_split = {s: [k for k, ex in examples.items() if ex.split == s] for s in ("train", "val", "test")}
+        val_keys = by_split["val"] or by_split["train"]
+        train_keys = by_split["train"] or val_keys
+        single = not cfg.is_multi_component
+        components = [SINGLE] if single else list(cfg.seed_candidate)
+        lm = self.lm or LMClient()
+        budget = Budget(cfg.budget, run.metric_calls, run.cost_usd, run.seconds)
+        timeline = Timeline()
+        steps_done = repo.completed_steps(self.db, self.run_id)
+        state = PoolState.load(self.db, self.run_id, val_keys, before_step=steps_done)
+        ctx = RunContext(db=self.db, run_id=self.run_id, cfg=cfg, lm=lm, evals=None, state=state, budget=budget,
+                         timeline=timeline, examples=examples, train_keys=train_keys, val_keys=val_keys,
+                         test_keys=by_split["test"], single_text=single, components=components,
+                         step_index=steps_done, stop_event=self.stop_event)
+        factory = self.executor_factory or make_executor
+        executor = factory(cfg.executor, cfg.evaluator, self._task_lm_handler(ctx))
+        ctx.evals = EvaluationService(self.db, self.run_id, executor, budget, examples, single, timeline)
+        return ctx
+
+    def _task_lm_handler(self, ctx: RunContext):
+        """The evaluator's ``lm()``: the engine makes the call with its key, records it, and
+        charges it to the run and to that evaluation."""
+
+        def handle(messages: list, model: Optional[str], params: dict, task: EvalTask) -> str:
+            lm_cfg = ctx.cfg.task_lm or ctx.cfg.reflection_lm
+            if model:
+                lm_cfg = lm_cfg.model_copy(update={"model": model})
+            if params:
+                allowed = {k: v for k, v in params.items() if k in ("temperature", "max_tokens")}
+                lm_cfg = lm_cfg.model_copy(update=allowed)
+            if not ctx.budget.may_call_lm():
+                raise RuntimeError("the run's cost or time budget is spent; lm() is refused")
+            res, _ = ctx.call_lm(lm_cfg, messages, "task", task.candidate_id, example_key=task.example_key)
+            if res.error:
+                raise RuntimeError(f"task LM failed: {res.error}")
+            return res.text
+
+        return handle
+
+    # -- the run -------------------------------------------------------------------------
+
+    def run(self) -> str:
+        try:
+            ctx = self._context()
+        except Exception as exc:
+            log.exception("run %s cannot start", self.run_id)
+            return self._finish(None, "failed", f"cannot start: {exc}")
+        try:
+            return self._loop(ctx)
+        except Exception as exc:
+            log.exception("run %s failed", self.run_id)
+            return self._finish(ctx, "failed", f"engine error: {exc}")
+        finally:
+            ctx.evals.executor.close()
+
+    def _loop(self, ctx: RunContext) -> str:
+        applier = CommandApplier(ctx, lambda cid: validate_child(ctx, cid))
+        idle = 0
+        if not ctx.state.scores:
+            problem = self._seed(ctx)
+            if problem:
+                return self._finish(ctx, "failed", problem)
+        while True:
+            if self.stop_event.is_set():
+                return "lost"
+            applied = applier.apply_pending()
+            run = repo.get_run(self.db, self.run_id)
+            if run.status == "stopped":
+                return self._finish(ctx, "stopped", run.status_reason)
+            if run.status == "paused":
+                return "paused"
+            if run.status in ("completed", "failed"):  # resumed by a budget change: go on
+                repo.set_run_fields(self.db, self.run_id, status="running", finished_at=None)
+            why = ctx.budget.exhausted(ctx.state.best()[1], ctx.step_index, 2 * min(ctx.cfg.search.minibatch_size, len(ctx.train_keys)))
+            if why:
+                return self._finish(ctx, "completed", why)
+            if ctx.consecutive_lm_failures >= MAX_CONSECUTIVE_LM_FAILURES:
+                last = repo.list_candidates(self.db, self.run_id, ["failed"])[-1].reason
+                repo.set_run_fields(self.db, self.run_id, status="paused",
+                                    status_reason=f"paused: the reflection LM failed {ctx.consecutive_lm_failures} times in a row ({last}). Fix the LM settings, then resume.")
+                return "paused"
+            if not ctx.state.eligible_ids():
+                return self._finish(ctx, "stopped", "no candidate can be a parent (all vetoed)")
+            step = repo.get_or_create_step(self.db, self.run_id, ctx.step_index)
+            run_step(ctx, step, applied)
+            idle = idle + 1 if step.metric_calls == 0 and not step.accepted_ids else 0
+            if idle >= MAX_IDLE_STEPS:
+                self._after_step(ctx)
+                return self._finish(ctx, "completed", f"no progress: the last {idle} steps made no evaluable proposal "
+                                                      "(the reflection LM keeps repeating or failing)")
+            if ctx.cfg.search.merge and len(ctx.components) > 1:
+                merges = sum(1 for c in ctx.state.candidates.values() if c.origin == "merge")
+                if merges < ctx.cfg.search.max_merges:
+                    try_merge(ctx, step_rng(ctx.cfg.search.seed + 7919, ctx.step_index))
+            self._after_step(ctx)
+            if run.step_mode:
+                repo.set_run_fields(self.db, self.run_id, status="paused", step_mode=False,
+                                    status_reason="paused after one step (step mode)")
+            if self.on_step:
+                self.on_step(ctx)
+
+    def _after_step(self, ctx: RunContext) -> None:
+        best_id, best_mean = ctx.state.best()
+        ctx.step_index += 1
+        repo.set_run_fields(self.db, self.run_id, steps_done=ctx.step_index, seconds=ctx.budget.seconds,
+                            best_candidate_id=best_id, best_val_mean=best_mean,
+                            frontier_version=ctx.state.frontier_version,
+                            consecutive_lm_failures=ctx.consecutive_lm_failures)
+
+    # -- seed ----------------------------------------------------------------------------
+
+    def _seed(self, ctx: RunContext) -> Optional[str]:
+        """Create (or find) the seed candidate and validate it. Returns a failure reason."""
+        cfg = ctx.cfg
+        seed_id = deterministic_id(self.run_id, "seed")
+        cand = repo.find_candidate(self.db, seed_id)
+        if cand is None:
+            seed = cfg.seed_candidate
+            content = dict(seed) if isinstance(seed, dict) else {SINGLE: seed} if seed else None
+            call_id = None
+            if content is None:
+                res, call_id = ctx.call_lm(cfg.reflection_lm, seed_prompt(cfg.artifact_kind, cfg.objective, cfg.background),
+                                           "seed", seed_id)
+                parsed = parse_answer(res.text or "", "", require_fence=False)
+                if res.error or parsed.text is None:
+                    return f"the reflection LM could not write a seed from the objective: {res.error or parsed.reason}"
+                content = {SINGLE: parsed.text}
+            cand = Candidate(id=seed_id, run_id=self.run_id, content=content, content_hash=content_hash(content),
+                             origin="seed", step=0, lm_call_id=call_id, started_at=utcnow(), status="accepted")
+            ctx.save(cand)
+        else:
+            ctx.state.candidates[cand.id] = cand
+        validate_child(ctx, seed_id)
+        seed = ctx.state.candidates[seed_id]
+        evs = repo.evaluations_for(self.db, self.run_id, [seed_id])
+        if evs and all(e.error for e in evs):
+            return (f"the evaluator failed on every validation example for the seed; first error: {evs[0].error}. "
+                    "Fix the evaluator (\"Try evaluator\" in the studio shows the traceback) and start a new run.")
+        if not evs:
+            return "the budget did not allow a single evaluation of the seed"
+        best_id, best_mean = ctx.state.best()
+        repo.set_run_fields(self.db, self.run_id, best_candidate_id=best_id or seed.id,
+                            best_val_mean=best_mean if best_mean is not None else seed.val_mean)
+        return None
+
+    # -- end -----------------------------------------------------------------------------
+
+    def _finish(self, ctx: Optional[RunContext], status: str, reason: str) -> str:
+        fields = {"status": status, "status_reason": reason, "finished_at": utcnow()}
+        if ctx is not None:
+            best_id, best_mean = ctx.state.best()
+            fields.update(best_candidate_id=best_id, best_val_mean=best_mean, seconds=ctx.budget.seconds,
+                          frontier_version=ctx.state.frontier_version)
+            run = repo.get_run(self.db, self.run_id)
+            cap = ctx.cfg.budget.max_metric_calls
+            fields["budget_overshoot"] = max(0, run.metric_calls - cap) if cap else 0
+            if best_id and ctx.test_keys and status == "completed":
+                fields["test_mean"] = self._test_pass(ctx, best_id)
+        repo.set_run_fields(self.db, self.run_id, **fields)
+        return status
+
+    def _test_pass(self, ctx: RunContext, best_id: str) -> Optional[float]:
+        """The held-out audit: the final best on the test set, which the search never saw.
+        Recorded as evaluations but not charged to the search's metric-call budget."""
+        best = ctx.state.candidates[best_id]
+        results = ctx.evals.evaluate(best, ctx.test_keys, kind="test", charge=False)
+        return sum(r.score for r in results.values()) / len(results) if results else None

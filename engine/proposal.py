@@ -1,0 +1,135 @@
+"""One reflective proposal: parent feedback → reflection LM → validated child → minibatch test.
+
+A proposal never raises: an LM error, an unusable answer, a repeat, an invalid candidate or a
+budget refusal all end as a ``failed`` child row with the reason, which is lineage too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from storage import repo
+from storage.models import Candidate, utcnow
+
+from engine.context import RunContext
+from engine.evaluation import Scored
+from engine.reflection import ExampleFeedback, build_prompt, parse_answer
+from engine.state import content_hash, deterministic_id, to_evaluator
+
+
+@dataclass
+class Outcome:
+    child_id: str
+    improved: bool  # passed minibatch acceptance
+    gain: float  # child minibatch total - parent minibatch total
+
+
+def proposal_temperature(base: float, k: int) -> float:
+    """Per-proposal variation so the K proposals of one parent differ (and cache apart)."""
+    return min(base + 0.15 * k, 1.5)
+
+
+def feedback_for(ctx: RunContext, results: dict[str, Scored], rotate: int) -> list[ExampleFeedback]:
+    """Minibatch feedback, worst examples first, rotated per proposal so that siblings look
+    at different failures first."""
+    fbs = [ExampleFeedback(k, r.score, ctx.examples[k].payload, r.side_info, r.error) for k, r in results.items()]
+    fbs.sort(key=lambda f: (f.score, f.key))
+    if fbs and rotate:
+        r = rotate % len(fbs)
+        fbs = fbs[r:] + fbs[:r]
+    return fbs
+
+
+def human_feedback(ctx: RunContext, candidate_id: str) -> list[str]:
+    return [c.text for c in repo.list_comments(ctx.db, ctx.run_id, candidate_id, kind="feedback")]
+
+
+def run_proposal(ctx: RunContext, parent: Candidate, k: int, minibatch: list[str],
+                 parent_results: dict[str, Scored]) -> Outcome:
+    child_id = deterministic_id(ctx.run_id, ctx.step_index, parent.id, k, "reflection")
+    existing = repo.find_candidate(ctx.db, child_id)
+    if existing is not None and existing.status in ("rejected", "failed", "accepted") and existing.finished_at:
+        return Outcome(child_id, existing.status == "accepted" or existing.reason == "improved",
+                       (existing.minibatch_score or 0) - (existing.parent_minibatch_score or 0))
+    n_comp = len(ctx.components)
+    component = ctx.components[(len(ctx.state.tried_texts(parent.id)) + k) % n_comp]
+    child = existing or Candidate(id=child_id, run_id=ctx.run_id, content={}, content_hash="", origin="reflection",
+                                  parent_ids=[parent.id], component=component, step=ctx.step_index,
+                                  frontier_version=ctx.state.frontier_version, started_at=utcnow(),
+                                  minibatch_keys=list(minibatch))
+    if not child.content:
+        child = _reflect(ctx, parent, child, k, parent_results)
+        if child.status == "failed":
+            return Outcome(child.id, False, 0.0)
+    return _test_on_minibatch(ctx, parent, child, minibatch, parent_results)
+
+
+def _fail(ctx: RunContext, child: Candidate, reason: str) -> Candidate:
+    child.status, child.reason, child.finished_at = "failed", reason, utcnow()
+    if not child.content:
+        child.content_hash = ""
+    return ctx.save(child)
+
+
+def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, parent_results) -> Candidate:
+    cfg = ctx.cfg
+    component = child.component
+    current = parent.content[component]
+    prompt = build_prompt(kind=cfg.artifact_kind, objective=cfg.objective, background=cfg.background,
+                          component=component, components=ctx.components, current_text=current,
+                          feedback=feedback_for(ctx, parent_results, k), human_feedback=human_feedback(ctx, parent.id),
+                          tried=ctx.state.tried_texts(parent.id), max_chars=ctx.prompt_char_budget(cfg.reflection_lm))
+    if not ctx.budget.may_call_lm():
+        return _fail(ctx, child, "budget: no room left for another LM call")
+    repo.bump_run(ctx.db, ctx.run_id, proposals_total=1)
+    messages = prompt.messages
+    temperature = proposal_temperature(cfg.reflection_lm.temperature, k)
+    for attempt in range(2):  # one retry, with the validation message, for an invalid candidate
+        res, call_id = ctx.call_lm(cfg.reflection_lm, messages, "reflection", child.id, sample_index=k, temperature=temperature)
+        child.lm_call_id = call_id
+        if res.error:
+            return _fail(ctx, child, f"reflection LM failed: {res.error}")
+        parsed = parse_answer(res.text, current, require_fence=cfg.search.require_fence)
+        if parsed.text is None:
+            return _fail(ctx, child, f"unusable answer: {parsed.reason}" + (" (side information was shortened)" if prompt.shortened else ""))
+        if attempt == 0:
+            repo.bump_run(ctx.db, ctx.run_id, proposals_parsed=1)
+        content = dict(parent.content)
+        content[component] = parsed.text
+        chash = content_hash(content)
+        if chash in ctx.state.tried_hashes(parent.id) or chash == parent.content_hash:
+            return _fail(ctx, child, "repeats an earlier proposal for this parent")
+        child.content, child.content_hash = content, chash
+        problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
+        if problem is None:
+            repo.bump_run(ctx.db, ctx.run_id, proposals_valid=1)
+            return ctx.save(child)
+        if attempt == 0:
+            messages = messages + [{"role": "assistant", "content": res.text},
+                                   {"role": "user", "content": f"That version is invalid: {problem}\nFix it and answer again with one fenced code block."}]
+    return _fail(ctx, child, f"invalid candidate (validate): {problem}")
+
+
+def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, minibatch: list[str],
+                       parent_results: dict[str, Scored]) -> Outcome:
+    results = ctx.evals.evaluate(child, [k for k in minibatch if k in parent_results], kind="minibatch")
+    keys = [k for k in results if k in parent_results]
+    if not keys:
+        _fail(ctx, child, "budget: no metric calls left to test it")
+        return Outcome(child.id, False, 0.0)
+    p_total = sum(parent_results[k].score for k in keys)
+    c_total = sum(results[k].score for k in keys)
+    strict = ctx.cfg.search.acceptance == "strict"
+    improved = c_total > p_total + 1e-12 if strict else c_total >= p_total - 1e-12
+    child.parent_minibatch_score, child.minibatch_score = p_total, c_total
+    child.minibatch_keys = keys
+    child.finished_at = utcnow()
+    if improved:
+        child.reason = "improved"
+        repo.bump_run(ctx.db, ctx.run_id, proposals_accepted=1)
+    else:
+        child.status = "rejected"
+        child.reason = f"no improvement on the minibatch ({c_total:.4g} vs parent {p_total:.4g})"
+    ctx.save(child)
+    return Outcome(child.id, improved, c_total - p_total)

@@ -1,0 +1,164 @@
+"""The reflection prompt and the parsing of its answer (DESIGN.md §1 step 3).
+
+The prompt states the objective, the background, what *kind* of artifact this is (a small
+model otherwise answers with code *about* the artifact), the current text, the minibatch side
+information rendered as readable Markdown, human feedback, and earlier proposals for the same
+parent that must not be repeated. Side information is shortened to fit the context window;
+the candidate text never is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+SYSTEM = (
+    "You improve {kind} by reflecting on evaluation feedback. "
+    "Answer with ONE fenced code block (```) that contains the complete new version of the "
+    "{kind_short} and nothing else: no explanations inside the fence, no placeholders. "
+    "You may write one short sentence before the fence about what you changed."
+)
+
+MAX_FIELD_CHARS = 4000
+
+
+@dataclass
+class ExampleFeedback:
+    key: str
+    score: float
+    example: Any
+    side_info: dict
+    error: Optional[str] = None
+
+
+@dataclass
+class ReflectionPrompt:
+    messages: list[dict]
+    shortened: bool  # side information was cut to fit the context window
+
+
+def _fence(text: str, lang: str = "") -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n… [{len(text) - limit} more characters cut]"
+
+
+def _render_value(value: Any, limit: int) -> str:
+    if isinstance(value, dict) and value.get("__image__"):
+        return "[image]"
+    if isinstance(value, str):
+        return _fence(_clip(value, limit))
+    return _fence(_clip(json.dumps(value, indent=2, ensure_ascii=False, default=str), limit), "json")
+
+
+def render_feedback(fb: ExampleFeedback, limit: int = MAX_FIELD_CHARS) -> str:
+    """One example's evaluation as Markdown: input, score, error, every side-info field."""
+    parts = [f"### Example `{fb.key}` — score {fb.score:.4g}"]
+    if fb.example is not None:
+        parts.append("**Input / expected:**\n" + _render_value(fb.example, limit))
+    if fb.error:
+        parts.append("**Error:**\n" + _fence(_clip(fb.error, limit)))
+    for name, value in fb.side_info.items():
+        if name == "traceback" and fb.error:
+            value = value[-limit:]
+        parts.append(f"**{name}:**\n" + _render_value(value, limit))
+    return "\n\n".join(parts)
+
+
+def build_prompt(*, kind: str, objective: str, background: str, component: str, components: list[str],
+                 current_text: str, feedback: list[ExampleFeedback], human_feedback: list[str],
+                 tried: list[str], max_chars: int | None = None) -> ReflectionPrompt:
+    """Build the messages of one reflection. ``max_chars`` bounds the whole prompt; only the
+    side-information section is shortened to meet it."""
+    kind = kind.strip() or "a text artifact (a prompt, code or configuration)"
+    kind_short = "artifact"
+    what = f"the component `{component}` of a multi-part candidate ({', '.join(components)})" if len(components) > 1 else "the candidate"
+    head = []
+    if objective.strip():
+        head.append("## Objective\n" + objective.strip())
+    if background.strip():
+        head.append("## Background\n" + background.strip())
+    head.append(f"## What you are improving\n{what}, which is {kind}. Your answer must be exactly that kind of thing.")
+    head.append("## Current version\n" + _fence(current_text))
+    tail = []
+    if human_feedback:
+        tail.append("## Human feedback (from the people steering this run — follow it)\n" +
+                    "\n".join(f"- {f}" for f in human_feedback))
+    if tried:
+        tail.append("## Already tried for this version (do not repeat these)\n" +
+                    "\n\n".join(_fence(_clip(t, 1500)) for t in tried[-3:]))
+    tail.append(
+        f"## Task\nStudy the feedback: find why the low-scoring examples fail, keep what works, and "
+        f"write an improved {kind_short} that fixes as many failures as possible. Answer with one "
+        f"fenced code block holding the complete new {kind_short}."
+    )
+    fixed = "\n\n".join(head + tail)
+    blocks = [render_feedback(fb) for fb in feedback]
+    shortened = False
+    if max_chars is not None:
+        room = max_chars - len(fixed) - 200
+        blocks, shortened = _fit(feedback, blocks, room)
+    body = "## Evaluation feedback on a minibatch\n\n" + ("\n\n".join(blocks) or "(no feedback)")
+    if shortened:
+        body += "\n\n(Some feedback was shortened to fit the model's context window.)"
+    user = "\n\n".join(head + [body] + tail)
+    system = SYSTEM.format(kind=kind, kind_short=kind_short)
+    return ReflectionPrompt([{"role": "system", "content": system}, {"role": "user", "content": user}], shortened)
+
+
+def _fit(feedback: list[ExampleFeedback], blocks: list[str], room: int) -> tuple[list[str], bool]:
+    if sum(len(b) for b in blocks) <= room:
+        return blocks, False
+    for limit in (1500, 600, 200, 80):
+        blocks = [render_feedback(fb, limit) for fb in feedback]
+        if sum(len(b) for b in blocks) <= room:
+            return blocks, True
+    while blocks and sum(len(b) for b in blocks) > room:
+        blocks = blocks[:-1]
+    return blocks, True
+
+
+_FENCE = re.compile(r"(`{3,})[^\n`]*\n(.*?)(?:\n\1|\Z)", re.S)
+
+
+@dataclass
+class ParsedAnswer:
+    text: Optional[str]
+    fenced: bool
+    reason: str = ""  # why it is not usable, when text is None
+
+
+def parse_answer(answer: str, current_text: str, require_fence: bool = True) -> ParsedAnswer:
+    """Take the new text from the first fenced block. An unclosed fence (answer cut by the
+    token cap) takes the rest. Empty, unchanged or (with require_fence) unfenced answers are
+    not usable: the reason says which."""
+    m = _FENCE.search(answer or "")
+    if m:
+        text, fenced = m.group(2).strip("\n"), True
+    elif require_fence:
+        return ParsedAnswer(None, False, "the answer has no fenced code block")
+    else:
+        text, fenced = (answer or "").strip(), False
+    if not text.strip():
+        return ParsedAnswer(None, fenced, "the answer is empty")
+    if text.strip() == current_text.strip():
+        return ParsedAnswer(None, fenced, "the answer is unchanged from the current version")
+    return ParsedAnswer(text, fenced)
+
+
+def seed_prompt(kind: str, objective: str, background: str) -> list[dict]:
+    """Messages asking the LM to write a first candidate from the objective alone."""
+    kind = kind.strip() or "a text artifact"
+    user = f"## Objective\n{objective.strip()}\n\n"
+    if background.strip():
+        user += f"## Background\n{background.strip()}\n\n"
+    user += f"Write a first version of {kind} that meets the objective. Answer with one fenced code block holding it."
+    return [{"role": "system", "content": SYSTEM.format(kind=kind, kind_short="artifact")},
+            {"role": "user", "content": user}]

@@ -1,0 +1,120 @@
+"""Parent selection strategies (DESIGN.md §1 step 1), behind one small Protocol.
+
+A selector picks ``n`` parents from the pool view and says why each was chosen; the reason is
+recorded on the step so a reviewer sees the effect of pins and vetoes. Randomness comes from
+the injected ``random.Random`` so a run is reproducible for a fixed seed.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from engine.frontier import Scores, compute_frontier, mean_scores, nondominated_frequencies
+
+
+@dataclass
+class PoolView:
+    """What selection may see: validation scores of accepted candidates, minus vetoed ones."""
+
+    scores: Scores  # eligible candidate id -> example key -> score
+    pinned: set[str] = field(default_factory=set)
+    last_chosen: dict[str, int] = field(default_factory=dict)  # candidate id -> last step it was a parent
+    step: int = 0
+
+
+class Selector(Protocol):
+    def select(self, view: PoolView, n: int, rng: random.Random) -> list[tuple[str, str]]:
+        """Return n (candidate id, reason) pairs; ids may repeat when the pool is small."""
+
+
+def _weighted_distinct(weights: dict[str, float], n: int, rng: random.Random) -> list[str]:
+    """Sample up to n distinct ids proportionally to weight; repeat when fewer than n exist."""
+    pool = {k: w for k, w in weights.items() if w > 0}
+    out: list[str] = []
+    while len(out) < n and pool:
+        keys = sorted(pool)
+        pick = rng.choices(keys, weights=[pool[k] for k in keys])[0]
+        out.append(pick)
+        del pool[pick]
+    while len(out) < n and out:
+        out.append(rng.choice(out[: len(weights)]))
+    return out
+
+
+class ParetoSelector:
+    """GEPA's default: frequency-weighted sampling over the dominance-pruned frontier."""
+
+    def select(self, view, n, rng):
+        front = compute_frontier(view.scores)
+        freq = nondominated_frequencies(front, view.scores)
+        if not freq:
+            freq = {cid: 1 for cid in view.scores}
+        return [(cid, f"frontier sample (best on {freq.get(cid, 0)} example(s))")
+                for cid in _weighted_distinct(freq, n, rng)]
+
+
+class BestSelector:
+    """Always the candidates with the highest mean validation score."""
+
+    def select(self, view, n, rng):
+        means = mean_scores(view.scores)
+        ranked = sorted(means, key=lambda c: (-means[c], c))
+        picks = [ranked[i % len(ranked)] for i in range(n)] if ranked else []
+        return [(cid, f"current best (mean {means[cid]:.3f})") for cid in picks]
+
+
+class EpsilonGreedySelector:
+    """The best candidate, or with probability epsilon a uniformly random one."""
+
+    def __init__(self, epsilon: float = 0.1) -> None:
+        self.epsilon = epsilon
+
+    def select(self, view, n, rng):
+        means = mean_scores(view.scores)
+        ranked = sorted(means, key=lambda c: (-means[c], c))
+        out = []
+        for _ in range(n):
+            if rng.random() < self.epsilon:
+                out.append((rng.choice(ranked), f"random exploration (epsilon {self.epsilon})"))
+            else:
+                out.append((ranked[0], f"current best (mean {means[ranked[0]]:.3f})"))
+        return out
+
+
+class TopKParetoSelector:
+    """Uniform among the k frontier members that are best on the most examples."""
+
+    def __init__(self, k: int = 3) -> None:
+        self.k = k
+
+    def select(self, view, n, rng):
+        freq = nondominated_frequencies(compute_frontier(view.scores), view.scores) or {c: 1 for c in view.scores}
+        top = sorted(freq, key=lambda c: (-freq[c], c))[: self.k]
+        return [(cid, f"top-{self.k} frontier member") for cid in _weighted_distinct({c: 1 for c in top}, n, rng)]
+
+
+def make_selector(name: str, epsilon: float = 0.1, k: int = 3) -> Selector:
+    return {
+        "pareto": ParetoSelector(),
+        "best": BestSelector(),
+        "epsilon_greedy": EpsilonGreedySelector(epsilon),
+        "top_k_pareto": TopKParetoSelector(k),
+    }[name]
+
+
+def select_parents(selector: Selector, view: PoolView, n: int, rng: random.Random, pin_every: int) -> list[tuple[str, str]]:
+    """Apply the strategy, then honour pins: a pinned candidate not chosen for ``pin_every``
+    steps replaces the last strategy pick. Pinned candidates are always eligible."""
+    picks = selector.select(view, n, rng) if view.scores else []
+    due = [c for c in sorted(view.pinned)
+           if view.step - view.last_chosen.get(c, -10**9) >= pin_every and c not in {p for p, _ in picks}]
+    for i, cid in enumerate(due[:n]):
+        slot = len(picks) - 1 - i
+        reason = f"pinned (not a parent for {pin_every}+ steps)"
+        if slot >= 0:
+            picks[slot] = (cid, reason)
+        else:
+            picks.append((cid, reason))
+    return picks

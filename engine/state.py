@@ -1,0 +1,119 @@
+"""The engine's in-memory view of a run's candidate pool, rebuilt from the database.
+
+Only accepted candidates (and pinned ones) with validation scores compete in selection;
+vetoed candidates never do. Everything here can be derived from the database, which is what
+makes a killed run resumable: ``PoolState.load`` is all a restarted worker needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from storage import repo
+from storage.db import Database
+from storage.models import Candidate
+
+from engine.frontier import Frontier, compute_frontier, mean_scores
+from engine.selection import PoolView
+
+SINGLE = "text"  # the component name of a single-text candidate
+
+
+def content_hash(content: dict) -> str:
+    return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def deterministic_id(*parts: Any) -> str:
+    """Ids of engine-made candidates are derived from (run, step, slot…), so a resumed step
+    finds the rows it already wrote instead of paying for them again."""
+    return "c" + hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:15]
+
+
+def to_evaluator(content: dict, single_text: bool) -> Any:
+    return content[SINGLE] if single_text else dict(content)
+
+
+@dataclass
+class PoolState:
+    val_keys: list[str]
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # accepted id -> key -> score
+    candidates: dict[str, Candidate] = field(default_factory=dict)  # every candidate of the run
+    full: set[str] = field(default_factory=set)  # ids validated on every validation example
+    last_chosen: dict[str, int] = field(default_factory=dict)
+    frontier_version: int = 0
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    @classmethod
+    def load(cls, db: Database, run_id: str, val_keys: list[str], before_step: int) -> "PoolState":
+        """Rebuild from the database; candidates of an unfinished step (``step >= before_step``
+        made by reflection or merge) are left out: the step is redone, finding their rows."""
+        state = cls(val_keys=val_keys)
+        pk_to_key = {ex.pk: ex.key for ex in repo.get_examples(db, run_id)}
+        valset = set(val_keys)
+        for cand in repo.list_candidates(db, run_id):
+            state.candidates[cand.id] = cand
+        accepted = [c for c in state.candidates.values()
+                    if c.status == "accepted" and not (c.origin in ("reflection", "merge") and c.step >= before_step)]
+        for ev in repo.evaluations_for(db, run_id, [c.id for c in accepted]):
+            key = pk_to_key.get(ev.example_pk)
+            if key in valset:
+                state.scores.setdefault(ev.candidate_id, {})[key] = ev.score
+        for c in accepted:
+            state.scores.setdefault(c.id, {})
+            if len(state.scores[c.id]) == len(val_keys):
+                state.full.add(c.id)
+        for step in repo.list_steps(db, run_id):
+            for pid in step.parent_ids:
+                state.last_chosen[pid] = max(state.last_chosen.get(pid, -1), step.index)
+        return state
+
+    # -- derived views -------------------------------------------------------------------
+
+    def eligible_ids(self) -> list[str]:
+        with self.lock:
+            return [cid for cid in self.scores if not self.candidates[cid].vetoed]
+
+    def view(self, step: int) -> PoolView:
+        with self.lock:
+            eligible = {cid: dict(self.scores[cid]) for cid in self.eligible_ids() if self.scores[cid]}
+            pinned = {cid for cid, c in self.candidates.items() if c.pinned and not c.vetoed and cid in self.scores}
+            return PoolView(scores=eligible, pinned=pinned, last_chosen=dict(self.last_chosen), step=step)
+
+    def frontier(self) -> Frontier:
+        with self.lock:
+            return compute_frontier({c: self.scores[c] for c in self.eligible_ids()})
+
+    def best(self) -> tuple[Optional[str], Optional[float]]:
+        """The best fully validated, non-vetoed candidate by mean validation score."""
+        with self.lock:
+            full = {c: self.scores[c] for c in self.eligible_ids() if c in self.full}
+            means = mean_scores(full)
+            if not means:
+                return None, None
+            cid = max(sorted(means), key=lambda c: means[c])
+            return cid, means[cid]
+
+    def add_scored(self, cand: Candidate, scores: dict[str, float]) -> None:
+        with self.lock:
+            self.candidates[cand.id] = cand
+            self.scores[cand.id] = dict(scores)
+            if len(scores) == len(self.val_keys):
+                self.full.add(cand.id)
+            self.frontier_version += 1
+
+    def tried_texts(self, parent_id: str) -> list[str]:
+        """Texts already proposed for this parent (rejected or failed), oldest first."""
+        with self.lock:
+            out = []
+            for c in self.candidates.values():
+                if parent_id in c.parent_ids and c.origin == "reflection" and c.component:
+                    out.append(c.content.get(c.component, ""))
+            return out
+
+    def tried_hashes(self, parent_id: str) -> set[str]:
+        with self.lock:
+            return {c.content_hash for c in self.candidates.values() if parent_id in c.parent_ids}
