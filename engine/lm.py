@@ -1,0 +1,285 @@
+"""All LM traffic of Refract goes through this module (built on litellm).
+
+Contract of ``LMClient.complete``:
+- never raises for provider problems: a failed call returns an ``LMResult`` whose ``error`` holds
+  the exact reason (exception type and message, with the API key redacted);
+- retries, with exponential back-off and jitter, only the transient errors listed in
+  ``RETRYABLE`` (rate limits, timeouts, connection errors, HTTP 5xx); bad requests,
+  authentication, missing models and context-window overflows fail at once;
+- at most ``cfg.max_concurrency`` calls to one model string are in flight in this process;
+- answers are cached on disk by content (``storage.lm_cache``): a hit costs $0, has
+  ``cached=True`` and the token counts of the original call; failures are never cached;
+- API keys are read only from the environment variable named by ``cfg.api_key_env`` (or
+  litellm's own defaults such as OPENAI_API_KEY) and are never returned, logged or stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # bundled price list: offline, fast
+
+import litellm  # noqa: E402
+
+from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
+from engine.lm_defaults import default_lm_config, default_model, default_model_reason  # noqa: E402,F401
+from engine.lm_providers import IN_PROCESS_PROVIDERS, register_builtin_providers  # noqa: E402
+from storage.lm_cache import LMCache, cache_key  # noqa: E402
+
+litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stderr
+register_builtin_providers()
+
+log = logging.getLogger("refract.lm")
+
+# Errors worth another attempt: the same request may succeed a moment later.
+RETRYABLE: tuple[type[BaseException], ...] = (
+    litellm.RateLimitError,
+    litellm.Timeout,
+    litellm.APIConnectionError,
+    litellm.InternalServerError,
+    litellm.ServiceUnavailableError,
+    litellm.BadGatewayError,
+)
+_MAX_BACKOFF_SECONDS = 60.0
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Rate limit, timeout, connection error or any HTTP 5xx; never a 4xx."""
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        return False
+    if isinstance(exc, RETRYABLE):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and status >= 500
+
+
+@dataclass
+class LMResult:
+    text: str
+    model: str
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    seconds: float
+    cached: bool
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class _InFlightLimit:
+    """Counts calls in flight for one model; the limit is given per call, so configs that ask
+    for different limits on the same model each get theirs (the smaller one binds)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._in_flight = 0
+
+    def acquire(self, limit: int) -> None:
+        with self._cond:
+            while self._in_flight >= limit:
+                self._cond.wait()
+            self._in_flight += 1
+
+    def release(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            self._cond.notify_all()
+
+
+# Process-wide, because a provider's rate limit is per account, not per LMClient.
+_limits: dict[str, _InFlightLimit] = {}
+_limits_lock = threading.Lock()
+
+
+def _limit_for(model: str) -> _InFlightLimit:
+    with _limits_lock:
+        return _limits.setdefault(model, _InFlightLimit())
+
+
+def _default_cache_dir() -> Path:
+    from storage.db import DEFAULT_DATA_DIR
+
+    return DEFAULT_DATA_DIR / "lm-cache"
+
+
+class LMClient:
+    """One entry point for chat completions; safe to share between threads."""
+
+    def __init__(
+        self,
+        cache_dir: Path | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        backoff_base: float = 1.0,
+    ) -> None:
+        self.cache = LMCache(cache_dir or _default_cache_dir())
+        self._sleep = sleep
+        self._backoff_base = backoff_base
+
+    def complete(
+        self,
+        cfg: LMConfig,
+        messages: list[dict],
+        *,
+        sample_index: int = 0,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: list[str] | None = None,
+        use_cache: bool = True,
+    ) -> LMResult:
+        """One chat completion; see the module docstring for the contract."""
+        params = {
+            "temperature": cfg.temperature if temperature is None else temperature,
+            "max_tokens": cfg.max_tokens if max_tokens is None else max_tokens,
+            "stop": list(stop) if stop else None,
+        }
+        started = time.monotonic()
+        key = cache_key(model=cfg.model, api_base=cfg.api_base, messages=messages,
+                        params=params, sample_index=sample_index)
+        if use_cache:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return LMResult(text=hit["text"], model=cfg.model, tokens_in=hit["tokens_in"],
+                                tokens_out=hit["tokens_out"], cost_usd=0.0,
+                                seconds=time.monotonic() - started, cached=True, error=None)
+        result = self._call_with_retries(cfg, messages, params, sample_index)
+        result.seconds = time.monotonic() - started
+        if use_cache and result.error is None:
+            self.cache.put(key, {"text": result.text, "tokens_in": result.tokens_in,
+                                 "tokens_out": result.tokens_out, "cost_usd": result.cost_usd})
+        log.info("lm call model=%s tokens=%d/%d cost=%.6f seconds=%.2f error=%s", cfg.model,
+                 result.tokens_in, result.tokens_out, result.cost_usd, result.seconds,
+                 "yes" if result.error else "no")
+        return result
+
+    def check(self, cfg: LMConfig) -> dict:
+        """Test the connection: one tiny uncached call with no retries.
+
+        Returns ``{"ok", "model", "api_base", "seconds", "answer", "error", "tokens_in",
+        "tokens_out", "cost_usd"}``; ``error`` is the exact provider message when it failed.
+        """
+        quick = cfg.model_copy(update={"num_retries": 0})
+        messages = [{"role": "user", "content": "Reply with exactly one word: ready"}]
+        r = self.complete(quick, messages, temperature=0.0, max_tokens=16, use_cache=False)
+        return {"ok": r.ok, "model": cfg.model, "api_base": cfg.api_base, "seconds": round(r.seconds, 3),
+                "answer": r.text.strip(), "error": r.error, "tokens_in": r.tokens_in,
+                "tokens_out": r.tokens_out, "cost_usd": r.cost_usd}
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _call_with_retries(self, cfg: LMConfig, messages: list[dict], params: dict, sample_index: int) -> LMResult:
+        api_key = None
+        if cfg.api_key_env:
+            api_key = os.environ.get(cfg.api_key_env)
+            if not api_key:
+                return _failure(cfg, f"the environment variable {cfg.api_key_env} (api_key_env) is not set: "
+                                     f"export it in the engine's environment, or choose another model")
+        kwargs = {k: v for k, v in params.items() if v is not None}
+        kwargs.update(model=cfg.model, messages=messages, timeout=cfg.timeout_seconds,
+                      num_retries=0, max_retries=0, drop_params=True)
+        if cfg.api_base:
+            kwargs["api_base"] = cfg.api_base
+        if api_key:
+            kwargs["api_key"] = api_key
+        elif cfg.api_base and cfg.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+            # Self-hosted OpenAI-compatible servers (vLLM, llama.cpp, Ollama) usually need no key,
+            # but the OpenAI client refuses to send a request without one.
+            kwargs["api_key"] = "no-key-needed"
+        if cfg.model.split("/", 1)[0] in IN_PROCESS_PROVIDERS:
+            # Our own providers honour a seed: the K proposals of one parent must differ.
+            kwargs["seed"] = sample_index
+        limit = _limit_for(cfg.model)
+        attempt = 0
+        while True:
+            limit.acquire(cfg.max_concurrency)
+            try:
+                response = litellm.completion(**kwargs)
+            except Exception as exc:  # noqa: BLE001 -- every provider failure becomes an LMResult
+                error = _describe(exc, api_key)
+                if attempt >= cfg.num_retries or not is_retryable(exc):
+                    return _failure(cfg, error if attempt == 0 else f"{error} (after {attempt + 1} attempts)")
+                delay = self._backoff(attempt, exc)
+                log.warning("lm call to %s failed (%s); retry %d/%d in %.1fs", cfg.model, error,
+                            attempt + 1, cfg.num_retries, delay)
+            else:
+                return _success(cfg, response)
+            finally:
+                limit.release()
+            self._sleep(delay)  # outside the limit: a waiting retry must not block other calls
+            attempt += 1
+
+    def _backoff(self, attempt: int, exc: BaseException) -> float:
+        retry_after = _retry_after_seconds(exc)
+        if retry_after is not None:
+            return min(retry_after, _MAX_BACKOFF_SECONDS)
+        base = min(self._backoff_base * (2 ** attempt), _MAX_BACKOFF_SECONDS)
+        return base * random.uniform(0.5, 1.0)  # jitter: parallel callers do not retry in lockstep
+
+
+def _success(cfg: LMConfig, response) -> LMResult:
+    choice = response.choices[0]
+    text = getattr(choice.message, "content", None) or ""
+    usage = getattr(response, "usage", None)
+    tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+    tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+    return LMResult(text=text, model=cfg.model, tokens_in=tokens_in, tokens_out=tokens_out,
+                    cost_usd=_cost(response, cfg.model), seconds=0.0, cached=False, error=None)
+
+
+def _failure(cfg: LMConfig, error: str) -> LMResult:
+    return LMResult(text="", model=cfg.model, tokens_in=0, tokens_out=0, cost_usd=0.0,
+                    seconds=0.0, cached=False, error=error)
+
+
+def _cost(response, model: str) -> float:
+    """Dollars from litellm's offline price map; 0 for models it does not know."""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost")
+    if isinstance(cost, (int, float)) and cost >= 0:
+        return float(cost)
+    try:
+        return float(litellm.completion_cost(completion_response=response, model=model))
+    except Exception:  # noqa: BLE001 -- an unmapped model (local, self-hosted) costs nothing we know of
+        return 0.0
+
+
+# litellm appends a traceback and a bug-report link to some messages: the user needs neither.
+_NOISE_MARKERS = ("\nTraceback (most recent call last)", "\n\nThis looks like a bug in LiteLLM")
+_MAX_ERROR_CHARS = 2000
+
+
+def _describe(exc: BaseException, api_key: str | None) -> str:
+    """The exception's type and message (litellm's own prefix kept), key redacted, noise cut."""
+    text = str(exc)
+    for marker in _NOISE_MARKERS:
+        text = text.split(marker, 1)[0]
+    text = f"{type(exc).__name__}: {text.strip()}"
+    if api_key:
+        text = text.replace(api_key, "***")
+    return text[:_MAX_ERROR_CHARS]
+
+
+def _retry_after_seconds(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    try:
+        value = float(headers.get("retry-after"))
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 0 else None
+
+
+__all__ = ["LMClient", "LMResult", "LOCAL_MODEL", "RETRYABLE", "default_lm_config", "default_model",
+           "default_model_reason", "is_retryable"]

@@ -1,0 +1,94 @@
+"""Content-addressed disk cache of LM answers.
+
+The key is the SHA-256 of everything that determines an answer: model, api_base, messages,
+sampling parameters and the sample index (so that the K proposals of one parent are K different
+entries). API keys are never part of the key or the value.
+
+Storage: a plain ``diskcache_community.Cache`` (not ``FanoutCache``, which dropped writes under
+contention, see NOTES.md) with ``JSONDisk``: values are JSON, so opening a cache directory never
+unpickles anything (CVE-2025-69872). The directory is created with mode 0700.
+
+What this cache does NOT guarantee:
+- Freshness: an entry never expires; a provider that changes its model behind the same name keeps
+  answering from the cache until ``clear()``.
+- Exactly-once calls: two threads or processes that miss at the same moment both call the LM and
+  both store (the last write wins; both answers are valid, only one is remembered).
+- Durability: a crash during a write may lose that entry (never corrupt another one); a missing
+  entry only costs a new call.
+- Determinism of providers: a hit replays one earlier answer; it does not make the LM deterministic.
+- Confidentiality of prompts: messages and answers are stored in clear text on local disk, guarded
+  only by the directory's permissions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from diskcache_community import Cache, JSONDisk
+
+# Stored entries carry this version; bump it when the value layout changes so old entries miss.
+_FORMAT = 1
+
+
+def cache_key(
+    *,
+    model: str,
+    api_base: str | None,
+    messages: list[dict],
+    params: dict[str, Any],
+    sample_index: int,
+) -> str:
+    """SHA-256 hex digest of the canonical JSON of the request (keys sorted, no whitespace)."""
+    doc = {
+        "v": _FORMAT,
+        "model": model,
+        "api_base": api_base or "",
+        "messages": messages,
+        "params": params,
+        "sample_index": sample_index,
+    }
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class LMCache:
+    """Thread- and process-safe get/put of JSON dicts by request key.
+
+    ``get`` returns ``None`` on a miss, and also when the cache cannot be read (an unreadable
+    cache degrades to "no cache", it never fails the LM call). ``put`` silently skips values that
+    are not JSON-serialisable dicts and errors of the underlying store, for the same reason.
+    """
+
+    def __init__(self, directory: Path, size_limit_bytes: int = 2**30) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # mkdir's mode is masked by the umask and ignored for an existing directory: enforce it.
+        os.chmod(self.directory, 0o700)
+        self._cache = Cache(str(self.directory), disk=JSONDisk, size_limit=size_limit_bytes)
+
+    def get(self, key: str) -> dict | None:
+        try:
+            value = self._cache.get(key)
+        except Exception:  # corrupt entry or locked database: behave as a miss
+            return None
+        return value if isinstance(value, dict) and value.get("v") == _FORMAT else None
+
+    def put(self, key: str, value: dict) -> None:
+        try:
+            self._cache.set(key, {**value, "v": _FORMAT})
+        except Exception:  # a cache that cannot store must not fail a paid-for answer
+            pass
+
+    def clear(self) -> int:
+        """Remove every entry; returns how many were removed."""
+        return self._cache.clear()
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def close(self) -> None:
+        self._cache.close()

@@ -1,0 +1,250 @@
+"""engine.lm: retries, errors, cache, key hygiene, concurrency limit, cost, default model.
+
+All calls go to the in-process ``scripted`` provider (or litellm's own mock), never the network.
+"""
+
+from __future__ import annotations
+
+import functools
+import stat
+import threading
+
+from engine.lm import LMClient, default_lm_config, default_model, default_model_reason, is_retryable  # first: offline price map
+
+import litellm  # noqa: E402
+import pytest  # noqa: E402
+
+from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
+from engine.lm_defaults import OVERRIDE_ENV, PROVIDER_DEFAULTS  # noqa: E402
+from engine.testing_lm import install_script, uninstall_script  # noqa: E402
+
+MESSAGES = [{"role": "user", "content": "improve this text please"}]
+
+
+@pytest.fixture(autouse=True)
+def _no_script_left_behind():
+    yield
+    uninstall_script()
+
+
+@pytest.fixture
+def sleeps():
+    return []
+
+
+@pytest.fixture
+def client(tmp_path, sleeps):
+    return LMClient(tmp_path / "lm-cache", sleep=sleeps.append, backoff_base=0.5)
+
+
+def _rate_limited(times: int, answer: str = "fine"):
+    calls = {"n": 0}
+
+    def script(messages, params):
+        calls["n"] += 1
+        if calls["n"] <= times:
+            raise litellm.RateLimitError("slow down", llm_provider="scripted", model="t")
+        return answer
+
+    return script, calls
+
+
+def test_rate_limit_is_retried_with_growing_backoff_then_succeeds(client, sleeps):
+    script, calls = _rate_limited(2)
+    install_script(script)
+    result = client.complete(LMConfig(model="scripted/retry", num_retries=3), MESSAGES)
+    assert result.ok and result.text == "fine"
+    assert calls["n"] == 3
+    assert len(sleeps) == 2
+    # exponential back-off with jitter in [0.5, 1.0] x base x 2^attempt
+    assert 0.25 <= sleeps[0] <= 0.5 and 0.5 <= sleeps[1] <= 1.0
+
+
+def test_final_failure_returns_error_text_not_exception(client, sleeps):
+    script, calls = _rate_limited(100)
+    install_script(script)
+    result = client.complete(LMConfig(model="scripted/fail", num_retries=2), MESSAGES)
+    assert not result.ok and result.text == ""
+    assert "RateLimitError" in result.error and "slow down" in result.error
+    assert "after 3 attempts" in result.error
+    assert calls["n"] == 3 and len(sleeps) == 2
+    assert result.cost_usd == 0 and result.cached is False
+
+
+@pytest.mark.parametrize("exc", [
+    litellm.AuthenticationError("bad key", llm_provider="scripted", model="t"),
+    litellm.BadRequestError("malformed", llm_provider="scripted", model="t"),
+    litellm.ContextWindowExceededError("too long", llm_provider="scripted", model="t"),
+    litellm.NotFoundError("no such model", llm_provider="scripted", model="t"),
+])
+def test_client_errors_are_not_retried(client, sleeps, exc):
+    calls = []
+
+    def script(messages, params):
+        calls.append(1)
+        raise exc
+
+    install_script(script)
+    result = client.complete(LMConfig(model="scripted/noretry", num_retries=3), MESSAGES)
+    assert len(calls) == 1 and sleeps == []
+    assert type(exc).__name__ in result.error
+
+
+@pytest.mark.parametrize("exc,retry", [
+    (litellm.Timeout("t", model="m", llm_provider="p"), True),
+    (litellm.InternalServerError("x", llm_provider="p", model="m"), True),
+    (litellm.ServiceUnavailableError("x", llm_provider="p", model="m"), True),
+    (litellm.APIConnectionError("x", llm_provider="p", model="m"), True),
+    (litellm.ContextWindowExceededError("x", llm_provider="p", model="m"), False),
+    (ValueError("not a provider error"), False),
+])
+def test_which_errors_retry(exc, retry):
+    assert is_retryable(exc) is retry
+
+
+def test_cache_hit_costs_nothing_and_is_marked(client):
+    stats = install_script(lambda m, p: f"answer {p['sample_index']}", price_per_token=1e-3)
+    cfg = LMConfig(model="scripted/cache", temperature=0.5)
+    first = client.complete(cfg, MESSAGES)
+    again = client.complete(cfg, MESSAGES)
+    assert first.cost_usd > 0 and not first.cached
+    assert again.cached and again.cost_usd == 0 and again.text == first.text
+    assert again.tokens_in == first.tokens_in and again.tokens_out == first.tokens_out
+    assert len(stats.calls) == 1
+    other_sample = client.complete(cfg, MESSAGES, sample_index=1)
+    assert not other_sample.cached and other_sample.text == "answer 1"
+    other_temperature = client.complete(cfg, MESSAGES, temperature=0.9)
+    assert not other_temperature.cached
+    uncached = client.complete(cfg, MESSAGES, use_cache=False)
+    assert not uncached.cached
+    assert len(stats.calls) == 4
+
+
+def test_failures_are_not_cached(client):
+    script, calls = _rate_limited(1)
+    install_script(script)
+    cfg = LMConfig(model="scripted/nocache-fail", num_retries=0)
+    assert not client.complete(cfg, MESSAGES).ok
+    assert client.complete(cfg, MESSAGES).ok
+    assert calls["n"] == 2
+
+
+def test_cache_directory_is_private(tmp_path):
+    LMClient(tmp_path / "c")
+    assert stat.S_IMODE((tmp_path / "c").stat().st_mode) == 0o700
+
+
+def test_api_key_reaches_provider_but_never_the_cache_or_the_error(client, monkeypatch, tmp_path):
+    secret = "sk-test-SECRET-0123456789abcdef"
+    monkeypatch.setenv("REFRACT_TEST_KEY", secret)
+    seen = []
+
+    class Spy(litellm.llms.custom_llm.CustomLLM):  # records the key the provider received
+        def completion(self, *args, **kwargs):
+            seen.append(kwargs.get("api_key", args[8] if len(args) > 8 else None))
+            response = args[4] if len(args) > 4 else kwargs["model_response"]
+            response.choices[0].message.content = "ok " + secret[:3]
+            return response
+
+    from engine.lm_providers import register_provider
+    register_provider("spy", Spy())
+    cfg = LMConfig(model="spy/m", api_key_env="REFRACT_TEST_KEY")
+    assert client.complete(cfg, MESSAGES).ok
+    assert seen == [secret]
+    for key in client.cache._cache.iterkeys():
+        assert secret not in repr(key) + repr(client.cache._cache.get(key))
+    for path in (tmp_path / "lm-cache").rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes()
+
+    def leaky(messages, params):
+        raise litellm.AuthenticationError(f"Incorrect API key provided: {secret}", llm_provider="s", model="m")
+
+    install_script(leaky)
+    failed = client.complete(LMConfig(model="scripted/leak", api_key_env="REFRACT_TEST_KEY"), MESSAGES)
+    assert "AuthenticationError" in failed.error and secret not in failed.error and "***" in failed.error
+
+
+def test_missing_key_variable_is_a_clear_error_without_a_call(client, monkeypatch):
+    monkeypatch.delenv("REFRACT_ABSENT_KEY", raising=False)
+    stats = install_script(lambda m, p: "never")
+    result = client.complete(LMConfig(model="scripted/k", api_key_env="REFRACT_ABSENT_KEY"), MESSAGES)
+    assert "REFRACT_ABSENT_KEY" in result.error and "not set" in result.error
+    assert stats.calls == []
+
+
+def test_concurrency_limit_per_model_holds(client):
+    stats = install_script(lambda m, p: "x", latency=0.05)
+    cfg = LMConfig(model="scripted/concurrency", max_concurrency=2)
+    threads = [threading.Thread(target=client.complete, args=(cfg, [{"role": "user", "content": f"q{i}"}]))
+               for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(stats.calls) == 8
+    assert stats.max_in_flight == 2
+
+
+def test_tokens_and_cost_from_the_provider_usage(client):
+    install_script(lambda m, p: "one two three", price_per_token=0.01)
+    result = client.complete(LMConfig(model="scripted/cost"), MESSAGES)
+    assert (result.tokens_in, result.tokens_out) == (4, 3)
+    assert result.cost_usd == pytest.approx(0.07)
+    assert result.seconds >= 0
+
+
+def test_cost_from_litellm_price_map_for_a_known_model(client, monkeypatch):
+    monkeypatch.setattr(litellm, "completion", functools.partial(litellm.completion, mock_response="a mock answer"))
+    result = client.complete(LMConfig(model="openai/gpt-4.1-mini"), MESSAGES)
+    assert result.ok and result.text == "a mock answer"
+    assert result.tokens_in > 0 and result.tokens_out > 0
+    price_in, price_out = litellm.cost_per_token(model="gpt-4.1-mini", prompt_tokens=result.tokens_in,
+                                                 completion_tokens=result.tokens_out)
+    assert result.cost_usd == pytest.approx(price_in + price_out)
+
+
+def test_unknown_model_costs_zero(client):
+    from engine.lm import _cost
+    response = litellm.ModelResponse(model="nobody-knows/this-model")
+    assert _cost(response, "nobody-knows/this-model") == 0.0
+
+
+def test_check_reports_answer_and_latency_or_exact_error(client, monkeypatch):
+    install_script(lambda m, p: "ready")
+    ok = client.check(LMConfig(model="scripted/check"))
+    assert ok["ok"] and ok["answer"] == "ready" and ok["error"] is None and ok["seconds"] >= 0
+    assert not any("key" in k for k in ok)
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    bad = client.check(LMConfig(model="openai/gpt-4.1-mini", api_key_env="NOT_SET_ANYWHERE"))
+    assert not bad["ok"] and "NOT_SET_ANYWHERE" in bad["error"]
+
+
+@pytest.fixture
+def no_provider_keys(monkeypatch):
+    for env, _ in PROVIDER_DEFAULTS:
+        monkeypatch.delenv(env, raising=False)
+    monkeypatch.delenv(OVERRIDE_ENV, raising=False)
+    return monkeypatch
+
+
+def test_default_is_the_local_model_without_keys(no_provider_keys):
+    assert default_model() == LOCAL_MODEL
+    assert "no provider API key" in default_model_reason() and LOCAL_MODEL in default_model_reason()
+    cfg = default_lm_config()
+    assert cfg.model == LOCAL_MODEL and cfg.api_key_env is None
+
+
+def test_default_uses_a_configured_provider_key(no_provider_keys):
+    no_provider_keys.setenv("OPENAI_API_KEY", "sk-whatever")
+    assert default_model() == "openai/gpt-4.1-mini"
+    cfg = default_lm_config(temperature=0.2)
+    assert cfg.api_key_env == "OPENAI_API_KEY" and cfg.temperature == 0.2
+    assert "sk-whatever" not in default_model_reason() and "OPENAI_API_KEY" in default_model_reason()
+
+
+def test_default_anthropic_and_explicit_override(no_provider_keys):
+    no_provider_keys.setenv("ANTHROPIC_API_KEY", "k")
+    assert default_model().startswith("anthropic/")
+    no_provider_keys.setenv(OVERRIDE_ENV, "ollama/qwen2.5-coder")
+    assert default_model() == "ollama/qwen2.5-coder"
