@@ -1,0 +1,215 @@
+"""LocalPool: W warm sandboxed workers on this machine behind the ``Executor`` contract.
+
+Each worker process compiles the evaluator once and serves many (candidate, example) pairs.
+One engine-side thread per worker takes tasks from a shared queue, so the tasks of a whole
+step spread over the pool and each Future completes as soon as its own result arrives.
+A worker that times out, crashes or leaves stray processes is killed (whole process group)
+and replaced; only its in-flight task fails, as an ``EvalOutcome`` with ``error`` set —
+futures never raise for evaluator problems.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Optional
+
+from engine.executor import EvalOutcome, EvalTask, LMHandler
+from engine.sandbox.worker_process import LoadError, SandboxSpec, WorkerFailed, WorkerProcess
+
+log = logging.getLogger(__name__)
+_CLOSE = None
+
+
+class _LMAccount:
+    """Answers one task's ``lm()`` requests through the engine's handler and sums their cost.
+    The handler returns the text, or a dict {"text", "cost_usd", "tokens_in", "tokens_out"}."""
+
+    def __init__(self, handler: Optional[LMHandler], task: EvalTask) -> None:
+        self.handler, self.task = handler, task
+        self.cost, self.tokens_in, self.tokens_out = 0.0, 0, 0
+
+    def __call__(self, frame: dict) -> dict:
+        if self.handler is None:
+            return {"type": "lm_error", "error": "lm() is not available: this run has no task LM ([task_lm] in the config)"}
+        try:
+            answer = self.handler(list(frame.get("messages") or []), frame.get("model"), dict(frame.get("params") or {}), self.task)
+        except Exception as exc:  # the evaluator sees the engine's refusal as LMError
+            return {"type": "lm_error", "error": f"{type(exc).__name__}: {exc}"}
+        if isinstance(answer, dict):
+            self.cost += float(answer.get("cost_usd") or 0.0)
+            self.tokens_in += int(answer.get("tokens_in") or 0)
+            self.tokens_out += int(answer.get("tokens_out") or 0)
+            answer = answer.get("text", "")
+        return {"type": "lm_result", "text": str(answer)}
+
+
+def outcome_from_frame(frame: dict, seconds: float, lm: Optional[_LMAccount] = None) -> EvalOutcome:
+    """Build an EvalOutcome from a worker's result frame, trusting none of its types."""
+    error, score, side = frame.get("error"), frame.get("score"), frame.get("side_info")
+    if not isinstance(side, dict):
+        side, error = {}, error or "the worker sent a malformed result (side_info is not a dict)"
+    if error is None and (not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score)):
+        error = "the worker sent a malformed result (score is not a finite number)"
+    out = EvalOutcome(score=0.0 if error else float(score), side_info=side,
+                      error=None if error is None else str(error), seconds=seconds)
+    if lm is not None:
+        out.lm_cost_usd, out.lm_tokens_in, out.lm_tokens_out = lm.cost, lm.tokens_in, lm.tokens_out
+    return out
+
+
+class LocalPool:
+    """A warm pool of ``workers`` sandboxed processes running ``source`` (the evaluator file).
+
+    Thread-safe: ``submit``/``validate`` may be called from any number of threads. Workers start
+    eagerly in the background; ``wait_ready`` blocks until each has started (or failed to).
+    """
+
+    def __init__(self, spec: SandboxSpec, source: str, workers: int, lm_handler: Optional[LMHandler] = None) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.spec, self.source, self.lm_handler = spec, source, lm_handler
+        self._n = workers
+        self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._busy = 0.0
+        self._ids = itertools.count(1)
+        self._procs: dict[int, WorkerProcess] = {}
+        self._load_error: Optional[LoadError] = None
+        self._closed = False
+        self._started = threading.Semaphore(0)
+        self.cold_starts: list[float] = []
+        # Each worker is spawned by its own long-lived thread: bubblewrap's --die-with-parent
+        # follows the *thread* that forked it, so a short-lived spawner would kill the worker.
+        self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"refract-pool-{i}", daemon=True)
+                         for i in range(workers)]
+        for t in self._threads:
+            t.start()
+
+    @property
+    def workers(self) -> int:
+        return self._n
+
+    def busy_seconds(self) -> float:
+        with self._lock:
+            return self._busy
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Block until every worker has made its first start attempt."""
+        deadline = time.monotonic() + timeout
+        for _ in range(self._n):
+            if not self._started.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                raise TimeoutError("the evaluator workers did not start in time")
+        for _ in range(self._n):
+            self._started.release()
+
+    def submit(self, task: EvalTask) -> "Future[EvalOutcome]":
+        return self._put("eval", task)
+
+    def validate(self, candidate: Any) -> Optional[str]:
+        return self._put("validate", EvalTask(candidate=candidate)).result()
+
+    def _put(self, kind: str, task: EvalTask) -> Future:
+        if self._closed:
+            raise RuntimeError("the executor is closed")
+        fut: Future = Future()
+        self._queue.put((kind, task, fut))
+        return fut
+
+    def _start(self, slot: int) -> tuple[Optional[WorkerProcess], Optional[str]]:
+        if self._load_error is not None:
+            return None, str(self._load_error)
+        try:
+            proc = WorkerProcess(self.spec, self.source)
+        except LoadError as exc:
+            self._load_error = exc  # the evaluator file itself is broken: don't respawn for every task
+            return None, str(exc)
+        except (WorkerFailed, OSError) as exc:
+            log.warning("evaluator worker %d failed to start: %s", slot, exc)
+            return None, f"the evaluator worker failed to start: {exc}"
+        with self._lock:
+            self._procs[slot] = proc
+            self.cold_starts.append(proc.cold_start_seconds)
+        if self._closed:
+            proc.close()
+            return None, "the executor is closed"
+        return proc, None
+
+    def _retire(self, slot: int, proc: Optional[WorkerProcess]) -> None:
+        if proc is not None:
+            proc.close()
+        with self._lock:
+            self._procs.pop(slot, None)
+
+    def _serve(self, slot: int) -> None:
+        proc, start_error = self._start(slot)
+        self._started.release()
+        while True:
+            item = self._queue.get()
+            if item is _CLOSE:
+                break
+            kind, task, fut = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            if proc is None or not proc.alive():
+                self._retire(slot, proc)
+                proc, start_error = self._start(slot)
+            t0 = time.monotonic()
+            result, recycle = self._run(proc, start_error, kind, task)
+            with self._lock:
+                self._busy += time.monotonic() - t0
+            if recycle and proc is not None:
+                self._retire(slot, proc)
+                proc, start_error = self._start(slot)  # replace now, so the next task finds it warm
+            fut.set_result(result)
+        self._retire(slot, proc)
+
+    def _run(self, proc: Optional[WorkerProcess], start_error: Optional[str], kind: str, task: EvalTask):
+        """(result, recycle_worker). Result: EvalOutcome for eval, message-or-None for validate."""
+        t0 = time.monotonic()
+        if proc is None:
+            side = {"traceback": self._load_error.traceback} if self._load_error else {}
+            message = start_error or "no evaluator worker is available"
+            return (message if kind == "validate" else EvalOutcome(0.0, side, message)), False
+        msg = {"type": kind, "id": next(self._ids), "candidate": task.candidate}
+        if kind == "eval":
+            msg.update(example=task.example, has_example=task.example is not None)
+        lm = _LMAccount(self.lm_handler, task)
+        try:
+            frame = proc.request(msg, lm)
+        except WorkerFailed as exc:
+            if kind == "validate":
+                return f"validate() failed: {exc}", True
+            return EvalOutcome(0.0, exc.side_info, str(exc), time.monotonic() - t0,
+                               lm.cost, lm.tokens_in, lm.tokens_out), True
+        recycle = bool(frame.get("recycle"))
+        if kind == "validate":
+            error = frame.get("error")
+            return (None if error is None else str(error)), recycle
+        return outcome_from_frame(frame, time.monotonic() - t0, lm), recycle
+
+    def close(self) -> None:
+        """Cancel queued tasks, stop the workers (killing any evaluation still running)."""
+        if self._closed:
+            return
+        self._closed = True
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _CLOSE:
+                item[2].cancel()
+        for _ in self._threads:
+            self._queue.put(_CLOSE)
+        with self._lock:
+            procs = list(self._procs.values())
+        for proc in procs:
+            proc.kill()
+        for t in self._threads:
+            t.join(timeout=10)
