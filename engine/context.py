@@ -58,7 +58,8 @@ class RunContext:
     def prompt_char_budget(self, cfg: LMConfig) -> Optional[int]:
         """Characters a prompt may take so that prompt + answer fit the model's context window
         (about 3 characters a token, on the safe side); None when the window is unknown."""
-        window = self.lm.context_window(cfg)
+        fn = getattr(self.lm, "context_window", None)
+        window = fn(cfg) if fn else None
         return None if not window else max(2000, int((window - cfg.max_tokens) * 3))
 
     @property

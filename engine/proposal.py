@@ -98,7 +98,7 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
         content = dict(parent.content)
         content[component] = parsed.text
         chash = content_hash(content)
-        if chash in ctx.state.tried_hashes(parent.id) or chash == parent.content_hash:
+        if not ctx.state.claim(parent.id, chash):
             return _fail(ctx, child, "repeats an earlier proposal for this parent")
         child.content, child.content_hash = content, chash
         problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))

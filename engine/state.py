@@ -45,6 +45,7 @@ class PoolState:
     full: set[str] = field(default_factory=set)  # ids validated on every validation example
     last_chosen: dict[str, int] = field(default_factory=dict)
     frontier_version: int = 0
+    claimed: set[tuple[str, str]] = field(default_factory=set)  # (parent id, content hash) proposed
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     @classmethod
@@ -114,6 +115,13 @@ class PoolState:
                     out.append(c.content.get(c.component, ""))
             return out
 
-    def tried_hashes(self, parent_id: str) -> set[str]:
+    def claim(self, parent_id: str, chash: str) -> bool:
+        """Reserve a proposal's text for a parent; False if it was already proposed for that
+        parent (earlier, or by a sibling running at the same time)."""
         with self.lock:
-            return {c.content_hash for c in self.candidates.values() if parent_id in c.parent_ids}
+            known = {c.content_hash for c in self.candidates.values() if parent_id in c.parent_ids}
+            parent = self.candidates.get(parent_id)
+            if chash in known or (parent_id, chash) in self.claimed or (parent and parent.content_hash == chash):
+                return False
+            self.claimed.add((parent_id, chash))
+            return True

@@ -203,21 +203,22 @@ def cached_evaluation(db: Database, run_id: str, content_hash: str, example_pk: 
                       ).first()
 
 
-def record_evaluation(db: Database, ev: Evaluation, metric_call: bool) -> Evaluation:
+def record_evaluation(db: Database, ev: Evaluation, metric_call: bool) -> tuple[Evaluation, bool]:
     """Insert an evaluation and charge the run one metric call (unless ``metric_call`` is
     False: cached, or the held-out test pass) in the same transaction. Idempotent per
-    (candidate, example): a second call returns the existing row and charges nothing."""
+    (candidate, example): a second call returns the existing row and charges nothing.
+    Returns (row, inserted)."""
     with db.write() as s:
         existing = s.exec(select(Evaluation).where(Evaluation.candidate_id == ev.candidate_id,
                                                    Evaluation.example_pk == ev.example_pk)).first()
         if existing is not None:
-            return existing
+            return existing, False
         s.add(ev)
         # ev.cost_usd (the evaluator's own lm() calls) is attribution only: those calls were
         # charged to the run when their LMCall rows were recorded.
         _bump(s, ev.run_id, {"metric_calls": 1 if metric_call else 0})
         s.flush()
-        return ev
+        return ev, True
 
 
 def evaluations_for(db: Database, run_id: str, candidate_ids: Iterable[str] | None = None) -> list[Evaluation]:

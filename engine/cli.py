@@ -1,0 +1,258 @@
+"""The headless command line: ``python -m engine COMMAND …`` (see ``--help``).
+
+Every command takes ``--db URL`` (default: REFRACT_DB, else SQLite under data/). Steering
+commands go through ``engine.commands.send_command``, the same code path as the studio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+
+from storage import repo
+from storage.db import open_db
+from storage.errors import StorageError
+
+
+def _db(args):
+    return open_db(args.db)
+
+
+def cmd_run(args) -> int:
+    from engine.config import load_config
+    from engine.runs import submit_run
+    from engine.worker import Worker
+
+    cfg = load_config(args.config)
+    _say_default_model(cfg)
+    db = _db(args)
+    run_id = submit_run(db, cfg, owner=args.author)
+    print(f"run {run_id}", flush=True)
+    worker = Worker(db, worker_id=f"cli-{run_id}")
+    if repo.claim_run(db, worker.id, worker.lease_seconds, run_id=run_id) is None:
+        print("error: the run was claimed by another worker", file=sys.stderr)
+        return 1
+    result: dict = {}
+    t = threading.Thread(target=lambda: result.update(status=worker.run_claimed(run_id)), daemon=True)
+    t.start()
+    _progress(db, run_id, cfg, t, quiet=args.quiet)
+    t.join()
+    return _summary(db, run_id)
+
+
+def _say_default_model(cfg) -> None:
+    from engine.config import LOCAL_MODEL
+
+    if cfg.reflection_lm.model == LOCAL_MODEL:
+        print(f"reflection LM: {LOCAL_MODEL} (the offline local model; set [reflection_lm] model to use a provider)",
+              file=sys.stderr)
+
+
+def _progress(db, run_id, cfg, thread, quiet: bool) -> None:
+    from tqdm import tqdm
+
+    total = cfg.budget.max_metric_calls
+    bar = tqdm(total=total, unit="call", desc="metric calls", disable=quiet, file=sys.stderr)
+    while thread.is_alive():
+        thread.join(0.5)
+        run = repo.get_run(db, run_id)
+        bar.n = run.metric_calls
+        best = f"{run.best_val_mean:.4f}" if run.best_val_mean is not None else "-"
+        bar.set_postfix_str(f"step {run.steps_done} best {best} ${run.cost_usd:.4f}")
+    bar.close()
+
+
+def _summary(db, run_id) -> int:
+    run = repo.get_run(db, run_id)
+    steps = repo.list_steps(db, run_id)
+    print(f"status {run.status}: {run.status_reason}")
+    if run.best_val_mean is not None:
+        print(f"best {run.best_val_mean:.4f} (candidate {run.best_candidate_id})")
+    if run.test_mean is not None:
+        print(f"test {run.test_mean:.4f} (held-out, never seen by the search)")
+    p = run.proposals_total or 1
+    print(f"metric calls {run.metric_calls}  cost ${run.cost_usd:.4f}  tokens {run.tokens_in}+{run.tokens_out}  "
+          f"{run.seconds:.1f} s  steps {run.steps_done}")
+    print(f"proposals {run.proposals_total}: parsed {run.proposals_parsed / p:.0%}, valid {run.proposals_valid / p:.0%}, "
+          f"accepted {run.proposals_accepted / p:.0%}")
+    pred = [s.predicted_speedup for s in steps if s.predicted_speedup]
+    meas = [s.measured_speedup for s in steps if s.measured_speedup]
+    if pred and meas:
+        print(f"batch speed-up: predicted {sum(pred) / len(pred):.2f}x, measured {sum(meas) / len(meas):.2f}x")
+    return 0 if run.status in ("completed", "stopped", "paused") else 1
+
+
+def cmd_submit(args) -> int:
+    from engine.config import load_config
+    from engine.runs import submit_run
+
+    cfg = load_config(args.config)
+    _say_default_model(cfg)
+    print(f"run {submit_run(_db(args), cfg, owner=args.author)}")
+    return 0
+
+
+def cmd_worker(args) -> int:
+    from engine.worker import Worker
+
+    stop = threading.Event()
+    worker = Worker(_db(args), lease_seconds=args.lease, poll_seconds=args.poll)
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"worker {worker.id} on {_db(args).safe_url}", file=sys.stderr, flush=True)
+    try:
+        worker.run_forever(stop, once=args.once)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_status(args) -> int:
+    db = _db(args)
+    if not args.run:
+        for r in repo.list_runs(db):
+            best = f"{r.best_val_mean:.4f}" if r.best_val_mean is not None else "-"
+            print(f"{r.id}  {r.status:9}  best {best:>7}  calls {r.metric_calls:>6}  ${r.cost_usd:.4f}  {r.name}")
+        return 0
+    return _summary(db, args.run)
+
+
+def cmd_export(args) -> int:
+    from engine.export import export_run
+
+    doc = export_run(_db(args), args.run)
+    Path(args.out).write_text(json.dumps(doc, indent=1, ensure_ascii=False))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_import(args) -> int:
+    from engine.export import import_run
+
+    try:
+        doc = json.loads(Path(args.file).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
+        return 2
+    print(f"run {import_run(_db(args), doc)}")
+    return 0
+
+
+def cmd_check_lm(args) -> int:
+    from engine.lm_check import check_lm_command
+
+    return check_lm_command(args.model)
+
+
+def cmd_steer(args) -> int:
+    from engine.commands import send_command
+
+    payload: dict = {}
+    if getattr(args, "candidate", None):
+        payload["candidate_id"] = args.candidate
+    if args.command == "edit" or args.command == "inject":
+        payload["content"] = Path(args.file).read_text()
+        if getattr(args, "component", None):
+            payload["component"] = args.component
+    if args.command == "feedback":
+        payload["text"] = args.text
+    if args.command == "budget":
+        for name in ("max_metric_calls", "max_cost_usd", "max_seconds", "stop_at_score", "max_steps"):
+            value = getattr(args, name)
+            if value is not None:
+                payload[name] = value
+        if not payload:
+            print("error: give at least one of --max-metric-calls, --max-cost-usd, --max-seconds, --stop-at-score, "
+                  "--max-steps", file=sys.stderr)
+            return 2
+    db = _db(args)
+    if args.command == "comment":
+        cand = repo.get_candidate(db, args.candidate)
+        if cand.run_id != args.run:
+            print(f"error: candidate {cand.id} belongs to run {cand.run_id}", file=sys.stderr)
+            return 2
+        print(f"comment {repo.add_comment(db, args.run, args.candidate, args.author, args.text)}")
+        return 0
+    cid = send_command(db, args.run, args.command, payload, author=args.author, reason=args.reason)
+    beat = repo.latest_worker_beat(db)
+    note = "" if beat else " (no engine worker has run yet: it is applied when one starts)"
+    print(f"command {cid} ({args.command}) queued; applied at the next step boundary{note}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m engine", description="Refract engine: batched reflective optimization")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name, fn, help_):
+        sp = sub.add_parser(name, help=help_)
+        sp.add_argument("--db", default=None, help="SQLAlchemy URL (default: REFRACT_DB, else SQLite under data/)")
+        sp.add_argument("--author", default="cli", help="who is doing this (recorded)")
+        sp.set_defaults(fn=fn)
+        return sp
+
+    sp = add("run", cmd_run, "run a config to completion in the foreground")
+    sp.add_argument("config")
+    sp.add_argument("--quiet", action="store_true")
+    add("submit", cmd_submit, "queue a run for a worker").add_argument("config")
+    sp = add("worker", cmd_worker, "claim queued runs and run them until stopped")
+    sp.add_argument("--once", action="store_true", help="exit when no run is waiting")
+    sp.add_argument("--lease", type=float, default=15.0, help="lease seconds (a dead worker's run is resumed after it)")
+    sp.add_argument("--poll", type=float, default=1.0)
+    add("status", cmd_status, "list runs, or show one").add_argument("run", nargs="?")
+    sp = add("export", cmd_export, "write a run as one JSON document")
+    sp.add_argument("run")
+    sp.add_argument("--out", required=True)
+    add("import", cmd_import, "load an exported run").add_argument("file")
+    add("check-lm", cmd_check_lm, "test the connection to a model").add_argument("model", nargs="?")
+    for name in ("pause", "resume", "step", "stop"):
+        add(name, cmd_steer, f"{name} a run (at the next step boundary)").add_argument("run")
+    for name in ("pin", "unpin", "veto", "unveto"):
+        sp = add(name, cmd_steer, f"{name} a candidate")
+        sp.add_argument("run")
+        sp.add_argument("candidate")
+    for name in ("feedback", "comment"):
+        sp = add(name, cmd_steer, f"attach {name} to a candidate")
+        sp.add_argument("run")
+        sp.add_argument("candidate")
+        sp.add_argument("text")
+    sp = add("edit", cmd_steer, "a new human candidate from an edited one")
+    sp.add_argument("run")
+    sp.add_argument("candidate")
+    sp.add_argument("--file", required=True)
+    sp.add_argument("--component")
+    sp = add("inject", cmd_steer, "a wholly new human candidate")
+    sp.add_argument("run")
+    sp.add_argument("--file", required=True)
+    sp = add("budget", cmd_steer, "change the budgets of a run")
+    sp.add_argument("run")
+    sp.add_argument("--max-metric-calls", type=int)
+    sp.add_argument("--max-cost-usd", type=float)
+    sp.add_argument("--max-seconds", type=float)
+    sp.add_argument("--stop-at-score", type=float)
+    sp.add_argument("--max-steps", type=int)
+    for sp in sub.choices.values():
+        if not any(a.dest == "reason" for a in sp._actions):
+            sp.add_argument("--reason", default="", help="why (recorded with the command)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from engine.commands import CommandError
+    from engine.config import ConfigError
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except ConfigError as exc:
+        print(f"error: invalid config\n{exc}", file=sys.stderr)
+    except (CommandError, StorageError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    return 2

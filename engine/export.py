@@ -1,0 +1,169 @@
+"""Export a run to one JSON document, and import it into any database.
+
+The document is self-describing and secret-free (the config names environment variables,
+never keys). Import keeps run and candidate ids, so export → import → export gives the same
+document. LM calls are referenced by their position in ``lm_calls``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from storage import repo
+from storage.db import Database
+from storage.errors import Conflict
+from storage.models import Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step
+
+from engine.frontier import compute_frontier
+
+FORMAT = "refract-run/1"
+
+
+def iso(dt: Optional[datetime]) -> Optional[str]:
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_iso(s: Optional[str]) -> Optional[datetime]:
+    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc) if s else None
+
+
+def export_run(db: Database, run_id: str) -> dict[str, Any]:
+    run = repo.get_run(db, run_id)
+    examples = repo.get_examples(db, run_id)
+    key_of = {e.pk: e.key for e in examples}
+    cands = repo.list_candidates(db, run_id)
+    evals = sorted(repo.evaluations_for(db, run_id), key=lambda e: (e.candidate_id, key_of.get(e.example_pk, "")))
+    with db.read() as s:
+        from sqlmodel import select
+
+        calls = list(s.exec(select(LMCall).where(LMCall.run_id == run_id).order_by(LMCall.id)))
+    call_pos = {c.id: i for i, c in enumerate(calls)}
+    commands = repo.list_commands(db, run_id)
+    # commands are numbered by position, so the numbers survive an import into another database
+    cmd_pos = {c.id: i for i, c in enumerate(commands)}
+    val_keys = [e.key for e in examples if e.split == "val"] or [e.key for e in examples if e.split == "train"]
+    val_scores: dict[str, dict[str, float]] = {}
+    for ev in evals:
+        k = key_of.get(ev.example_pk)
+        if k in val_keys:
+            val_scores.setdefault(ev.candidate_id, {})[k] = ev.score
+    eligible = [c.id for c in cands if c.status == "accepted" and not c.vetoed]
+    front = compute_frontier({c: val_scores.get(c, {}) for c in eligible})
+    best_mean = run.best_val_mean
+    return {
+        "format": FORMAT,
+        "run": {"id": run.id, "name": run.name, "owner": run.owner, "config": run.config, "status": run.status,
+                "status_reason": run.status_reason,
+                "totals": {"metric_calls": run.metric_calls, "cost_usd": round(run.cost_usd, 10),
+                           "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "seconds": round(run.seconds, 3),
+                           "steps": run.steps_done, "budget_overshoot": run.budget_overshoot,
+                           "proposals": {"total": run.proposals_total, "parsed": run.proposals_parsed,
+                                         "valid": run.proposals_valid, "accepted": run.proposals_accepted}}},
+        "examples": [{"id": e.key, "split": e.split, "payload": e.payload} for e in examples],
+        "candidates": [{"id": c.id, "parent_ids": c.parent_ids, "origin": c.origin, "step": c.step,
+                        "content": c.content, "status": c.status, "reason": c.reason, "component": c.component,
+                        "pinned": c.pinned, "vetoed": c.vetoed, "author": c.author, "val_mean": c.val_mean,
+                        "val_scores": val_scores.get(c.id, {}), "val_cut_short": c.val_cut_short,
+                        "minibatch_score": c.minibatch_score, "parent_minibatch_score": c.parent_minibatch_score,
+                        "minibatch_keys": c.minibatch_keys, "frontier_version": c.frontier_version,
+                        "lm_call": call_pos.get(c.lm_call_id)} for c in cands],
+        "evaluations": [{"candidate_id": e.candidate_id, "example_id": key_of.get(e.example_pk), "score": e.score,
+                         "side_info": e.side_info, "error": e.error, "cached": e.cached,
+                         "seconds": round(e.seconds, 6), "cost_usd": e.cost_usd} for e in evals],
+        "lm_calls": [{"purpose": c.purpose, "model": c.model, "candidate_id": c.candidate_id,
+                      "example_id": c.example_key, "step": c.step, "messages": c.messages, "answer": c.answer,
+                      "tokens_in": c.tokens_in, "tokens_out": c.tokens_out, "cost_usd": c.cost_usd,
+                      "seconds": round(c.seconds, 6), "cached": c.cached, "error": c.error} for c in calls],
+        "steps": [{"index": s.index, "parent_ids": s.parent_ids, "parent_reasons": s.parent_reasons,
+                   "proposal_ids": s.proposal_ids, "accepted_ids": s.accepted_ids,
+                   "applied_command_ids": [cmd_pos.get(c) for c in s.applied_command_ids],
+                   "metric_calls": s.metric_calls, "started_at": iso(s.started_at), "ended_at": iso(s.ended_at),
+                   "cost_usd": s.cost_usd, "seconds": round(s.seconds, 3),
+                   "predicted_speedup": s.predicted_speedup, "measured_speedup": s.measured_speedup,
+                   "worker_utilisation": s.worker_utilisation} for s in repo.list_steps(db, run_id)],
+        "commands": [{"id": cmd_pos[c.id], "kind": c.kind, "payload": c.payload, "author": c.author, "reason": c.reason,
+                      "status": c.status, "created_at": iso(c.created_at), "applied_at": iso(c.applied_at),
+                      "applied_step": c.applied_step, "result": c.result} for c in commands],
+        "comments": [{"candidate_id": c.candidate_id, "author": c.author, "text": c.text, "kind": c.kind,
+                      "created_at": iso(c.created_at)} for c in repo.list_comments(db, run_id)],
+        "frontier": [{"example_id": k, "best_score": front.best.get(k),
+                      "candidate_ids": sorted(front.holders.get(k, set()))} for k in val_keys],
+        "best": {"candidate_id": run.best_candidate_id, "val_mean": best_mean, "test_mean": run.test_mean},
+    }
+
+
+def import_run(db: Database, doc: dict[str, Any]) -> str:
+    """Load an exported run (same ids) into ``db``; Conflict if the run id already exists."""
+    if doc.get("format") != FORMAT:
+        raise ValueError(f"not a Refract export (format {doc.get('format')!r}, expected {FORMAT!r})")
+    r, t = doc["run"], doc["run"]["totals"]
+    with db.write() as s:
+        if s.get(Run, r["id"]) is not None:
+            raise Conflict(f"run {r['id']} already exists in this database")
+        p = t["proposals"]
+        s.add(Run(id=r["id"], name=r["name"], owner=r["owner"], config=r["config"], status=r["status"],
+                  status_reason=r.get("status_reason", ""), metric_calls=t["metric_calls"], cost_usd=t["cost_usd"],
+                  tokens_in=t["tokens_in"], tokens_out=t["tokens_out"], seconds=t["seconds"], steps_done=t["steps"],
+                  budget_overshoot=t["budget_overshoot"], proposals_total=p["total"], proposals_parsed=p["parsed"],
+                  proposals_valid=p["valid"], proposals_accepted=p["accepted"],
+                  best_candidate_id=doc["best"]["candidate_id"], best_val_mean=doc["best"]["val_mean"],
+                  test_mean=doc["best"]["test_mean"]))
+        s.flush()
+        pk = {}
+        for pos, e in enumerate(doc["examples"]):
+            ex = Example(run_id=r["id"], key=e["id"], split=e["split"], position=pos, payload=e["payload"])
+            s.add(ex)
+            s.flush()
+            pk[e["id"]] = ex.pk
+        call_ids = []
+        for c in doc["lm_calls"]:
+            row = LMCall(run_id=r["id"], purpose=c["purpose"], model=c["model"], candidate_id=c["candidate_id"],
+                         example_key=c["example_id"], step=c["step"], messages=c["messages"], answer=c["answer"],
+                         tokens_in=c["tokens_in"], tokens_out=c["tokens_out"], cost_usd=c["cost_usd"],
+                         seconds=c["seconds"], cached=c["cached"], error=c["error"])
+            s.add(row)
+            s.flush()
+            call_ids.append(row.id)
+        from engine.state import content_hash
+
+        hashes = {}
+        for c in doc["candidates"]:
+            hashes[c["id"]] = content_hash(c["content"])
+            s.add(Candidate(id=c["id"], run_id=r["id"], content=c["content"], content_hash=hashes[c["id"]],
+                            origin=c["origin"], parent_ids=c["parent_ids"], component=c["component"], step=c["step"],
+                            status=c["status"], reason=c["reason"], pinned=c["pinned"], vetoed=c["vetoed"],
+                            author=c["author"], val_mean=c["val_mean"], val_count=len(c["val_scores"]),
+                            val_cut_short=c["val_cut_short"], minibatch_score=c["minibatch_score"],
+                            parent_minibatch_score=c["parent_minibatch_score"], minibatch_keys=c["minibatch_keys"],
+                            frontier_version=c["frontier_version"],
+                            lm_call_id=call_ids[c["lm_call"]] if c["lm_call"] is not None else None))
+        s.flush()
+        for e in doc["evaluations"]:
+            s.add(Evaluation(run_id=r["id"], candidate_id=e["candidate_id"], example_pk=pk.get(e["example_id"]),
+                             content_hash=hashes[e["candidate_id"]], score=e["score"], side_info=e["side_info"],
+                             error=e["error"], cached=e["cached"], seconds=e["seconds"], cost_usd=e["cost_usd"]))
+        cmd_ids = []
+        for c in doc["commands"]:
+            cmd = Command(run_id=r["id"], kind=c["kind"], payload=c["payload"], author=c["author"], reason=c["reason"],
+                          status=c["status"], created_at=parse_iso(c["created_at"]), applied_at=parse_iso(c["applied_at"]),
+                          applied_step=c["applied_step"], result=c["result"])
+            s.add(cmd)
+            s.flush()
+            cmd_ids.append(cmd.id)
+        for st in doc["steps"]:
+            s.add(Step(run_id=r["id"], index=st["index"], parent_ids=st["parent_ids"],
+                       parent_reasons=st["parent_reasons"], proposal_ids=st["proposal_ids"],
+                       accepted_ids=st["accepted_ids"], applied_command_ids=[cmd_ids[i] for i in st["applied_command_ids"]],
+                       metric_calls=st["metric_calls"], cost_usd=st["cost_usd"], seconds=st["seconds"],
+                       predicted_speedup=st["predicted_speedup"], measured_speedup=st["measured_speedup"],
+                       worker_utilisation=st["worker_utilisation"], started_at=parse_iso(st["started_at"]),
+                       ended_at=parse_iso(st["ended_at"])))
+        for c in doc["comments"]:
+            s.add(Comment(run_id=r["id"], candidate_id=c["candidate_id"], author=c["author"], text=c["text"],
+                          kind=c["kind"], created_at=parse_iso(c["created_at"])))
+    return r["id"]

@@ -1,0 +1,78 @@
+"""The engine worker: claims runs with a lease, heartbeats, and runs them.
+
+A run is leased for ``lease_seconds``; a heartbeat thread renews the lease every third of
+that. A worker that dies (``kill -9``) stops renewing; once its lease expires any worker
+claims the run and resumes it from the database. A worker that finds its lease taken stops
+touching the run at the next step boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from typing import Callable, Optional
+
+from storage import repo
+from storage.db import Database
+
+from engine.optimizer import Optimizer
+
+log = logging.getLogger("refract.worker")
+
+
+class Worker:
+    def __init__(self, db: Database, lease_seconds: float = 15.0, poll_seconds: float = 1.0, lm=None,
+                 executor_factory: Optional[Callable] = None, worker_id: Optional[str] = None) -> None:
+        self.db = db
+        self.lease_seconds = lease_seconds
+        self.poll_seconds = poll_seconds
+        self.lm = lm
+        self.executor_factory = executor_factory
+        self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.current: Optional[str] = None
+
+    def beat(self) -> None:
+        repo.worker_heartbeat(self.db, self.id, os.getpid(), socket.gethostname(), self.current)
+
+    def run_forever(self, stop: threading.Event, once: bool = False) -> None:
+        """Claim and run runs until ``stop`` is set (or, with ``once``, until nothing is left)."""
+        while not stop.is_set():
+            self.beat()
+            run_id = repo.claim_run(self.db, self.id, self.lease_seconds)
+            if run_id is None:
+                if once:
+                    return
+                stop.wait(self.poll_seconds)
+                continue
+            self.run_claimed(run_id)
+
+    def run_claimed(self, run_id: str) -> str:
+        """Run a run this worker has claimed, keeping the lease alive; release it at the end."""
+        self.current = run_id
+        opt = Optimizer(self.db, run_id, lm=self.lm, executor_factory=self.executor_factory)
+        done = threading.Event()
+        beat = threading.Thread(target=self._keep_lease, args=(run_id, opt, done), daemon=True, name="lease")
+        beat.start()
+        try:
+            status = opt.run()
+            log.info("run %s: %s", run_id, status)
+            return status
+        finally:
+            done.set()
+            beat.join()
+            repo.release_run(self.db, run_id, self.id)
+            self.current = None
+
+    def _keep_lease(self, run_id: str, opt: Optimizer, done: threading.Event) -> None:
+        while not done.wait(self.lease_seconds / 3):
+            try:
+                if not repo.renew_lease(self.db, run_id, self.id, self.lease_seconds):
+                    log.warning("lost the lease on run %s; stopping", run_id)
+                    opt.stop_event.set()
+                    return
+                self.beat()
+            except Exception:  # a transient database error: try again at the next beat
+                log.exception("heartbeat failed")

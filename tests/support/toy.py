@@ -1,0 +1,52 @@
+"""A toy task with a known optimum, and a scripted reflection LM that solves it step by step.
+
+The candidate is a list of words; example i asks for the word ``w_i``; the score is 1 when
+the word is in the candidate. The scripted LM reads the current version and the failing
+examples from the reflection prompt and adds the first (proposal 0) or second (proposal 1…)
+missing word, so siblings fix different failures — the incremental task of DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+EVALUATOR = '''
+def evaluate(candidate, example):
+    words = set(candidate.split())
+    ok = example["word"] in words
+    if not ok:
+        print("missing", example["word"])
+    return (1.0 if ok else 0.0), {"expected": example["word"], "got": sorted(words)[:20]}
+'''
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+         "kilo", "lima"]
+
+
+def dataset(n: int = 8) -> list[dict]:
+    return [{"id": f"w{i}", "word": w} for i, w in enumerate(WORDS[:n])]
+
+
+def current_version(prompt: str) -> str:
+    m = re.search(r"## Current version\n(`{3,})\n(.*?)\n\1", prompt, re.S)
+    return m.group(2) if m else ""
+
+
+def missing_words(prompt: str) -> list[str]:
+    out = []
+    for m in re.finditer(r"### Example `[^`]*` — score ([0-9.]+)\n\n\*\*Input / expected:\*\*\n```json\n(.*?)\n```", prompt, re.S):
+        if float(m.group(1)) < 1:
+            out.append(json.loads(m.group(2))["word"])
+    return sorted(set(out))
+
+
+def script(messages: list[dict], params: dict) -> str:
+    """Add one missing word; which one depends on the proposal's sample index."""
+    prompt = messages[1]["content"]
+    current = current_version(prompt)
+    missing = [w for w in missing_words(prompt) if w not in current.split()]
+    if not missing:
+        return "No change needed.\n```\n" + current + " " + "extra\n```"
+    word = missing[min(params.get("sample_index", 0), len(missing) - 1)]
+    return f"Adding {word}.\n```\n{current} {word}\n```"
