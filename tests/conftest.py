@@ -1,0 +1,75 @@
+"""Shared fixtures: a database per test on every backend.
+
+``db`` is parametrised over SQLite and PostgreSQL, so a storage test written once runs on both.
+PostgreSQL comes from ``pg_server.PostgresServer``, started once per session on first use and
+torn down at the end; each test gets a database of its own. When the server cannot be started
+the PostgreSQL variants are skipped, with the reason in the skip message and in a banner at the
+end of the run. Set REFRACT_REQUIRE_POSTGRES=1 to make that an error instead.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pg_server import PostgresServer, PostgresUnavailable
+from storage.db import Database
+
+_pg_failure: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """The session's PostgreSQL server (skips the test when none can be started)."""
+    try:
+        server = PostgresServer.start()
+    except (PostgresUnavailable, OSError) as exc:
+        reason = f"PostgreSQL could not be started: {exc}"
+        _pg_failure.append(reason)
+        if os.environ.get("REFRACT_REQUIRE_POSTGRES") == "1":
+            pytest.fail(reason + " (REFRACT_REQUIRE_POSTGRES=1)", pytrace=False)
+        pytest.skip("!!! " + reason)
+    yield server
+    server.stop()
+
+
+def _sqlite(tmp_path) -> Database:
+    return Database(f"sqlite:///{tmp_path / 'refract.db'}")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db(request, tmp_path):
+    """A fresh Database with its tables created, on SQLite and on PostgreSQL."""
+    name = None
+    if request.param == "sqlite":
+        database = _sqlite(tmp_path)
+    else:
+        server = request.getfixturevalue("pg_server")
+        name, url = server.create_database()
+        database = Database(url)
+    database.create_all()
+    yield database
+    database.dispose()
+    if name is not None:
+        server.drop_database(name)
+
+
+@pytest.fixture
+def sqlite_db(tmp_path):
+    """A fresh SQLite Database with its tables created, for SQLite-only behaviour."""
+    database = _sqlite(tmp_path)
+    database.create_all()
+    yield database
+    database.dispose()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _pg_failure:
+        return
+    terminalreporter.section("POSTGRESQL NOT TESTED", sep="!", red=True, bold=True)
+    terminalreporter.line(_pg_failure[0], red=True, bold=True)
+    terminalreporter.line("Every PostgreSQL variant of the storage tests was SKIPPED: SQLite alone was tested.",
+                          red=True, bold=True)
+    terminalreporter.line("Fix: run `make setup` as root (installs Debian's postgresql), then rerun `make test`.",
+                          red=True)
