@@ -195,6 +195,10 @@ class LMClient:
             # Self-hosted OpenAI-compatible servers (vLLM, llama.cpp, Ollama) usually need no key,
             # but the OpenAI client refuses to send a request without one.
             kwargs["api_key"] = "no-key-needed"
+        missing = _missing_credentials(cfg.model, kwargs.get("api_key"), cfg.api_base)
+        if missing:
+            return _failure(cfg, f"no credentials for {cfg.model}: {', '.join(missing)} not set in the engine's "
+                                 f"environment (set it, or name the variable in api_key_env)")
         if cfg.model.split("/", 1)[0] in IN_PROCESS_PROVIDERS:
             # Our own providers honour a seed: the K proposals of one parent must differ.
             kwargs["seed"] = sample_index
@@ -267,6 +271,22 @@ def _describe(exc: BaseException, api_key: str | None) -> str:
     if api_key:
         text = text.replace(api_key, "***")
     return text[:_MAX_ERROR_CHARS]
+
+
+def _missing_credentials(model: str, api_key: str | None, api_base: str | None) -> list[str]:
+    """Credential variables litellm says the provider needs and the environment lacks.
+
+    Checked before calling because litellm reports some of them (OpenAI's) as a 500, which
+    would be retried in vain. Non-secret settings it lists (e.g. OLLAMA_API_BASE, which has a
+    working default) are ignored.
+    """
+    try:
+        report = litellm.validate_environment(model=model, api_key=api_key, api_base=api_base)
+    except Exception:  # noqa: BLE001 -- an unknown provider: let the call itself say what is wrong
+        return []
+    missing = report.get("missing_keys") or []
+    secret = [k for k in missing if any(w in k for w in ("KEY", "SECRET", "TOKEN"))]
+    return secret if secret and len(secret) == len(missing) else []
 
 
 def _retry_after_seconds(exc: BaseException) -> float | None:

@@ -195,6 +195,7 @@ def test_tokens_and_cost_from_the_provider_usage(client):
 
 
 def test_cost_from_litellm_price_map_for_a_known_model(client, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-used-by-the-mock")
     monkeypatch.setattr(litellm, "completion", functools.partial(litellm.completion, mock_response="a mock answer"))
     result = client.complete(LMConfig(model="openai/gpt-4.1-mini"), MESSAGES)
     assert result.ok and result.text == "a mock answer"
@@ -248,3 +249,22 @@ def test_default_anthropic_and_explicit_override(no_provider_keys):
     assert default_model().startswith("anthropic/")
     no_provider_keys.setenv(OVERRIDE_ENV, "ollama/qwen2.5-coder")
     assert default_model() == "ollama/qwen2.5-coder"
+
+
+def test_check_lm_command_prints_answer_or_exact_error(client, capsys, monkeypatch):
+    from engine.lm_check import check_lm_command
+
+    install_script(lambda m, p: "ready")
+    assert check_lm_command("scripted/cli", client=client) == 0
+    assert "ok: answered in" in capsys.readouterr().out
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert check_lm_command("openai/gpt-4.1-mini", client=client) == 1
+    assert "OPENAI_API_KEY not set" in capsys.readouterr().err
+    assert check_lm_command("   ", client=client) == 2
+    assert "model:" in capsys.readouterr().err
+
+
+def test_missing_provider_key_fails_fast_instead_of_retrying(client, sleeps, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    result = client.complete(LMConfig(model="anthropic/claude-haiku-4-5", num_retries=3), MESSAGES)
+    assert "ANTHROPIC_API_KEY" in result.error and sleeps == []
