@@ -29,6 +29,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # bundled price l
 import litellm  # noqa: E402
 
 from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
+from engine.lm_errors import RETRYABLE, describe, is_retryable, missing_credentials, retry_after_seconds  # noqa: E402
 from engine.lm_defaults import default_lm_config, default_model, default_model_reason  # noqa: E402,F401
 from engine.lm_providers import IN_PROCESS_PROVIDERS, register_builtin_providers  # noqa: E402
 from storage.lm_cache import LMCache, cache_key  # noqa: E402
@@ -37,27 +38,7 @@ litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on s
 register_builtin_providers()
 
 log = logging.getLogger("refract.lm")
-
-# Errors worth another attempt: the same request may succeed a moment later.
-RETRYABLE: tuple[type[BaseException], ...] = (
-    litellm.RateLimitError,
-    litellm.Timeout,
-    litellm.APIConnectionError,
-    litellm.InternalServerError,
-    litellm.ServiceUnavailableError,
-    litellm.BadGatewayError,
-)
 _MAX_BACKOFF_SECONDS = 60.0
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """Rate limit, timeout, connection error or any HTTP 5xx; never a 4xx."""
-    if isinstance(exc, litellm.ContextWindowExceededError):
-        return False
-    if isinstance(exc, RETRYABLE):
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and status >= 500
 
 
 @dataclass
@@ -175,6 +156,28 @@ class LMClient:
                 "answer": r.text.strip(), "error": r.error, "tokens_in": r.tokens_in,
                 "tokens_out": r.tokens_out, "cost_usd": r.cost_usd}
 
+    def context_window(self, cfg: LMConfig) -> int | None:
+        """Tokens the model accepts in one request (prompt and answer), None when unknown.
+        Known without loading the local model or calling a provider."""
+        if cfg.model == LOCAL_MODEL:
+            from engine import local_lm
+
+            return local_lm.context_window()
+        try:
+            info = litellm.get_model_info(cfg.model)
+        except Exception:  # noqa: BLE001 -- unmapped model (self-hosted, custom): unknown
+            return None
+        return info.get("max_input_tokens") or info.get("max_tokens") or None
+
+    def count_tokens(self, cfg: LMConfig, messages: list[dict]) -> int:
+        """Prompt tokens of ``messages``: exact for the local model (loads it), litellm's
+        tokenizer estimate for other models."""
+        if cfg.model == LOCAL_MODEL:
+            from engine import local_lm
+
+            return local_lm.count_tokens(messages)
+        return int(litellm.token_counter(model=cfg.model, messages=messages))
+
     # -- internals -------------------------------------------------------------------------
 
     def _call_with_retries(self, cfg: LMConfig, messages: list[dict], params: dict, sample_index: int) -> LMResult:
@@ -195,7 +198,7 @@ class LMClient:
             # Self-hosted OpenAI-compatible servers (vLLM, llama.cpp, Ollama) usually need no key,
             # but the OpenAI client refuses to send a request without one.
             kwargs["api_key"] = "no-key-needed"
-        missing = _missing_credentials(cfg.model, kwargs.get("api_key"), cfg.api_base)
+        missing = missing_credentials(cfg.model, kwargs.get("api_key"), cfg.api_base)
         if missing:
             return _failure(cfg, f"no credentials for {cfg.model}: {', '.join(missing)} not set in the engine's "
                                  f"environment (set it, or name the variable in api_key_env)")
@@ -209,7 +212,7 @@ class LMClient:
             try:
                 response = litellm.completion(**kwargs)
             except Exception as exc:  # noqa: BLE001 -- every provider failure becomes an LMResult
-                error = _describe(exc, api_key)
+                error = describe(exc, api_key)
                 if attempt >= cfg.num_retries or not is_retryable(exc):
                     return _failure(cfg, error if attempt == 0 else f"{error} (after {attempt + 1} attempts)")
                 delay = self._backoff(attempt, exc)
@@ -223,7 +226,7 @@ class LMClient:
             attempt += 1
 
     def _backoff(self, attempt: int, exc: BaseException) -> float:
-        retry_after = _retry_after_seconds(exc)
+        retry_after = retry_after_seconds(exc)
         if retry_after is not None:
             return min(retry_after, _MAX_BACKOFF_SECONDS)
         base = min(self._backoff_base * (2 ** attempt), _MAX_BACKOFF_SECONDS)
@@ -255,50 +258,6 @@ def _cost(response, model: str) -> float:
         return float(litellm.completion_cost(completion_response=response, model=model))
     except Exception:  # noqa: BLE001 -- an unmapped model (local, self-hosted) costs nothing we know of
         return 0.0
-
-
-# litellm appends a traceback and a bug-report link to some messages: the user needs neither.
-_NOISE_MARKERS = ("\nTraceback (most recent call last)", "\n\nThis looks like a bug in LiteLLM")
-_MAX_ERROR_CHARS = 2000
-
-
-def _describe(exc: BaseException, api_key: str | None) -> str:
-    """The exception's type and message (litellm's own prefix kept), key redacted, noise cut."""
-    text = str(exc)
-    for marker in _NOISE_MARKERS:
-        text = text.split(marker, 1)[0]
-    text = f"{type(exc).__name__}: {text.strip()}"
-    if api_key:
-        text = text.replace(api_key, "***")
-    return text[:_MAX_ERROR_CHARS]
-
-
-def _missing_credentials(model: str, api_key: str | None, api_base: str | None) -> list[str]:
-    """Credential variables litellm says the provider needs and the environment lacks.
-
-    Checked before calling because litellm reports some of them (OpenAI's) as a 500, which
-    would be retried in vain. Non-secret settings it lists (e.g. OLLAMA_API_BASE, which has a
-    working default) are ignored.
-    """
-    try:
-        report = litellm.validate_environment(model=model, api_key=api_key, api_base=api_base)
-    except Exception:  # noqa: BLE001 -- an unknown provider: let the call itself say what is wrong
-        return []
-    missing = report.get("missing_keys") or []
-    secret = [k for k in missing if any(w in k for w in ("KEY", "SECRET", "TOKEN"))]
-    return secret if secret and len(secret) == len(missing) else []
-
-
-def _retry_after_seconds(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    try:
-        value = float(headers.get("retry-after"))
-    except (TypeError, ValueError):
-        return None
-    return value if value >= 0 else None
 
 
 __all__ = ["LMClient", "LMResult", "LOCAL_MODEL", "RETRYABLE", "default_lm_config", "default_model",

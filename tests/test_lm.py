@@ -268,3 +268,12 @@ def test_missing_provider_key_fails_fast_instead_of_retrying(client, sleeps, mon
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     result = client.complete(LMConfig(model="anthropic/claude-haiku-4-5", num_retries=3), MESSAGES)
     assert "ANTHROPIC_API_KEY" in result.error and sleeps == []
+
+
+def test_context_window_and_token_count(client):
+    from engine import local_lm
+
+    assert client.context_window(LMConfig(model=LOCAL_MODEL)) == local_lm.context_window()
+    assert client.context_window(LMConfig(model="openai/gpt-4.1-mini")) > 100_000
+    assert client.context_window(LMConfig(model="scripted/unknown")) is None
+    assert client.count_tokens(LMConfig(model="openai/gpt-4.1-mini"), MESSAGES) > 3

@@ -1,0 +1,80 @@
+"""How engine.lm classifies and words provider errors (kept apart so the rules are easy to audit).
+
+- ``is_retryable``: which failures are worth another attempt (transient ones only);
+- ``describe``: the exact error for the user, with the API key redacted and litellm's
+  traceback / bug-report noise removed;
+- ``missing_credentials``: credential variables a provider needs that the environment lacks;
+- ``retry_after_seconds``: a provider's ``Retry-After`` hint, when it sent one.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # bundled price list: offline, fast
+
+import litellm  # noqa: E402
+
+# Errors worth another attempt: the same request may succeed a moment later.
+RETRYABLE: tuple[type[BaseException], ...] = (
+    litellm.RateLimitError,
+    litellm.Timeout,
+    litellm.APIConnectionError,
+    litellm.InternalServerError,
+    litellm.ServiceUnavailableError,
+    litellm.BadGatewayError,
+)
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Rate limit, timeout, connection error or any HTTP 5xx; never a 4xx."""
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        return False
+    if isinstance(exc, RETRYABLE):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and status >= 500
+
+
+# litellm appends a traceback and a bug-report link to some messages: the user needs neither.
+_NOISE_MARKERS = ("\nTraceback (most recent call last)", "\n\nThis looks like a bug in LiteLLM")
+_MAX_ERROR_CHARS = 2000
+
+
+def describe(exc: BaseException, api_key: str | None) -> str:
+    """The exception's type and message (litellm's own prefix kept), key redacted, noise cut."""
+    text = str(exc)
+    for marker in _NOISE_MARKERS:
+        text = text.split(marker, 1)[0]
+    text = f"{type(exc).__name__}: {text.strip()}"
+    if api_key:
+        text = text.replace(api_key, "***")
+    return text[:_MAX_ERROR_CHARS]
+
+
+def missing_credentials(model: str, api_key: str | None, api_base: str | None) -> list[str]:
+    """Credential variables litellm says the provider needs and the environment lacks.
+
+    Checked before calling because litellm reports some of them (OpenAI's) as a 500, which
+    would be retried in vain. Non-secret settings it lists (e.g. OLLAMA_API_BASE, which has a
+    working default) are ignored.
+    """
+    try:
+        report = litellm.validate_environment(model=model, api_key=api_key, api_base=api_base)
+    except Exception:  # noqa: BLE001 -- an unknown provider: let the call itself say what is wrong
+        return []
+    missing = report.get("missing_keys") or []
+    secret = [k for k in missing if any(w in k for w in ("KEY", "SECRET", "TOKEN"))]
+    return secret if secret and len(secret) == len(missing) else []
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    try:
+        value = float(headers.get("retry-after"))
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 0 else None
