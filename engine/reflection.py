@@ -125,7 +125,8 @@ def _fit(feedback: list[ExampleFeedback], blocks: list[str], room: int) -> tuple
     return blocks, True
 
 
-_FENCE = re.compile(r"(`{3,})[^\n`]*\n(.*?)(?:\n\1|\Z)", re.S)
+# the closing fence starts a line, possibly the line right after the opening one ("```\n```")
+_FENCE = re.compile(r"(`{3,})[^\n`]*\n(.*?)(?:^\1|\Z)", re.S | re.M)
 
 
 @dataclass
