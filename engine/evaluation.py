@@ -10,6 +10,7 @@ result: the caller sees fewer scores than keys and trims its work.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -60,21 +61,22 @@ class EvaluationService:
         # evaluation, so that two proposals needing the same pair at once pay for it once
         self._inflight: dict[tuple[str, str], tuple[Future, Future]] = {}
         self._lock = threading.Lock()
+        self._recorder = _Recorder(db, budget)
+
+    def close(self) -> None:
+        self._recorder.close()
 
     def evaluate(self, cand: Candidate, keys: list[str], kind: str = "eval", charge: bool = True,
                  keep_going: Callable[[dict[str, Scored]], bool] | None = None) -> dict[str, Scored]:
         """Scores of ``cand`` on ``keys`` (in any order). ``keep_going(results_so_far)`` is asked
         after each result; when it says False, queued evaluations are cancelled (early stop)."""
-        results: dict[str, Scored] = {}
+        results = self._known(cand, keys)
         pending: dict[Future, str] = {}
         for key in keys:
-            known = self._known(cand, key)
-            if known is not None:
-                results[key] = known
-                continue
-            fut = self._dispatch(cand, key, kind, charge)
-            if fut is not None:
-                pending[fut] = key
+            if key not in results:
+                fut = self._dispatch(cand, key, kind, charge)
+                if fut is not None:
+                    pending[fut] = key
         stop = keep_going is not None and not keep_going(results)
         while pending:
             if stop:
@@ -92,21 +94,21 @@ class EvaluationService:
                 stop = not keep_going(results)
         return results
 
-    def _known(self, cand: Candidate, key: str) -> Optional[Scored]:
-        """This candidate's recorded evaluation, or a copy of one of the same content."""
-        ex = self.examples[key]
-        done = repo.get_evaluation(self.db, cand.id, ex.pk)
-        if done is None:
-            hit = repo.cached_evaluation(self.db, self.run_id, cand.content_hash, ex.pk)
-            if hit is None:
-                return None
-            done, _ = repo.record_evaluation(self.db, self._row(cand, ex, hit.score, hit.side_info, hit.error, 0.0, 0.0,
-                                                                cached=True), metric_call=False)
-        return Scored(done.score, done.side_info, done.error)
+    def _known(self, cand: Candidate, keys: list[str]) -> dict[str, Scored]:
+        """This candidate's recorded evaluations on ``keys``, plus copies (marked cached, no
+        metric call) of evaluations of the same content by other candidates."""
+        pks = {self.examples[k].pk: k for k in keys}
+        own, cached = repo.known_evaluations(self.db, self.run_id, cand.id, cand.content_hash, list(pks))
+        if cached:
+            copies = [(self._row(cand, self.examples[pks[pk]], e.score, e.side_info, e.error, 0.0, 0.0, cached=True), False)
+                      for pk, e in cached.items()]
+            for row, _ in repo.record_evaluations(self.db, copies):
+                own[row.example_pk] = row
+        return {pks[pk]: Scored(e.score, e.side_info, e.error) for pk, e in own.items()}
 
     def _dispatch(self, cand: Candidate, key: str, kind: str, charge: bool) -> Optional[Future]:
         """Send one evaluation to the pool (or join the one in flight). None if the budget
-        refuses it. The result is recorded by the pool's callback, exactly once."""
+        refuses it. The result is recorded by the recorder thread, exactly once."""
         with self._lock:
             if (cand.id, key) in self._inflight:
                 return self._inflight[(cand.id, key)][0]
@@ -119,20 +121,25 @@ class EvaluationService:
             self._inflight[(cand.id, key)] = (result, raw)
         t_submit = time.monotonic()
 
-        def on_done(raw: Future) -> None:
-            with self._lock:
-                self._inflight.pop((cand.id, key), None)
+        def finish(raw: Future) -> None:
             if raw.cancelled():
                 if charge:
                     self.budget.settle_metric_call(charged=False)
                 result.cancel()
-                return
-            try:
-                result.set_result(self._record(cand, key, raw, t_submit, kind, charge))
-            except Exception as exc:  # a database failure: the waiter sees it
-                result.set_exception(exc)
+            else:
+                try:
+                    out: EvalOutcome = raw.result()
+                except Exception as exc:  # the executor itself failed: still an outcome, never a crash
+                    out = EvalOutcome(score=0.0, side_info={}, error=f"executor error: {exc}")
+                end = time.monotonic()
+                self.timeline.add(kind, max(t_submit, end - out.seconds), end, cand.id, example=key)
+                row = self._row(cand, self.examples[key], out.score, out.side_info, out.error, out.seconds,
+                                out.lm_cost_usd, cached=False)
+                self._recorder.put(row, charge, result, Scored(out.score, out.side_info, out.error))
+            with self._lock:
+                self._inflight.pop((cand.id, key), None)
 
-        raw.add_done_callback(on_done)
+        raw.add_done_callback(finish)
         return result
 
     def _cancel(self, candidate_id: str, key: str) -> bool:
@@ -140,22 +147,53 @@ class EvaluationService:
             pair = self._inflight.get((candidate_id, key))
         return pair is None or pair[1].cancel()
 
-    def _record(self, cand: Candidate, key: str, fut: Future, t_submit: float, kind: str, charge: bool) -> Scored:
-        try:
-            out: EvalOutcome = fut.result()
-        except Exception as exc:  # the executor itself failed: still an outcome, never a crash
-            out = EvalOutcome(score=0.0, side_info={}, error=f"executor error: {exc}")
-        end = time.monotonic()
-        self.timeline.add(kind, max(t_submit, end - out.seconds), end, cand.id, example=key)
-        row = self._row(cand, self.examples[key], out.score, out.side_info, out.error, out.seconds, out.lm_cost_usd,
-                        cached=False)
-        _, inserted = repo.record_evaluation(self.db, row, metric_call=charge)
-        if charge:
-            self.budget.settle_metric_call(charged=inserted)
-        return Scored(out.score, out.side_info, out.error)
-
     def _row(self, cand: Candidate, ex: Example, score: float, side_info: dict, error: Optional[str],
              seconds: float, cost: float, cached: bool) -> Evaluation:
         return Evaluation(run_id=self.run_id, candidate_id=cand.id, example_pk=ex.pk, content_hash=cand.content_hash,
                           score=score, side_info=side_info or {}, error=error, seconds=seconds, cost_usd=cost,
                           cached=cached)
+
+
+class _Recorder:
+    """Writes evaluation results from a thread of its own, all that arrived together in one
+    transaction, then resolves their futures. So a pool worker gets its next task without
+    waiting for a database commit, and a busy step costs few commits."""
+
+    def __init__(self, db: Database, budget: Budget) -> None:
+        self.db, self.budget = db, budget
+        self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="recorder")
+        self._thread.start()
+
+    def put(self, row: Evaluation, charge: bool, result: Future, scored: Scored) -> None:
+        self._queue.put((row, charge, result, scored))
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get())
+            closing = None in batch
+            items = [b for b in batch if b is not None]
+            if items:
+                self._write(items)
+            if closing:
+                return
+
+    def _write(self, items: list) -> None:
+        try:
+            saved = repo.record_evaluations(self.db, [(row, charge) for row, charge, _, _ in items])
+        except Exception as exc:  # the waiters see the database failure
+            for _, charge, result, _ in items:
+                if charge:
+                    self.budget.settle_metric_call(charged=False)
+                result.set_exception(exc)
+            return
+        for (_, charge, result, scored), (_, inserted) in zip(items, saved):
+            if charge:
+                self.budget.settle_metric_call(charged=inserted)
+            result.set_result(scored)

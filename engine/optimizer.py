@@ -85,7 +85,8 @@ class Optimizer:
             res, _ = ctx.call_lm(lm_cfg, messages, "task", task.candidate_id, example_key=task.example_key)
             if res.error:
                 raise RuntimeError(f"task LM failed: {res.error}")
-            return res.text
+            # the pool adds cost and tokens to the evaluation that made the call (attribution)
+            return {"text": res.text, "cost_usd": res.cost_usd, "tokens_in": res.tokens_in, "tokens_out": res.tokens_out}
 
         return handle
 
@@ -103,6 +104,7 @@ class Optimizer:
             log.exception("run %s failed", self.run_id)
             return self._finish(ctx, "failed", f"engine error: {exc}")
         finally:
+            ctx.evals.close()
             ctx.evals.executor.close()
 
     def _loop(self, ctx: RunContext) -> str:

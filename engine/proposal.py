@@ -45,9 +45,10 @@ def human_feedback(ctx: RunContext, candidate_id: str) -> list[str]:
     return [c.text for c in repo.list_comments(ctx.db, ctx.run_id, candidate_id, kind="feedback")]
 
 
-def run_proposal(ctx: RunContext, parent: Candidate, k: int, minibatch: list[str],
+def run_proposal(ctx: RunContext, parent: Candidate, slot: int, k: int, minibatch: list[str],
                  parent_results: dict[str, Scored]) -> Outcome:
-    child_id = deterministic_id(ctx.run_id, ctx.step_index, parent.id, k, "reflection")
+    """Proposal k of parent slot ``slot`` (a parent may fill several slots of one step)."""
+    child_id = deterministic_id(ctx.run_id, ctx.step_index, slot, parent.id, k, "reflection")
     existing = repo.find_candidate(ctx.db, child_id)
     if existing is not None and existing.status in ("rejected", "failed", "accepted") and existing.finished_at:
         return Outcome(child_id, existing.status == "accepted" or existing.reason == "improved",

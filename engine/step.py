@@ -123,7 +123,7 @@ class _ParentMinibatches:
 def _slot(ctx: RunContext, parents: _ParentMinibatches, p: int, k: int, minibatch: list[str]) -> Outcome:
     results = parents.get(p)
     parent = ctx.state.candidates[parents.parent_ids[p]]
-    return run_proposal(ctx, parent, k, minibatch, results)
+    return run_proposal(ctx, parent, p, k, minibatch, results)
 
 
 def _finish_step(ctx: RunContext, step: Step, outcomes: list[Outcome], chosen: list[Outcome], run_before, t0: float,

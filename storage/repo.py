@@ -203,22 +203,51 @@ def cached_evaluation(db: Database, run_id: str, content_hash: str, example_pk: 
                       ).first()
 
 
+def known_evaluations(db: Database, run_id: str, candidate_id: str, content_hash: str,
+                      example_pks: list[int]) -> tuple[dict[int, Evaluation], dict[int, Evaluation]]:
+    """In two queries: this candidate's own evaluations on ``example_pks``, and evaluations of
+    the same content by other candidates (the cache), each keyed by example pk."""
+    with db.read() as s:
+        own = {e.example_pk: e for e in s.exec(select(Evaluation).where(
+            Evaluation.candidate_id == candidate_id, Evaluation.example_pk.in_(example_pks)))}
+        missing = [pk for pk in example_pks if pk not in own]
+        cached = {}
+        if missing:
+            for e in s.exec(select(Evaluation).where(Evaluation.run_id == run_id, Evaluation.content_hash == content_hash,
+                                                     Evaluation.example_pk.in_(missing), Evaluation.cached == False)):  # noqa: E712
+                cached.setdefault(e.example_pk, e)
+        return own, cached
+
+
+def record_evaluations(db: Database, items: list[tuple[Evaluation, bool]]) -> list[tuple[Evaluation, bool]]:
+    """``record_evaluation`` for several (evaluation, metric_call) pairs in one transaction."""
+    out = []
+    with db.write() as s:
+        for ev, metric_call in items:
+            existing = s.exec(select(Evaluation).where(Evaluation.candidate_id == ev.candidate_id,
+                                                       Evaluation.example_pk == ev.example_pk)).first()
+            if existing is not None:
+                out.append((existing, False))
+                continue
+            s.add(ev)
+            s.flush()
+            out.append((ev, True))
+        by_run: dict[str, int] = {}
+        for (ev, metric_call), (_, inserted) in zip(items, out):
+            if inserted and metric_call:
+                by_run[ev.run_id] = by_run.get(ev.run_id, 0) + 1
+        for run_id, n in by_run.items():
+            _bump(s, run_id, {"metric_calls": n})
+    return out
+
+
 def record_evaluation(db: Database, ev: Evaluation, metric_call: bool) -> tuple[Evaluation, bool]:
     """Insert an evaluation and charge the run one metric call (unless ``metric_call`` is
     False: cached, or the held-out test pass) in the same transaction. Idempotent per
     (candidate, example): a second call returns the existing row and charges nothing.
-    Returns (row, inserted)."""
-    with db.write() as s:
-        existing = s.exec(select(Evaluation).where(Evaluation.candidate_id == ev.candidate_id,
-                                                   Evaluation.example_pk == ev.example_pk)).first()
-        if existing is not None:
-            return existing, False
-        s.add(ev)
-        # ev.cost_usd (the evaluator's own lm() calls) is attribution only: those calls were
-        # charged to the run when their LMCall rows were recorded.
-        _bump(s, ev.run_id, {"metric_calls": 1 if metric_call else 0})
-        s.flush()
-        return ev, True
+    ``ev.cost_usd`` (the evaluator's own lm() calls) is attribution only: those calls were
+    charged to the run when their LMCall rows were recorded. Returns (row, inserted)."""
+    return record_evaluations(db, [(ev, metric_call)])[0]
 
 
 def evaluations_for(db: Database, run_id: str, candidate_ids: Iterable[str] | None = None) -> list[Evaluation]:
