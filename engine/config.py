@@ -127,13 +127,13 @@ class RunConfig(_Strict):
     @model_validator(mode="after")
     def _coherent(self) -> "RunConfig":
         if self.seed_candidate in (None, "") and not self.objective.strip():
-            raise ValueError("give a seed_candidate, or an objective from which the reflection LM writes the seed")
+            raise ValueError("seed_candidate: missing; give a seed_candidate, or an objective from which the reflection LM writes the seed")
         for name in ("dataset", "valset", "testset"):
             rows = getattr(self, name)
             if rows is not None and len(rows) == 0:
-                raise ValueError(f"{name} is empty: give at least one example or leave it out")
+                raise ValueError(f"{name}: the {name} is empty; give at least one example or leave it out")
         if self.testset and not self.dataset:
-            raise ValueError("a testset needs a dataset: the search never sees the test set")
+            raise ValueError("testset: a testset needs a dataset (the search never sees the test set); give a dataset too")
         return self
 
     @property
@@ -155,11 +155,12 @@ class RunConfig(_Strict):
 def _format_errors(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"]) or "(config)"
+        field = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling)"
-        lines.append(f"{field}: {msg}")
+        # checks across fields (model validators) have no location: their message starts with the field
+        lines.append(f"{field}: {msg}" if field else msg)
     return "\n".join(lines)
 
 
