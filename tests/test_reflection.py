@@ -1,0 +1,182 @@
+"""engine.reflection: what the reflection prompt says, how it is shortened, and how the new
+text is taken out of the LM's answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.reflection import ExampleFeedback, build_prompt, parse_answer, render_feedback, seed_prompt
+
+CURRENT = "You are a support bot. Answer politely."
+
+
+def _feedback(n=2, big=0):
+    out = []
+    for i in range(n):
+        side = {"expected": f"answer-{i}", "output": f"got-{i}", "scores": {"tone": 0.5 + i / 10}}
+        if big:
+            side["log"] = f"LOG{i}:" + "x" * big
+        out.append(ExampleFeedback(f"ex{i}", i / 2, {"question": f"q-{i}"}, side,
+                                   error="Traceback: KeyError 'q'" if i == 0 else None))
+    return out
+
+
+def _prompt(**over):
+    args = dict(kind="a system prompt for a chat model", objective="Resolve tickets in one reply.",
+                background="Customers are airline passengers.", component="text", components=["text"],
+                current_text=CURRENT, feedback=_feedback(), human_feedback=["Never promise refunds."],
+                tried=["You are a bot.", "Answer politely, always."])
+    args.update(over)
+    p = build_prompt(**args)
+    system, user = p.messages
+    assert system["role"] == "system" and user["role"] == "user"
+    return p, system["content"], user["content"]
+
+
+class TestPrompt:
+    def test_contains_every_ingredient(self):
+        _, system, user = _prompt()
+        assert "a system prompt for a chat model" in system
+        assert "## Objective\nResolve tickets in one reply." in user
+        assert "## Background\nCustomers are airline passengers." in user
+        assert "which is a system prompt for a chat model" in user
+        assert "## Current version\n```\n" + CURRENT + "\n```" in user
+        # side information rendered as Markdown, per example, with the score and the error
+        assert "### Example `ex0` — score 0" in user
+        assert "### Example `ex1` — score 0.5" in user
+        assert "**Error:**\n```\nTraceback: KeyError 'q'\n```" in user
+        assert "**expected:**\n```\nanswer-0\n```" in user
+        assert '"tone": 0.6' in user  # sub-scores as JSON
+        assert '"question": "q-1"' in user  # the example's input
+        assert "## Human feedback" in user and "- Never promise refunds." in user
+        assert "## Already tried for this version (do not repeat these)" in user
+        assert "You are a bot." in user and "Answer politely, always." in user
+
+    def test_order_of_sections(self):
+        _, _, user = _prompt()
+        order = ["## Objective", "## Background", "## What you are improving", "## Current version",
+                 "## Evaluation feedback", "## Human feedback", "## Already tried", "## Task"]
+        positions = [user.index(s) for s in order]
+        assert positions == sorted(positions)
+
+    def test_optional_sections_are_left_out(self):
+        _, _, user = _prompt(objective="", background="", human_feedback=[], tried=[], feedback=[])
+        for s in ("## Objective", "## Background", "## Human feedback", "## Already tried"):
+            assert s not in user
+        assert "(no feedback)" in user
+
+    def test_default_kind_when_none_given(self):
+        _, system, user = _prompt(kind="  ")
+        assert "a text artifact (a prompt, code or configuration)" in system
+        assert "a text artifact (a prompt, code or configuration)" in user
+
+    def test_multi_component_names_the_component(self):
+        _, _, user = _prompt(component="few_shot", components=["system_prompt", "few_shot"])
+        assert "the component `few_shot` of a multi-part candidate (system_prompt, few_shot)" in user
+
+    def test_current_text_containing_backticks_gets_a_longer_fence(self):
+        text = "Use ```code``` blocks\n```\nls\n```"
+        _, _, user = _prompt(current_text=text)
+        assert "## Current version\n````\n" + text + "\n````" in user
+
+    def test_only_the_last_three_tried_texts(self):
+        _, _, user = _prompt(tried=["t1", "t2", "t3", "t4"])
+        assert "t1" not in user and all(t in user for t in ("t2", "t3", "t4"))
+
+    def test_not_shortened_when_it_fits(self):
+        p, _, user = _prompt(max_chars=100_000)
+        assert not p.shortened and "shortened" not in user
+
+
+class TestShortening:
+    def test_cuts_side_info_never_the_candidate_and_says_so(self):
+        long_candidate = "RULE " * 2000  # 10,000 characters: larger than the whole budget
+        p, _, user = _prompt(current_text=long_candidate, feedback=_feedback(3, big=5000), max_chars=12_000)
+        assert p.shortened
+        assert long_candidate in user  # the candidate, whole
+        assert "(Some feedback was shortened to fit the model's context window.)" in user
+        assert "x" * 5000 not in user
+        assert "LOG0:" not in user or "more characters cut" in user
+
+    def test_moderate_overflow_clips_fields_but_keeps_every_example(self):
+        p, _, user = _prompt(feedback=_feedback(3, big=6000), max_chars=8000)
+        assert p.shortened
+        assert len(user) <= 8000 + 600  # the side info was brought down to (about) the budget
+        for i in range(3):
+            assert f"### Example `ex{i}`" in user
+        assert "more characters cut]" in user
+
+    def test_human_feedback_and_tried_texts_survive_shortening(self):
+        p, _, user = _prompt(feedback=_feedback(3, big=6000), max_chars=3000)
+        assert p.shortened
+        assert "- Never promise refunds." in user and "You are a bot." in user
+
+    def test_render_feedback_clips_long_fields(self):
+        fb = ExampleFeedback("k", 0.25, "plain input", {"log": "y" * 300, "image": {"__image__": "png", "data": "…"}})
+        text = render_feedback(fb, limit=100)
+        assert "y" * 100 in text and "y" * 101 not in text
+        assert "[200 more characters cut]" in text
+        assert "**image:**\n[image]" in text
+        assert "**Input / expected:**\n```\nplain input\n```" in text
+
+
+class TestParseAnswer:
+    def test_fenced(self):
+        a = parse_answer("I added a greeting.\n```\nHello! " + CURRENT + "\n```\nDone.", CURRENT)
+        assert (a.text, a.fenced, a.reason) == ("Hello! " + CURRENT, True, "")
+
+    def test_fence_with_language_tag(self):
+        assert parse_answer("```python\nx = 1\ny = 2\n```", "x = 0").text == "x = 1\ny = 2"
+
+    def test_first_fenced_block_wins(self):
+        assert parse_answer("```\nfirst\n```\nor maybe\n```\nsecond\n```", CURRENT).text == "first"
+
+    def test_unclosed_fence_takes_the_rest(self):
+        # the answer was cut by the token cap in the middle of the block
+        a = parse_answer("Here it is:\n```\nline one\nline two", CURRENT)
+        assert a.text == "line one\nline two" and a.fenced
+
+    def test_no_fence_with_require_fence_is_a_failure_with_a_reason(self):
+        a = parse_answer("Just be nicer to people.", CURRENT, require_fence=True)
+        assert a.text is None and not a.fenced
+        assert a.reason == "the answer has no fenced code block"
+
+    def test_no_fence_without_require_fence_takes_the_whole_answer(self):
+        a = parse_answer("  Be nicer to people.\n", CURRENT, require_fence=False)
+        assert (a.text, a.fenced, a.reason) == ("Be nicer to people.", False, "")
+
+    @pytest.mark.parametrize("answer", ["", "   \n", "```\n\n```", "```\n   \n```", "```\n```", "```text\n```"],
+                             ids=["empty", "blank", "empty-fence", "blank-fence", "adjacent-fences", "tagged-empty"])
+    def test_empty(self, answer):
+        a = parse_answer(answer, CURRENT, require_fence=False)
+        assert a.text is None and a.reason == "the answer is empty"
+
+    def test_none_answer_is_empty_not_a_crash(self):
+        assert parse_answer(None, CURRENT, require_fence=False).reason == "the answer is empty"
+
+    @pytest.mark.parametrize("answer", [f"```\n{CURRENT}\n```", f"```\n\n  {CURRENT}  \n\n```", f"  {CURRENT}  "])
+    def test_unchanged(self, answer):
+        a = parse_answer(answer, CURRENT, require_fence=False)
+        assert a.text is None and a.reason == "the answer is unchanged from the current version"
+
+    def test_nested_backticks_inside_a_longer_fence(self):
+        inner = "Answer in Markdown. Example:\n```json\n{\"ok\": true}\n```\nThat is all."
+        a = parse_answer(f"New version:\n````\n{inner}\n````\n", CURRENT)
+        assert a.text == inner
+
+    def test_inline_backticks_do_not_close_the_block(self):
+        text = "Quote code with ``` inline ``` like this."
+        assert parse_answer(f"```\n{text}\n```", CURRENT).text == text
+
+    def test_a_longer_closing_run_is_not_a_shorter_fence(self):
+        # a 4-backtick block is not closed by a line of three
+        a = parse_answer("````\nA\n```\nB\n````", CURRENT)
+        assert a.text == "A\n```\nB"
+
+
+def test_seed_prompt_asks_for_the_kind_from_the_objective():
+    system, user = seed_prompt("a haiku", "Write about rain.", "Japanese style")
+    assert "a haiku" in system["content"]
+    assert "## Objective\nWrite about rain." in user["content"]
+    assert "## Background\nJapanese style" in user["content"]
+    assert "one fenced code block" in user["content"]

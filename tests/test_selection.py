@@ -1,0 +1,207 @@
+"""engine.selection and engine.sampling: parent sampling and epoch minibatches.
+
+Proportions are measured over many draws from a seeded ``random.Random`` so the tests are
+deterministic; the tolerances are several standard deviations wide.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from engine.sampling import EpochSampler
+from engine.selection import (
+    BestSelector,
+    EpsilonGreedySelector,
+    ParetoSelector,
+    PoolView,
+    TopKParetoSelector,
+    make_selector,
+    select_parents,
+)
+
+# Worked by hand: fronts e1 {A,B}, e2 {B}, e3 {C}, e4 {B}; A is dominated (only e1, shared with
+# B). Frequencies after pruning: B 3, C 1; D is best nowhere.
+SCORES = {
+    "A": {"e1": 1.0, "e2": 0.0, "e3": 0.0, "e4": 0.0},
+    "B": {"e1": 1.0, "e2": 1.0, "e3": 0.0, "e4": 1.0},
+    "C": {"e1": 0.0, "e2": 0.0, "e3": 1.0, "e4": 0.0},
+    "D": {"e1": 0.5, "e2": 0.5, "e3": 0.5, "e4": 0.5},
+}
+DRAWS = 4000
+
+
+def _draws(selector, view, n=1, draws=DRAWS, seed=0):
+    rng = random.Random(seed)
+    return [tuple(c for c, _ in selector.select(view, n, rng)) for _ in range(draws)]
+
+
+class TestPareto:
+    def test_samples_proportionally_to_frequency(self):
+        counts = Counter(p[0] for p in _draws(ParetoSelector(), PoolView(SCORES)))
+        assert set(counts) == {"B", "C"}  # never the dominated A, never D (best nowhere)
+        assert counts["B"] / DRAWS == pytest.approx(0.75, abs=0.03)
+
+    def test_reason_says_how_many_examples(self):
+        picks = ParetoSelector().select(PoolView(SCORES), 2, random.Random(1))
+        reasons = dict(picks)
+        assert reasons["B"] == "frontier sample (best on 3 example(s))"
+        assert reasons["C"] == "frontier sample (best on 1 example(s))"
+
+    def test_p_parents_are_distinct_while_the_frontier_allows(self):
+        for pair in _draws(ParetoSelector(), PoolView(SCORES), n=2, draws=200):
+            assert sorted(pair) == ["B", "C"]
+
+    def test_more_parents_than_frontier_members_repeats_members(self):
+        for picks in _draws(ParetoSelector(), PoolView(SCORES), n=4, draws=50):
+            assert len(picks) == 4 and set(picks) == {"B", "C"}
+
+    def test_single_candidate(self):
+        assert ParetoSelector().select(PoolView({"S": {"e1": 0.0}}), 3, random.Random(0)) == [
+            ("S", "frontier sample (best on 1 example(s))")] * 3
+
+    def test_same_seed_same_picks(self):
+        assert _draws(ParetoSelector(), PoolView(SCORES), n=2, draws=30, seed=7) == \
+            _draws(ParetoSelector(), PoolView(SCORES), n=2, draws=30, seed=7)
+
+    def test_insertion_order_of_the_pool_does_not_change_the_picks(self):
+        reordered = dict(reversed(list(SCORES.items())))
+        assert _draws(ParetoSelector(), PoolView(SCORES), draws=50, seed=3) == \
+            _draws(ParetoSelector(), PoolView(reordered), draws=50, seed=3)
+
+    def test_all_tied_everywhere(self):
+        # every candidate holds every example: pruning keeps one (the last by id at equal means)
+        scores = {c: {"e1": 0.5, "e2": 0.5} for c in "XYZ"}
+        assert {p[0] for p in _draws(ParetoSelector(), PoolView(scores), draws=100)} == {"Z"}
+
+    def test_partial_validation(self):
+        # P validated on e1 only, where it beats S; S holds e2 and e3
+        scores = {"S": {"e1": 0.5, "e2": 0.5, "e3": 0.5}, "P": {"e1": 0.7}}
+        counts = Counter(p[0] for p in _draws(ParetoSelector(), PoolView(scores)))
+        assert counts["P"] / DRAWS == pytest.approx(1 / 3, abs=0.03)
+
+
+class TestBest:
+    def test_highest_mean_first_then_the_next(self):
+        picks = BestSelector().select(PoolView(SCORES), 2, random.Random(0))
+        # means: A 0.25, B 0.75, C 0.25, D 0.5
+        assert [c for c, _ in picks] == ["B", "D"]
+        assert picks[0][1] == "current best (mean 0.750)"
+
+    def test_ties_by_id_and_wrap_around(self):
+        scores = {"b": {"e": 1.0}, "a": {"e": 1.0}}
+        assert [c for c, _ in BestSelector().select(PoolView(scores), 3, random.Random(0))] == ["a", "b", "a"]
+
+
+class TestEpsilonGreedy:
+    def test_epsilon_zero_is_always_the_best(self):
+        assert {p for p in _draws(EpsilonGreedySelector(0.0), PoolView(SCORES), draws=200)} == {("B",)}
+
+    def test_epsilon_one_is_uniform(self):
+        counts = Counter(p[0] for p in _draws(EpsilonGreedySelector(1.0), PoolView(SCORES)))
+        assert set(counts) == set(SCORES)
+        for c in SCORES:
+            assert counts[c] / DRAWS == pytest.approx(0.25, abs=0.03)
+
+    def test_exploration_rate(self):
+        # B is chosen greedily (1 - eps) of the time plus eps/4 by exploration
+        counts = Counter(p[0] for p in _draws(EpsilonGreedySelector(0.2), PoolView(SCORES)))
+        assert counts["B"] / DRAWS == pytest.approx(0.8 + 0.2 / 4, abs=0.03)
+
+    def test_make_selector_passes_epsilon(self):
+        assert make_selector("epsilon_greedy", epsilon=0.3).epsilon == 0.3
+
+
+class TestTopKPareto:
+    def test_uniform_among_the_top_k_frontier_members(self):
+        # surviving frequencies: B 3, C 1, E 1 (E holds e5 alone); top 2 = B and then C (id order)
+        scores = {k: {**v, "e5": 0.0} for k, v in SCORES.items()}
+        scores["E"] = {"e1": 0, "e2": 0, "e3": 0, "e4": 0, "e5": 1.0}
+        counts = Counter(p[0] for p in _draws(TopKParetoSelector(k=2), PoolView(scores)))
+        assert set(counts) == {"B", "C"}
+        assert counts["B"] / DRAWS == pytest.approx(0.5, abs=0.03)
+
+    def test_make_selector_names(self):
+        assert isinstance(make_selector("pareto"), ParetoSelector)
+        assert isinstance(make_selector("best"), BestSelector)
+        assert isinstance(make_selector("top_k_pareto"), TopKParetoSelector)
+        with pytest.raises(KeyError):
+            make_selector("nope")
+
+
+class TestPins:
+    def _view(self, step, last_chosen=None, pinned=("D",)):
+        return PoolView(SCORES, pinned=set(pinned), last_chosen=dict(last_chosen or {}), step=step)
+
+    def test_never_chosen_pin_is_forced_at_once_into_the_last_slot(self):
+        picks = select_parents(ParetoSelector(), self._view(step=0), 2, random.Random(0), pin_every=3)
+        assert len(picks) == 2
+        assert picks[1] == ("D", "pinned (not a parent for 3+ steps)")
+        assert picks[0][0] in {"B", "C"}
+
+    def test_pin_waits_until_pin_every_steps_have_passed(self):
+        for step, due in [(5, False), (6, False), (7, True)]:
+            picks = select_parents(ParetoSelector(), self._view(step, {"D": 4}), 1, random.Random(0), pin_every=3)
+            assert (picks[0][0] == "D") is due, step
+
+    def test_a_pin_the_strategy_chose_anyway_is_not_duplicated(self):
+        picks = select_parents(BestSelector(), self._view(step=9, pinned=("B",)), 2, random.Random(0), pin_every=1)
+        assert [c for c, _ in picks] == ["B", "D"]
+
+    def test_more_due_pins_than_parents(self):
+        picks = select_parents(ParetoSelector(), self._view(step=0, pinned=("A", "D")), 1, random.Random(0),
+                               pin_every=2)
+        assert picks == [("A", "pinned (not a parent for 2+ steps)")]  # D waits for the next step
+
+    def test_pinned_candidate_chosen_within_pin_every_steps_over_a_simulated_run(self):
+        """Replaying selection step by step (as the engine does), D — best nowhere, so never
+        chosen by the strategy — is a parent at least once in every window of pin_every steps."""
+        pin_every, last = 3, {}
+        chosen_at = []
+        for step in range(30):
+            picks = select_parents(ParetoSelector(), self._view(step, last), 2, random.Random(step), pin_every)
+            for c, _ in picks:
+                last[c] = step
+            if "D" in [c for c, _ in picks]:
+                chosen_at.append(step)
+        assert chosen_at[0] == 0
+        assert all(b - a <= pin_every for a, b in zip(chosen_at, chosen_at[1:]))
+
+    def test_empty_pool_with_a_pin(self):
+        view = PoolView({}, pinned={"D"}, step=0)
+        assert select_parents(ParetoSelector(), view, 2, random.Random(0), pin_every=1) == [
+            ("D", "pinned (not a parent for 1+ steps)")]
+
+
+class TestEpochSampler:
+    KEYS = [f"k{i}" for i in range(9)]
+
+    @pytest.mark.parametrize("n,size", [(9, 3), (8, 3), (10, 4), (5, 5), (7, 1), (6, 4)])
+    def test_every_example_once_per_epoch(self, n, size):
+        keys = self.KEYS[:n] + [f"x{i}" for i in range(max(0, n - 9))]
+        s = EpochSampler(keys, size, seed=1)
+        per_epoch = -(-len(keys) // size)  # ceil: the last batch of an epoch may be padded
+        for epoch in range(3):
+            batches = [s.batch(epoch * per_epoch + i) for i in range(per_epoch)]
+            seen = [k for b in batches for k in b]
+            assert set(seen) == set(keys), (epoch, batches)
+            assert all(len(b) == size for b in batches)
+
+    def test_batches_are_deterministic_in_seed_and_index(self):
+        a, b = EpochSampler(self.KEYS, 3, seed=5), EpochSampler(self.KEYS, 3, seed=5)
+        assert [a.batch(i) for i in range(10)] == [b.batch(i) for i in range(10)]
+        # a resumed step asks for batch n alone, out of order: same answer
+        assert EpochSampler(self.KEYS, 3, seed=5).batch(7) == a.batch(7)
+
+    def test_different_seeds_and_epochs_shuffle_differently(self):
+        s = EpochSampler(self.KEYS, 9, seed=0)
+        assert len({tuple(s.batch(i)) for i in range(5)}) > 1
+        assert [EpochSampler(self.KEYS, 3, seed=0).batch(i) for i in range(3)] != \
+            [EpochSampler(self.KEYS, 3, seed=1).batch(i) for i in range(3)]
+
+    def test_minibatch_larger_than_the_set_is_the_whole_set(self):
+        s = EpochSampler(["a", "b"], 5, seed=0)
+        assert sorted(s.batch(0)) == ["a", "b"]
+        assert sorted(s.batch(1)) == ["a", "b"]
