@@ -1,0 +1,61 @@
+"""Refract studio: the Streamlit entry point.
+
+``streamlit run app.py`` finds the ``app = st.App(...)`` below and serves this same file as
+the Streamlit script through it, so the server's lifespan hook can supervise the engine
+worker: started with the server, restarted if it dies, stopped with the server (see
+``ui.supervisor``). Set ``REFRACT_WORKER=0`` to serve the studio without starting a worker
+(tests on synthetic runs, or when workers run elsewhere).
+
+When Streamlit executes this file as the page script, ``__name__`` is ``"__main__"`` and
+``main()`` draws the navigation and the shared sidebar; when the server imports it as a module
+it only builds the ``st.App``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+
+def main() -> None:
+    from ui import nav, sidebar
+
+    st.set_page_config(page_title="Refract", page_icon=":material/flare:", layout="wide")
+    page = st.navigation(list(nav.pages().values()))
+    sidebar.render()
+    page.run()
+
+
+if __name__ == "__main__":
+    main()
+else:
+    import logging
+    from contextlib import asynccontextmanager
+    from pathlib import Path
+
+    @asynccontextmanager
+    async def lifespan(_app):
+        from storage.db import DEFAULT_DATA_DIR, default_url
+        from ui.supervisor import WorkerSupervisor
+
+        if os.environ.get("REFRACT_WORKER", "1") == "0":
+            logging.getLogger("refract").info("REFRACT_WORKER=0: not starting an engine worker")
+            yield {}
+            return
+        supervisor = WorkerSupervisor(default_url(), lock_dir=DEFAULT_DATA_DIR, cwd=Path(__file__).resolve().parent)
+        supervisor.start()
+        try:
+            yield {"worker_supervisor": supervisor}
+        finally:
+            supervisor.stop()
+
+    # Streamlit treats a folder named pages/ as the old (v1) multipage layout until the first
+    # st.navigation call of the process: a deep link (/candidate?run=…) opened before anyone
+    # loaded "/" would run that page file alone, without this file's navigation and sidebar.
+    # The studio always registers its pages with st.navigation, so switch v1 off up front.
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
+
+    app = st.App(__file__, lifespan=lifespan)

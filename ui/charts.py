@@ -1,0 +1,140 @@
+"""Plotly figures for the dashboard, built from plain data (no Streamlit import).
+
+Text that came from users or LMs never reaches a figure: only ids, numbers and our own
+labels, so nothing needs escaping here.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from ui.analysis import FrontierView
+
+X_LABELS = {"metric_calls": "metric calls", "cost_usd": "dollars spent", "seconds": "seconds since start"}
+KIND_COLOURS = {"reflect": "#7c3aed", "evaluate": "#0ea5e9", "validate": "#16a34a", "merge": "#f59e0b"}
+MAX_HEATMAP_ROWS = 60
+
+
+def _layout(fig: go.Figure, height: int = 320, **kw) -> go.Figure:
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.12), **kw)
+    return fig
+
+
+def score_progress_figure(progress: pd.DataFrame, x: str = "metric_calls") -> go.Figure:
+    fig = go.Figure()
+    if not progress.empty:
+        fig.add_trace(go.Scatter(x=progress[x], y=progress["best"], mode="lines+markers", name="best",
+                                 line=dict(shape="hv", width=3), customdata=progress["step"],
+                                 hovertemplate="step %{customdata}<br>best %{y:.3f}<extra></extra>"))
+        fig.add_trace(go.Scatter(x=progress[x], y=progress["mean"], mode="lines", name="pool mean",
+                                 line=dict(dash="dot"), customdata=progress["step"],
+                                 hovertemplate="step %{customdata}<br>mean %{y:.3f}<extra></extra>"))
+    fig.update_xaxes(title=X_LABELS[x])
+    fig.update_yaxes(title="validation score")
+    return _layout(fig)
+
+
+def frontier_heatmap(view: FrontierView, val_means: pd.Series, include_all: bool = False) -> go.Figure:
+    """Candidates × validation examples; a cell is the score, outlined where the candidate
+    holds the best score on that example. Rows: frontier members (most examples first), then
+    with ``include_all`` the best other candidates, up to MAX_HEATMAP_ROWS."""
+    fig = go.Figure()
+    if view.matrix.empty:
+        return _layout(fig)
+    rows = list(view.members)
+    if include_all:
+        others = val_means.reindex(view.matrix.index).drop(rows, errors="ignore").sort_values(ascending=False)
+        rows += list(others.index)
+    rows = rows[:MAX_HEATMAP_ROWS]
+    m = view.matrix.loc[rows]
+    best = view.best.reindex(m.columns)
+    holds = m.ge(best - 1e-9, axis=1) & m.notna()
+    labels = [f"{cid} · best on {int(view.best_on.get(cid, 0))}" for cid in rows]
+    text = np.where(holds.values, "★", "")
+    fig.add_trace(go.Heatmap(z=m.values, x=list(m.columns), y=labels, colorscale="Viridis", zmin=np.nanmin(m.values),
+                             zmax=np.nanmax(m.values), text=text, texttemplate="%{text}", customdata=np.array(rows)[:, None]
+                             .repeat(len(m.columns), axis=1), colorbar=dict(title="score"),
+                             hovertemplate="%{customdata}<br>%{x}: %{z:.3f}<extra></extra>", xgap=1, ygap=1))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=10))
+    fig.update_xaxes(tickfont=dict(size=9), tickangle=-60)
+    return _layout(fig, height=max(260, 60 + 18 * len(rows)))
+
+
+def objectives_scatter(points: pd.DataFrame, x: str, y: str, frontier_ids: set[str]) -> go.Figure:
+    """2-D scatter of two mean sub-scores per candidate; the 2-D Pareto-optimal points joined."""
+    fig = go.Figure()
+    if points.empty:
+        return _layout(fig)
+    on = points["candidate_id"].isin(frontier_ids)
+    for mask, name, size in ((~on, "other candidates", 7), (on, "per-example frontier", 11)):
+        sub = points[mask]
+        fig.add_trace(go.Scatter(x=sub[x], y=sub[y], mode="markers", name=name, marker=dict(size=size),
+                                 customdata=sub["candidate_id"],
+                                 hovertemplate="%{customdata}<br>" + x + " %{x:.3f}<br>" + y + " %{y:.3f}<extra></extra>"))
+    pareto = pareto_2d(points, x, y)
+    fig.add_trace(go.Scatter(x=pareto[x], y=pareto[y], mode="lines", name="2-D Pareto front", line=dict(shape="hv", dash="dash"),
+                             hoverinfo="skip"))
+    fig.update_xaxes(title=f"mean {x}")
+    fig.update_yaxes(title=f"mean {y}")
+    return _layout(fig, height=380)
+
+
+def pareto_2d(points: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    ordered = points.sort_values([x, y], ascending=[False, False])
+    keep, best_y = [], -np.inf
+    for idx, yv in zip(ordered.index, ordered[y]):
+        if yv > best_y:
+            keep.append(idx)
+            best_y = yv
+    return points.loc[keep].sort_values(x)
+
+
+def timeline_figure(events: pd.DataFrame) -> go.Figure:
+    """Horizontal bars per proposal (reflect / evaluate / validate spans) of the last steps."""
+    fig = go.Figure()
+    if events.empty:
+        return _layout(fig, height=200)
+    lanes = list(dict.fromkeys(events["candidate_id"]))
+    for kind, sub in events.groupby("kind", sort=False):
+        fig.add_trace(go.Bar(y=sub["candidate_id"], x=sub["end"] - sub["start"], base=sub["start"], orientation="h",
+                             name=kind, marker_color=KIND_COLOURS.get(kind), customdata=sub["step"],
+                             hovertemplate="step %{customdata} · " + kind + "<br>%{y}<br>%{base:.1f}s → %{x:.1f}s long<extra></extra>"))
+    fig.update_yaxes(categoryorder="array", categoryarray=lanes, autorange="reversed", tickfont=dict(size=9),
+                     title="proposal")
+    fig.update_xaxes(title="seconds since the run started")
+    return _layout(fig, height=max(240, 40 + 14 * len(lanes)), barmode="overlay")
+
+
+def utilisation_figure(steps: pd.DataFrame) -> go.Figure:
+    fig = go.Figure()
+    if not steps.empty:
+        fig.add_trace(go.Bar(x=steps["index"], y=steps["worker_utilisation"], name="workers busy",
+                             hovertemplate="step %{x}: %{y:.0%} busy<extra></extra>"))
+    fig.update_yaxes(title="workers busy", tickformat=".0%", range=[0, 1])
+    fig.update_xaxes(title="step")
+    return _layout(fig, height=220)
+
+
+def compare_figure(data: pd.DataFrame, names: dict[str, str], x: str) -> go.Figure:
+    fig = go.Figure()
+    for rid, sub in data.groupby("run_id", sort=False):
+        fig.add_trace(go.Scatter(x=sub[x], y=sub["best"], mode="lines+markers", name=html.escape(f"{names.get(rid, rid)[:40]} ({rid})"),
+                                 line=dict(shape="hv")))
+    fig.update_xaxes(title=X_LABELS[x])
+    fig.update_yaxes(title="best validation score")
+    return _layout(fig, height=360)
+
+
+def per_example_bar(evals: pd.DataFrame, best: Optional[pd.Series] = None) -> go.Figure:
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=evals["example"], y=evals["score"], name="this candidate"))
+    if best is not None and len(best):
+        fig.add_trace(go.Scatter(x=best.index, y=best.values, mode="markers", name="frontier best",
+                                 marker=dict(symbol="line-ew-open", size=14, line=dict(width=2))))
+    fig.update_yaxes(title="score")
+    return _layout(fig, height=260)

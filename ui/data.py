@@ -1,0 +1,120 @@
+"""The studio's cached reads: ``st.cache_data`` wrappers around ``storage.queries``.
+
+What the cache does not guarantee: a value may be up to ``ttl`` seconds old. Heavy reads
+(candidates, validation scores, steps) are keyed by a *version token* taken from the run row
+(metric calls, proposals, steps, frontier version, status), so they are re-read only when
+the run has changed, and a refresh of an idle run costs one cheap query. Every function
+returns plain data (dicts, DataFrames) — never ORM objects.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import streamlit as st
+
+from storage import queries
+from storage.db import Database, default_url, open_db
+
+LIVE_TTL = 1.0  # seconds: the live fragment refreshes every 2 s, so each refresh reads the run row once
+HEAVY_TTL = 600.0  # token-keyed entries stay until the run changes (or ten minutes pass)
+
+
+def db_url() -> str:
+    return os.environ.get("REFRACT_DB") or default_url()
+
+
+@st.cache_resource(show_spinner=False)
+def _db(url: str) -> Database:
+    return open_db(url)
+
+
+def get_db() -> Database:
+    return _db(db_url())
+
+
+def version_token(run: dict) -> str:
+    """Changes whenever the run records something the dashboard shows."""
+    return ":".join(str(run.get(k)) for k in ("metric_calls", "proposals_total", "steps_done", "frontier_version",
+                                                "status", "best_candidate_id", "cost_usd"))
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def run_overview(url: str, run_id: str) -> dict | None:
+    return queries.run_overview(_db(url), run_id)
+
+
+@st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=64)
+def candidate_rows(url: str, run_id: str, token: str) -> pd.DataFrame:
+    return queries.candidate_rows(_db(url), run_id)
+
+
+@st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=64)
+def val_scores(url: str, run_id: str, token: str) -> pd.DataFrame:
+    return queries.val_scores(_db(url), run_id)
+
+
+@st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=64)
+def step_rows(url: str, run_id: str, token: str) -> pd.DataFrame:
+    return queries.step_rows(_db(url), run_id)
+
+
+@st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=16)
+def objective_means(url: str, run_id: str, token: str) -> pd.DataFrame:
+    return queries.objective_means(_db(url), run_id)
+
+
+@st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=64)
+def example_keys(url: str, run_id: str, split: str = "val") -> list[str]:
+    return queries.example_keys(_db(url), run_id, split)
+
+
+@st.cache_data(ttl=2.0, show_spinner=False)
+def runs_table(url: str):
+    return queries.runs_table(_db(url))
+
+
+def run_config(url: str, run_id: str) -> dict | None:
+    """Not cached: used once, on a button press."""
+    return queries.run_config(_db(url), run_id)
+
+
+@st.cache_data(ttl=2.0, show_spinner=False)
+def worker_status(url: str) -> dict | None:
+    return queries.worker_status(_db(url))
+
+
+@st.cache_data(ttl=2.0, show_spinner=False, max_entries=256)
+def candidate_detail(url: str, candidate_id: str, token: str) -> dict | None:
+    return queries.candidate_detail(_db(url), candidate_id)
+
+
+@st.cache_data(ttl=2.0, show_spinner=False)
+def command_log(url: str, run_id: str) -> pd.DataFrame:
+    return queries.command_log(_db(url), run_id)
+
+
+@st.cache_data(ttl=5.0, show_spinner=False)
+def compare_runs(url: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    return queries.compare_runs(_db(url), run_ids)
+
+
+def live_snapshot(run_id: str) -> tuple[dict | None, pd.DataFrame, pd.DataFrame]:
+    """What the live dashboard fragment reads: (run, candidates, steps). At most 3 queries."""
+    url = db_url()
+    run = run_overview(url, run_id)
+    if run is None:
+        return None, pd.DataFrame(), pd.DataFrame()
+    token = version_token(run)
+    return run, candidate_rows(url, run_id, token), step_rows(url, run_id, token)
+
+
+def frontier_snapshot(run_id: str) -> tuple[dict | None, pd.DataFrame, pd.DataFrame]:
+    """What the frontier fragment reads: (run, candidates, validation scores). At most 3 queries."""
+    url = db_url()
+    run = run_overview(url, run_id)
+    if run is None:
+        return None, pd.DataFrame(), pd.DataFrame()
+    token = version_token(run)
+    return run, candidate_rows(url, run_id, token), val_scores(url, run_id, token)

@@ -1,0 +1,92 @@
+"""Widget and session-state keys: named once, shared by pages and tests (tests find widgets by key)."""
+
+# sidebar
+WHO = "who_am_i"
+WHO_SAVED = "_who_saved_cookie"
+COOKIE_WHO = "refract_user"
+
+# query parameters (shareable links)
+QP_RUN = "run"
+QP_CANDIDATE = "candidate"
+
+# runs page
+RUNS_STATUS = "runs_status_filter"
+RUNS_OWNER = "runs_owner_filter"
+RUNS_SEARCH = "runs_search"
+RUNS_TABLE = "runs_table"
+RUNS_COMPARE = "runs_compare"
+RUNS_DUPLICATE = "runs_duplicate"
+RUNS_OPEN = "runs_open"
+
+# dashboard
+DASH_RUN = "dash_run_select"
+DASH_STATUS = "dash_cand_status"
+DASH_ORIGIN = "dash_cand_origin"
+DASH_STEPS = "dash_cand_steps"
+DASH_SORT = "dash_cand_sort"
+DASH_TABLE = "dash_cand_table"
+DASH_CHART_X = "dash_chart_x"
+DASH_HEATMAP_ALL = "dash_heatmap_all"
+DASH_OBJ_X = "dash_obj_x"
+DASH_OBJ_Y = "dash_obj_y"
+DASH_FRONTIER_CHART = "dash_frontier_chart"
+DASH_TIMELINE_STEPS = "dash_timeline_steps"
+
+# candidate page
+CAND_SELECT = "cand_select"
+CAND_EXAMPLE_FILTER = "cand_example_filter"
+
+# lineage page
+LIN_SHOW_REJECTED = "lin_show_rejected"
+LIN_CHART = "lin_chart"
+LIN_COLOR = "lin_color"
+
+# new run page: every field of the draft (their values are the draft, autosaved)
+NEW_TEMPLATE = "new_template"
+NEW_LOAD_TEMPLATE = "new_load_template"
+NEW_TOML = "new_toml_upload"
+NEW_NAME = "new_name"
+NEW_OBJECTIVE = "new_objective"
+NEW_BACKGROUND = "new_background"
+NEW_KIND = "new_artifact_kind"
+NEW_SEED_MODE = "new_seed_mode"
+NEW_SEED_TEXT = "new_seed_text"
+NEW_COMPONENTS = "new_components"  # a list of {"name", "text"} dicts (not a widget)
+NEW_COMP_NAME = "new_comp_name_{i}"
+NEW_COMP_TEXT = "new_comp_text_{i}"
+NEW_COMP_ADD = "new_comp_add"
+NEW_COMP_DEL = "new_comp_del_{i}"
+NEW_EVALUATOR = "new_evaluator"
+NEW_EVALUATOR_ACE = "new_evaluator_ace"
+NEW_DATA_SOURCE = "new_data_source"
+NEW_DATA_UPLOAD = "new_data_upload"
+NEW_DATA_TEXT = "new_data_text"
+NEW_DATA_FORMAT = "new_data_format"
+NEW_SPLIT_VAL = "new_split_val"
+NEW_SPLIT_TEST = "new_split_test"
+NEW_SPLIT_SEED = "new_split_seed"
+NEW_MODEL = "new_model"
+NEW_API_BASE = "new_api_base"
+NEW_API_KEY_ENV = "new_api_key_env"
+NEW_TEMPERATURE = "new_temperature"
+NEW_TEST_LM = "new_test_lm"
+NEW_P = "new_parents_per_step"
+NEW_K = "new_proposals_per_parent"
+NEW_WORKERS = "new_workers"
+NEW_MINIBATCH = "new_minibatch"
+NEW_SELECTION = "new_selection"
+NEW_ACCEPT = "new_accept"
+NEW_MERGE = "new_merge"
+NEW_MAX_CALLS = "new_max_metric_calls"
+NEW_MAX_COST = "new_max_cost"
+NEW_MAX_SECONDS = "new_max_seconds"
+NEW_STOP_SCORE = "new_stop_at_score"
+NEW_TRY = "new_try_evaluator"
+NEW_VALIDATE = "new_validate"
+NEW_SUBMIT = "new_submit"
+NEW_RESET = "new_reset"
+NEW_ERRORS = "_new_errors"  # {field: [reasons]} from the last validation
+NEW_TRY_RESULT = "_new_try_result"
+NEW_LM_RESULT = "_new_lm_result"
+NEW_DRAFT_LOADED = "_new_draft_loaded"
+NEW_PREFILL = "_new_prefill"  # a config dict to load into the form on the next run (duplicate / template)

@@ -1,0 +1,166 @@
+"""The lineage tree as a plotly figure (pure: plain data in, figure out).
+
+Layout: x is the step a candidate was proposed in; y comes from a tidy-tree pass over the
+first-parent tree (a leaf takes the next free row, a parent sits at the mean of its
+children), so subtrees stay together and 1,000 nodes stay readable. Merge candidates get a
+dashed edge to their second parent. Rejected and failed proposals are collapsed by default:
+their parent's hover says how many were hidden. One scatter trace per mark, so the legend
+doubles as a key and a filter; each point's ``customdata`` is the candidate id (click → page).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable, Optional
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from ui.analysis import children_counts
+
+# mark name -> (symbol, size, fixed colour or None to colour by score)
+MARKS = {
+    "best": ("star", 22, None),
+    "frontier": ("diamond", 13, None),
+    "accepted": ("circle", 9, None),
+    "merge": ("square", 11, None),
+    "human": ("triangle-up", 13, None),
+    "rejected": ("x-thin-open", 7, "#9ca3af"),
+    "failed": ("x", 8, "#dc2626"),
+    "vetoed": ("circle-x-open", 12, "#6b7280"),
+}
+
+
+def mark_of(row, best_id: Optional[str], frontier_ids: set[str]) -> str:
+    if row.vetoed:
+        return "vetoed"
+    if row.status == "failed":
+        return "failed"
+    if row.status == "rejected":
+        return "rejected"
+    if row.id == best_id:
+        return "best"
+    if row.id in frontier_ids:
+        return "frontier"
+    if row.origin == "merge":
+        return "merge"
+    if row.origin == "human":
+        return "human"
+    return "accepted"
+
+
+def layout(candidates: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """(x, y) for every candidate: x = step, y = tidy-tree row over first parents."""
+    ids = list(candidates["id"])
+    known = set(ids)
+    kids: dict[str, list[str]] = defaultdict(list)
+    roots = []
+    for cid, pids in zip(ids, candidates["parent_ids"]):
+        first = next((p for p in (pids or []) if p in known), None)
+        (kids[first].append(cid) if first else roots.append(cid))
+    step = dict(zip(ids, candidates["step"]))
+    pos: dict[str, tuple[float, float]] = {}
+    next_row = 0.0
+
+    # iterative post-order (deep chains would overflow recursion)
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                ch = kids.get(node, [])
+                if ch:
+                    y = sum(pos[c][1] for c in ch) / len(ch)
+                else:
+                    y, next_row = next_row, next_row + 1
+                pos[node] = (float(step[node]), y)
+            else:
+                stack.append((node, True))
+                for c in reversed(kids.get(node, [])):
+                    stack.append((c, False))
+    return pos
+
+
+def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_ids: Iterable[str],
+                   show_rejected: bool = False, highlight: Optional[str] = None) -> go.Figure:
+    frontier_ids = set(frontier_ids)
+    counts = children_counts(candidates)
+    if show_rejected:
+        shown = candidates
+    else:
+        shown = candidates[~candidates["status"].isin(["rejected", "failed"]) | (candidates["id"] == highlight)]
+    pos = layout(shown)
+    fig = go.Figure()
+    ex, ey, mx, my = [], [], [], []
+    for cid, pids in zip(shown["id"], shown["parent_ids"]):
+        for i, p in enumerate(pids or []):
+            if p not in pos:
+                continue
+            xs, ys = (mx, my) if i > 0 else (ex, ey)
+            xs += [pos[p][0], pos[cid][0], None]
+            ys += [pos[p][1], pos[cid][1], None]
+    # SVG (not WebGL) lines: WebGL traces are drawn above SVG markers and would strike through them
+    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line=dict(color="#cbd5e1", width=1), hoverinfo="skip",
+                               showlegend=False))
+    if mx:
+        fig.add_trace(go.Scatter(x=mx, y=my, mode="lines", line=dict(color="#f59e0b", width=1, dash="dash"),
+                                   hoverinfo="skip", name="merge source"))
+    marks = [mark_of(r, best_id, frontier_ids) for r in shown.itertuples(index=False)]
+    shown = shown.assign(_mark=marks)
+    scores = shown["val_mean"].dropna()
+    cmin, cmax = (float(scores.min()), float(scores.max())) if len(scores) else (0.0, 1.0)
+    colourbar_done = False
+    for mark, (symbol, size, colour) in MARKS.items():
+        sub = shown[shown["_mark"] == mark]
+        if sub.empty:
+            continue
+        hover = [_hover(r, counts.get(r.id, {}), show_rejected) for r in sub.itertuples(index=False)]
+        marker = dict(symbol=symbol, size=size, line=dict(width=1, color="#1f2937"))
+        if colour is None:
+            marker.update(color=sub["val_mean"].fillna(cmin), colorscale="Viridis", cmin=cmin, cmax=cmax)
+            if not colourbar_done:
+                marker["colorbar"] = dict(title="val score", thickness=12)
+                colourbar_done = True
+        else:
+            marker["color"] = colour
+        fig.add_trace(go.Scatter(x=[pos[c][0] for c in sub["id"]], y=[pos[c][1] for c in sub["id"]], mode="markers",
+                                 name=mark, marker=marker, customdata=list(sub["id"]), hovertext=hover,
+                                 hovertemplate="%{hovertext}<extra></extra>"))
+    pinned = shown[shown["pinned"].astype(bool)]
+    if not pinned.empty:
+        fig.add_trace(go.Scatter(x=[pos[c][0] for c in pinned["id"]], y=[pos[c][1] for c in pinned["id"]],
+                                 mode="markers", name="pinned", customdata=list(pinned["id"]),
+                                 marker=dict(symbol="circle-open", size=22, color="#e11d48", line=dict(width=3)),
+                                 hovertemplate="%{customdata} (pinned)<extra></extra>"))
+    if highlight and highlight in pos:
+        fig.add_trace(go.Scatter(x=[pos[highlight][0]], y=[pos[highlight][1]], mode="markers", name="this candidate",
+                                 marker=dict(symbol="circle-open", size=28, color="#111827", line=dict(width=3)),
+                                 hoverinfo="skip"))
+    rows = max((p[1] for p in pos.values()), default=0)
+    fig.update_layout(height=int(min(900, max(420, 12 * rows + 120))), margin=dict(l=10, r=10, t=30, b=10),
+                      legend=dict(orientation="h", y=1.06), clickmode="event+select", dragmode="pan")
+    fig.update_xaxes(title="step", zeroline=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def _hover(r, kids: dict[str, int], show_rejected: bool) -> str:
+    score = "—" if pd.isna(r.val_mean) else f"{r.val_mean:.3f}"
+    parts = [f"<b>{r.id}</b> · {r.status} · {r.origin}", f"step {r.step} · val {score}"]
+    if r.component:
+        parts.append(f"rewrote: {_plain(r.component)}")
+    if r.author:
+        parts.append(f"by {_plain(r.author)}")
+    hidden = kids.get("rejected", 0) + kids.get("failed", 0)
+    if hidden and not show_rejected:
+        parts.append(f"+{hidden} rejected/failed proposals hidden")
+    if r.pinned:
+        parts.append("pinned")
+    if r.vetoed:
+        parts.append("vetoed")
+    return "<br>".join(parts)
+
+
+def _plain(text: str) -> str:
+    """Plotly hover text is HTML-ish: escape names that came from users."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")[:80]

@@ -1,0 +1,64 @@
+"""The studio's pages, registered once (``app.py`` hands them to ``st.navigation``).
+
+Pages link to each other through these objects and the ``run`` / ``candidate`` query
+parameters, so every view has a URL a colleague can open.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from ui import keys
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE_FILES = {
+    "runs": ("pages/runs.py", "Runs", ":material/list:"),
+    "new": ("pages/new_run.py", "New run", ":material/add_circle:"),
+    "dashboard": ("pages/dashboard.py", "Run dashboard", ":material/monitoring:"),
+    "candidate": ("pages/candidate.py", "Candidate", ":material/description:"),
+    "lineage": ("pages/lineage.py", "Lineage", ":material/account_tree:"),
+}
+
+
+def pages() -> dict[str, st.Page]:
+    return {name: st.Page(str(ROOT / path), title=title, icon=icon, url_path=name, default=(name == "runs"))
+            for name, (path, title, icon) in PAGE_FILES.items()}
+
+
+def query_run() -> str | None:
+    return st.query_params.get(keys.QP_RUN) or None
+
+
+def query_candidate() -> str | None:
+    return st.query_params.get(keys.QP_CANDIDATE) or None
+
+
+def go(page: str, run: str | None = None, candidate: str | None = None) -> None:
+    """Switch page, carrying the run / candidate in the URL."""
+    params = {}
+    if run:
+        params[keys.QP_RUN] = run
+    if candidate:
+        params[keys.QP_CANDIDATE] = candidate
+    st.switch_page(pages()[page], query_params=params)
+
+
+def link(page: str, label: str, run: str | None = None, candidate: str | None = None, icon: str | None = None) -> None:
+    params = {}
+    if run:
+        params[keys.QP_RUN] = run
+    if candidate:
+        params[keys.QP_CANDIDATE] = candidate
+    st.page_link(pages()[page], label=label, query_params=params, icon=icon)
+
+
+def url(page: str, run: str | None = None, candidate: str | None = None) -> str:
+    """A relative URL for link columns in tables."""
+    q = []
+    if run:
+        q.append(f"{keys.QP_RUN}={run}")
+    if candidate:
+        q.append(f"{keys.QP_CANDIDATE}={candidate}")
+    return f"/{page}" + (("?" + "&".join(q)) if q else "")

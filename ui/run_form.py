@@ -1,0 +1,307 @@
+"""The new-run form's logic, without Streamlit: the draft (widget key → value), turning it into a
+config dict, splitting a dataset, mapping ``ConfigError`` lines to form fields, built-in
+templates and uploaded TOML files, and saving drafts to disk.
+
+A draft is a plain dict keyed by the widget keys of ``ui.keys``, so the page can hand it to
+widgets as session state and tests can build one directly.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Optional
+
+from engine.config import ConfigError, parse_config
+from engine.datasets import DatasetError, parse_dataset
+from ui import keys as K
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES_DIR = ROOT / "examples"
+SEED_MODES = ("single text", "named components", "objective only")
+DATA_SOURCES = ("no dataset (single-task)", "upload a file", "paste text")
+FORMATS = ("jsonl", "json", "csv")
+SELECTIONS = ("pareto", "best", "epsilon_greedy", "top_k_pareto")
+ACCEPTS = ("all", "best", "top_k")
+
+EVALUATOR_TEMPLATE = '''"""evaluate(candidate, example) -> score | (score, side_info). Higher is better."""
+
+
+def evaluate(candidate, example):
+    answer = example["answer"]
+    ok = answer.lower() in candidate.lower()
+    return (1.0 if ok else 0.0), {"expected": answer, "feedback": "mention the answer" if not ok else "ok"}
+'''
+
+
+def default_draft(model: str = "") -> dict:
+    return {
+        K.NEW_NAME: "", K.NEW_OBJECTIVE: "", K.NEW_BACKGROUND: "", K.NEW_KIND: "",
+        K.NEW_SEED_MODE: SEED_MODES[0], K.NEW_SEED_TEXT: "",
+        K.NEW_COMPONENTS: [{"name": "system_prompt", "text": ""}],
+        K.NEW_EVALUATOR: EVALUATOR_TEMPLATE,
+        K.NEW_DATA_SOURCE: DATA_SOURCES[0], K.NEW_DATA_TEXT: "", K.NEW_DATA_FORMAT: "jsonl",
+        K.NEW_SPLIT_VAL: 0, K.NEW_SPLIT_TEST: 0, K.NEW_SPLIT_SEED: 0,
+        K.NEW_MODEL: model, K.NEW_API_BASE: "", K.NEW_API_KEY_ENV: "", K.NEW_TEMPERATURE: 0.7,
+        K.NEW_P: 2, K.NEW_K: 2, K.NEW_WORKERS: 4, K.NEW_MINIBATCH: 3, K.NEW_SELECTION: "pareto",
+        K.NEW_ACCEPT: "all", K.NEW_MERGE: False,
+        K.NEW_MAX_CALLS: 500, K.NEW_MAX_COST: 0.0, K.NEW_MAX_SECONDS: 0, K.NEW_STOP_SCORE: 0.0,
+    }
+
+
+# ---------------------------------------------------------------- draft → config
+
+
+def split_rows(rows: list, val_pct: int, test_pct: int, seed: int) -> tuple[list, list, list]:
+    """Shuffle (Random(seed)) and cut into train / val / test by percentages."""
+    rows = list(rows)
+    random.Random(seed).shuffle(rows)
+    n = len(rows)
+    n_test = round(n * test_pct / 100)
+    n_val = round(n * val_pct / 100)
+    test, val, train = rows[:n_test], rows[n_test:n_test + n_val], rows[n_test + n_val:]
+    return train, val, test
+
+
+def dataset_rows(draft: dict) -> tuple[Optional[list], Optional[str]]:
+    """The parsed dataset of a draft (None when it has none), or the error message."""
+    if draft.get(K.NEW_DATA_SOURCE, DATA_SOURCES[0]) == DATA_SOURCES[0]:
+        return None, None
+    text = draft.get(K.NEW_DATA_TEXT) or ""
+    if not text.strip():
+        return None, "dataset: empty; upload or paste examples, or choose 'no dataset'"
+    try:
+        return parse_dataset(text, draft.get(K.NEW_DATA_FORMAT) or "jsonl"), None
+    except DatasetError as exc:
+        return None, f"dataset: {exc}"
+
+
+def config_from_draft(draft: dict) -> tuple[dict, list[str]]:
+    """The config dict a draft describes, and the problems found before validation (dataset)."""
+    d = draft
+    cfg: dict[str, Any] = {"name": (d.get(K.NEW_NAME) or "").strip(), "objective": d.get(K.NEW_OBJECTIVE) or "",
+                           "background": d.get(K.NEW_BACKGROUND) or "", "artifact_kind": d.get(K.NEW_KIND) or "",
+                           "evaluator": d.get(K.NEW_EVALUATOR) or ""}
+    mode = d.get(K.NEW_SEED_MODE, SEED_MODES[0])
+    if mode == SEED_MODES[0] and (d.get(K.NEW_SEED_TEXT) or "").strip():
+        cfg["seed_candidate"] = d[K.NEW_SEED_TEXT]
+    elif mode == SEED_MODES[1]:
+        cfg["seed_candidate"] = {c["name"].strip(): c["text"] for c in d.get(K.NEW_COMPONENTS) or [] if c["name"].strip()}
+    problems: list[str] = []
+    if mode == SEED_MODES[1]:
+        names = [c["name"].strip() for c in d.get(K.NEW_COMPONENTS) or []]
+        if any(not n for n in names):
+            problems.append("seed_candidate: every component needs a name")
+        if len(set(names)) != len(names):
+            problems.append("seed_candidate: two components have the same name")
+    rows, err = dataset_rows(d)
+    if err:
+        problems.append(err)
+    elif rows is not None:
+        train, val, test = split_rows(rows, int(d.get(K.NEW_SPLIT_VAL) or 0), int(d.get(K.NEW_SPLIT_TEST) or 0),
+                                      int(d.get(K.NEW_SPLIT_SEED) or 0))
+        cfg["dataset"] = train
+        if val:
+            cfg["valset"] = val
+        if test:
+            cfg["testset"] = test
+        if not train:
+            problems.append("dataset: the split leaves no training examples; lower the validation / test shares")
+    cfg["search"] = {"parents_per_step": int(d.get(K.NEW_P) or 1), "proposals_per_parent": int(d.get(K.NEW_K) or 1),
+                     "minibatch_size": int(d.get(K.NEW_MINIBATCH) or 1), "selection": d.get(K.NEW_SELECTION) or "pareto",
+                     "accept": d.get(K.NEW_ACCEPT) or "all", "merge": bool(d.get(K.NEW_MERGE))}
+    budget: dict[str, Any] = {"max_metric_calls": int(d.get(K.NEW_MAX_CALLS) or 0) or None}
+    if d.get(K.NEW_MAX_COST):
+        budget["max_cost_usd"] = float(d[K.NEW_MAX_COST])
+    if d.get(K.NEW_MAX_SECONDS):
+        budget["max_seconds"] = float(d[K.NEW_MAX_SECONDS])
+    if d.get(K.NEW_STOP_SCORE):
+        budget["stop_at_score"] = float(d[K.NEW_STOP_SCORE])
+    cfg["budget"] = budget
+    lm: dict[str, Any] = {"model": d.get(K.NEW_MODEL) or "", "temperature": float(d.get(K.NEW_TEMPERATURE) or 0.0)}
+    if (d.get(K.NEW_API_BASE) or "").strip():
+        lm["api_base"] = d[K.NEW_API_BASE].strip()
+    if (d.get(K.NEW_API_KEY_ENV) or "").strip():
+        lm["api_key_env"] = d[K.NEW_API_KEY_ENV].strip()
+    cfg["reflection_lm"] = lm
+    cfg["executor"] = {"workers": int(d.get(K.NEW_WORKERS) or 1)}
+    return cfg, problems
+
+
+# which widget a "field: reason" line belongs next to
+FIELD_KEYS = {
+    "name": K.NEW_NAME, "objective": K.NEW_OBJECTIVE, "background": K.NEW_BACKGROUND, "artifact_kind": K.NEW_KIND,
+    "seed_candidate": K.NEW_SEED_MODE, "evaluator": K.NEW_EVALUATOR, "dataset": K.NEW_DATA_SOURCE,
+    "valset": K.NEW_DATA_SOURCE, "testset": K.NEW_DATA_SOURCE,
+    "search.parents_per_step": K.NEW_P, "search.proposals_per_parent": K.NEW_K, "search.minibatch_size": K.NEW_MINIBATCH,
+    "search.selection": K.NEW_SELECTION, "search.accept": K.NEW_ACCEPT, "search": K.NEW_P,
+    "budget.max_metric_calls": K.NEW_MAX_CALLS, "budget.max_cost_usd": K.NEW_MAX_COST,
+    "budget.max_seconds": K.NEW_MAX_SECONDS, "budget.stop_at_score": K.NEW_STOP_SCORE, "budget": K.NEW_MAX_CALLS,
+    "reflection_lm.model": K.NEW_MODEL, "reflection_lm.api_base": K.NEW_API_BASE,
+    "reflection_lm.api_key_env": K.NEW_API_KEY_ENV, "reflection_lm.temperature": K.NEW_TEMPERATURE,
+    "reflection_lm": K.NEW_MODEL, "executor.workers": K.NEW_WORKERS, "executor": K.NEW_WORKERS,
+}
+GENERAL = "_general"
+
+
+def errors_by_field(message: str) -> dict[str, list[str]]:
+    """Map each "field: reason" line of a ConfigError to the widget key it belongs next to.
+    Lines about the config as a whole ("(config)") go where their text points (seed / dataset)."""
+    out: dict[str, list[str]] = {}
+    for line in message.splitlines():
+        if not line.strip():
+            continue
+        field, _, reason = line.partition(": ")
+        if not reason:
+            field, reason = "(config)", line
+        key = None
+        parts = field.split(".")
+        for n in range(len(parts), 0, -1):
+            key = FIELD_KEYS.get(".".join(parts[:n]))
+            if key:
+                break
+        if key is None:  # model-level errors name the field in their text
+            for word, k in (("seed_candidate", K.NEW_SEED_MODE), ("dataset", K.NEW_DATA_SOURCE),
+                            ("testset", K.NEW_DATA_SOURCE), ("valset", K.NEW_DATA_SOURCE)):
+                if word in reason:
+                    key = k
+                    break
+        out.setdefault(key or GENERAL, []).append(reason if key else line)
+    return out
+
+
+def validate(draft: dict):
+    """(RunConfig, {}) when the draft is valid, else (None, errors by widget key)."""
+    cfg, problems = config_from_draft(draft)
+    if problems:
+        return None, errors_by_field("\n".join(problems))
+    try:
+        run_cfg = parse_config(cfg, base_dir=ROOT)
+    except ConfigError as exc:
+        return None, errors_by_field(str(exc))
+    try:
+        from engine.sandbox import EvaluatorCompileError, check_evaluator_source
+
+        check_evaluator_source(run_cfg.evaluator)
+    except EvaluatorCompileError as exc:
+        return None, {K.NEW_EVALUATOR: [str(exc)]}
+    return run_cfg, {}
+
+
+# ---------------------------------------------------------------- templates and TOML
+
+
+def list_templates(folder: Path = EXAMPLES_DIR) -> dict[str, Path]:
+    """Built-in examples: every ``examples/*/config.toml`` (and ``examples/*.toml``), by name."""
+    found: dict[str, Path] = {}
+    for path in sorted(list(folder.glob("*/config.toml")) + list(folder.glob("*.toml"))):
+        try:
+            name = tomllib.loads(path.read_text()).get("name") or path.parent.name
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+        found[f"{name} ({path.parent.name if path.name == 'config.toml' else path.stem})"] = path
+    return found
+
+
+def draft_from_toml(text: str, files: dict[str, str], model_default: str = "") -> tuple[dict, list[str]]:
+    """A draft from a config TOML; ``files`` maps file names to contents for *_file entries
+    (the folder of a built-in example, or other files uploaded with the TOML)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return {}, [f"config TOML: not valid TOML: {exc}"]
+    problems = []
+    for key in ("evaluator", "dataset", "valset", "testset"):
+        fkey = f"{key}_file"
+        if fkey in data:
+            name = Path(str(data.pop(fkey))).name
+            if name not in files:
+                problems.append(f"{fkey}: {name} was not uploaded; upload it together with the TOML, or paste it")
+                continue
+            if key == "evaluator":
+                data["evaluator"] = files[name]
+            else:
+                try:
+                    data[key] = parse_dataset(files[name], Path(name).suffix, name=name)
+                except DatasetError as exc:
+                    problems.append(f"{fkey}: {exc}")
+    return draft_from_config(data, model_default), problems
+
+
+def draft_from_config(cfg: dict, model_default: str = "") -> dict:
+    """A draft holding a (stored or TOML) config. Train/val/test sets are joined into one pasted
+    JSONL dataset with split shares matching their sizes (the split is redrawn from seed 0)."""
+    d = default_draft(model_default)
+    d[K.NEW_NAME] = cfg.get("name", "")
+    d[K.NEW_OBJECTIVE] = cfg.get("objective", "")
+    d[K.NEW_BACKGROUND] = cfg.get("background", "")
+    d[K.NEW_KIND] = cfg.get("artifact_kind", "")
+    seed = cfg.get("seed_candidate")
+    if isinstance(seed, dict):
+        d[K.NEW_SEED_MODE] = SEED_MODES[1]
+        d[K.NEW_COMPONENTS] = [{"name": k, "text": v} for k, v in seed.items()]
+    elif seed:
+        d[K.NEW_SEED_MODE], d[K.NEW_SEED_TEXT] = SEED_MODES[0], seed
+    else:
+        d[K.NEW_SEED_MODE] = SEED_MODES[2]
+    if cfg.get("evaluator"):
+        d[K.NEW_EVALUATOR] = cfg["evaluator"]
+    train, val, test = cfg.get("dataset") or [], cfg.get("valset") or [], cfg.get("testset") or []
+    rows = train + val + test
+    if rows:
+        d[K.NEW_DATA_SOURCE] = DATA_SOURCES[2]
+        d[K.NEW_DATA_FORMAT] = "jsonl"
+        d[K.NEW_DATA_TEXT] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        d[K.NEW_SPLIT_VAL] = round(100 * len(val) / len(rows))
+        d[K.NEW_SPLIT_TEST] = round(100 * len(test) / len(rows))
+    s, b = cfg.get("search") or {}, cfg.get("budget") or {}
+    lm, ex = cfg.get("reflection_lm") or {}, cfg.get("executor") or {}
+    d[K.NEW_P] = s.get("parents_per_step", d[K.NEW_P])
+    d[K.NEW_K] = s.get("proposals_per_parent", d[K.NEW_K])
+    d[K.NEW_MINIBATCH] = s.get("minibatch_size", d[K.NEW_MINIBATCH])
+    d[K.NEW_SELECTION] = s.get("selection", d[K.NEW_SELECTION])
+    d[K.NEW_ACCEPT] = s.get("accept", d[K.NEW_ACCEPT])
+    d[K.NEW_MERGE] = bool(s.get("merge", False))
+    d[K.NEW_MAX_CALLS] = b.get("max_metric_calls") or 0
+    d[K.NEW_MAX_COST] = float(b.get("max_cost_usd") or 0.0)
+    d[K.NEW_MAX_SECONDS] = int(b.get("max_seconds") or 0)
+    d[K.NEW_STOP_SCORE] = float(b.get("stop_at_score") or 0.0)
+    d[K.NEW_MODEL] = lm.get("model") or model_default
+    d[K.NEW_API_BASE] = lm.get("api_base") or ""
+    d[K.NEW_API_KEY_ENV] = lm.get("api_key_env") or ""
+    d[K.NEW_TEMPERATURE] = float(lm.get("temperature", 0.7))
+    d[K.NEW_WORKERS] = ex.get("workers", d[K.NEW_WORKERS])
+    return d
+
+
+def template_draft(path: Path, model_default: str = "") -> tuple[dict, list[str]]:
+    files = {p.name: p.read_text() for p in path.parent.iterdir() if p.is_file() and p.suffix in
+             (".py", ".jsonl", ".json", ".csv", ".txt")} if path.name == "config.toml" else {}
+    return draft_from_toml(path.read_text(), files, model_default)
+
+
+# ---------------------------------------------------------------- saved drafts
+
+
+def draft_path(folder: Path, user: str) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", user.strip() or "anonymous")[:60]
+    return folder / f"{slug}.json"
+
+
+def save_draft(folder: Path, user: str, draft: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = draft_path(folder, user)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(draft, ensure_ascii=False))
+    tmp.replace(path)
+
+
+def load_draft(folder: Path, user: str) -> Optional[dict]:
+    try:
+        data = json.loads(draft_path(folder, user).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

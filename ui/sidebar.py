@@ -1,0 +1,72 @@
+"""The shared sidebar: who am I (remembered in this browser), which database, engine heartbeat."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import streamlit as st
+
+from ui import data, keys
+from ui.render import fmt_seconds, md
+
+STALE_AFTER_S = 30.0
+_NAME_OK = re.compile(r"^[\w .@'-]{1,60}$")
+
+
+def current_user() -> str:
+    """The person acting: the login identity when login is configured, else the sidebar name."""
+    try:
+        if st.user.is_logged_in:
+            return str(st.user.get("email") or st.user.get("name") or "")
+    except (AttributeError, KeyError):
+        pass
+    return (st.session_state.get(keys.WHO) or "").strip()
+
+
+def _remember(name: str) -> None:
+    """Store the name in a cookie of this browser, read back by ``st.context.cookies`` next time."""
+    value = json.dumps(name)  # a JS string literal; encodeURIComponent keeps the cookie well-formed
+    st.html(f"<script>document.cookie = 'refract_user=' + encodeURIComponent({value}) + "
+            "'; path=/; max-age=31536000; SameSite=Lax';</script>", unsafe_allow_javascript=True)
+
+
+def render() -> None:
+    with st.sidebar:
+        logged_in = False
+        try:
+            logged_in = bool(st.user.is_logged_in)
+        except AttributeError:
+            pass
+        if logged_in:
+            st.caption(f"Signed in as **{md(current_user())}**")
+        else:
+            if keys.WHO not in st.session_state:
+                from urllib.parse import unquote
+
+                st.session_state[keys.WHO] = unquote(st.context.cookies.get(keys.COOKIE_WHO, "") or "")
+            name = st.text_input("Who am I", key=keys.WHO, placeholder="your name",
+                                 help="Recorded on the runs, commands and comments you create; remembered in this browser.")
+            name = (name or "").strip()
+            if name and not _NAME_OK.match(name):
+                st.warning("Use letters, digits, spaces and . @ ' - (at most 60 characters).")
+            elif name and st.session_state.get(keys.WHO_SAVED) != name:
+                _remember(name)
+                st.session_state[keys.WHO_SAVED] = name
+        st.caption(f"Database: `{data.get_db().safe_url}`")
+        worker_badge()
+
+
+def worker_badge() -> None:
+    beat = data.worker_status(data.db_url())
+    if beat is None:
+        st.warning("No engine worker has run on this database yet. Start the studio with `make run`, "
+                   "or run `python -m engine worker` beside it.", icon=":material/power_off:")
+        return
+    age = beat["age_s"]
+    where = f"pid {beat['pid']}" + (f", on run {beat['current_run_id']}" if beat.get("current_run_id") else ", idle")
+    if age <= STALE_AFTER_S:
+        st.success(f"Engine worker alive: heartbeat {fmt_seconds(age)} ago ({where})", icon=":material/bolt:")
+    else:
+        st.error(f"Engine worker silent for {fmt_seconds(age)} (last: {where}). Runs will not progress until "
+                 "a worker runs; `make run` restarts it.", icon=":material/warning:")
