@@ -1,0 +1,201 @@
+"""Candidate page: its text, diff against its parent(s), per-example scores and side information,
+the reflection that wrote it, its cost, ancestors and children, and comments.
+
+Everything that came from a candidate, a dataset or an LM is shown as text (``st.code`` /
+``st.json`` / ``st.dataframe``), never as HTML or Markdown.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import pandas as pd
+import streamlit as st
+
+from ui import analysis, charts, data, keys, nav, steering
+from ui.render import code_span, md, messages_text, show_side_info, show_text, status_badge
+
+url = data.db_url()
+run_id, cand_id = nav.query_run(), nav.query_candidate()
+
+if not run_id:
+    st.title("Candidate")
+    st.info("Open a candidate from a run's dashboard or lineage; its link carries `?run=…&candidate=…`.")
+    nav.link("runs", "Runs", icon=":material/list:")
+    st.stop()
+
+run = data.run_overview(url, run_id)
+if run is None:
+    st.error(f"There is no run with id {md(run_id)}.")
+    st.stop()
+token = data.version_token(run)
+cands = data.candidate_rows(url, run_id, token)
+if cands.empty:
+    st.info("This run has no candidates yet.")
+    st.stop()
+
+ids = list(cands.sort_values(["step", "created_at"])["id"])
+if cand_id not in ids:
+    if cand_id:
+        st.warning(f"Run {md(run_id)} has no candidate {md(cand_id)}; pick one below.")
+    cand_id = run.get("best_candidate_id") if run.get("best_candidate_id") in ids else ids[0]
+row_of = cands.set_index("id")
+label = {c: f"{c} · step {row_of.at[c, 'step']} · {row_of.at[c, 'status']}" +
+         ("" if pd.isna(row_of.at[c, "val_mean"]) else f" · {row_of.at[c, 'val_mean']:.3f}") for c in ids}
+st.title(f"Candidate {cand_id}")
+picked = st.selectbox("Open another candidate of this run", ids, index=ids.index(cand_id), format_func=label.get, key=keys.CAND_SELECT)
+if picked != cand_id:
+    nav.go("candidate", run=run_id, candidate=picked)
+
+detail = data.candidate_detail(url, cand_id, token)
+if detail is None:
+    st.error("This candidate disappeared from the database.")
+    st.stop()
+c = detail["candidate"]
+scores_long = data.val_scores(url, run_id, token)
+front = analysis.frontier(scores_long, cands)
+
+# ------------------------------------------------------------------ header
+marks = [status_badge(c["status"]), f":violet-badge[{md(c['origin'])}]"]
+if cand_id == run.get("best_candidate_id"):
+    marks.append(":orange-badge[best]")
+if cand_id in front.members:
+    marks.append(f":blue-badge[frontier · best on {int(front.best_on.get(cand_id, 0))}]")
+if c["pinned"]:
+    marks.append(":red-badge[pinned]")
+if c["vetoed"]:
+    marks.append(":gray-badge[vetoed]")
+st.markdown(" ".join(marks))
+call = detail["lm_call"]
+eval_cost = sum(e["cost_usd"] or 0.0 for e in detail["evaluations"])
+lm_cost = (call or {}).get("cost_usd") or 0.0
+m = st.columns(4)
+m[0].metric("Validation score", "—" if c["val_mean"] is None else f"{c['val_mean']:.3f}",
+            help=f"mean over {c['val_count']} validation example(s)" + (f"; cut short: {c['val_cut_short']}" if c["val_cut_short"] else ""))
+m[1].metric("Minibatch", "—" if c["minibatch_score"] is None else f"{c['minibatch_score']:.2f}",
+            None if c["minibatch_score"] is None or c["parent_minibatch_score"] is None
+            else f"{c['minibatch_score'] - c['parent_minibatch_score']:+.2f} vs parent")
+m[2].metric("Step", c["step"])
+m[3].metric("Cost", f"${lm_cost + eval_cost:.5f}",
+            f"{(call or {}).get('tokens_in', 0):,} in · {(call or {}).get('tokens_out', 0):,} out tokens",
+            delta_color="off", delta_arrow="off", help=f"reflection LM ${lm_cost:.5f} + evaluations ${eval_cost:.5f}")
+st.caption(f"run {md(run['name'])} (`{run_id}`) · created {c['created_at']:%Y-%m-%d %H:%M:%S} UTC"
+           + (f" · rewrote component {code_span(c['component'])}" if c["component"] else "")
+           + (f" · by {md(c['author'])}" if c["author"] else "")
+           + (f" · {md(c['reason'])}" if c["reason"] else ""))
+nl = st.columns(3)
+with nl[0]:
+    nav.link("dashboard", "Run dashboard", run=run_id, icon=":material/monitoring:")
+with nl[1]:
+    nav.link("lineage", "Show in lineage", run=run_id, candidate=cand_id, icon=":material/account_tree:")
+steering.candidate_controls(run, c)  # STEERING (issue 5): pin / veto / edit / feedback
+
+tabs = st.tabs(["Text", "Diff vs parent", "Scores", "Side information", "Reflection", "Family", "Comments"])
+
+# ------------------------------------------------------------------ text
+with tabs[0]:
+    content = c["content"] or {}
+    for name, text in content.items():
+        st.markdown(f"**{md(name)}** · {len(text):,} characters")
+        show_text(text)
+
+# ------------------------------------------------------------------ diff
+with tabs[1]:
+    if not detail["parents"]:
+        st.caption("A seed has no parent.")
+    for parent in detail["parents"]:
+        st.markdown(f"against parent `{parent['id']}`")
+        nav.link("candidate", f"open {parent['id']}", run=run_id, candidate=parent["id"])
+        for name in sorted(set(parent["content"]) | set(c["content"])):
+            old, new = parent["content"].get(name, ""), c["content"].get(name, "")
+            if old == new:
+                st.caption(f"{md(name)}: unchanged")
+                continue
+            diff = "\n".join(difflib.unified_diff(old.splitlines(), new.splitlines(), f"{parent['id']}/{name}",
+                                                  f"{cand_id}/{name}", lineterm=""))
+            st.code(diff, language="diff", wrap_lines=True)
+
+# ------------------------------------------------------------------ scores
+evals = pd.DataFrame(detail["evaluations"])
+with tabs[2]:
+    if evals.empty:
+        st.caption("Not evaluated yet.")
+    else:
+        val = evals[evals["split"] == "val"]
+        if not val.empty:
+            st.plotly_chart(charts.per_example_bar(val, front.best.reindex(val["example"])), key="cand_scores",
+                            width="stretch")
+        table = evals.assign(
+            frontier_best=evals["example"].map(front.best),
+            holds_best=[bool(s >= front.best.get(e, float("inf")) - 1e-9) for e, s in zip(evals["example"], evals["score"])],
+            error=evals["error"].fillna(""),
+        )[["example", "split", "score", "frontier_best", "holds_best", "error", "seconds", "cost_usd", "cached"]]
+        st.dataframe(table, hide_index=True, width="stretch")
+        if c["minibatch_keys"]:
+            st.caption("minibatch: " + ", ".join(md(k) for k in c["minibatch_keys"]))
+
+# ------------------------------------------------------------------ side information
+with tabs[3]:
+    if evals.empty:
+        st.caption("No evaluations yet.")
+    else:
+        choice = st.radio("Show", ["all", "failed or below 1", "errors only"], horizontal=True, key=keys.CAND_EXAMPLE_FILTER)
+        shown = detail["evaluations"]
+        if choice == "failed or below 1":
+            shown = [e for e in shown if e["error"] or (e["score"] or 0) < 1]
+        elif choice == "errors only":
+            shown = [e for e in shown if e["error"]]
+        st.caption(f"{len(shown)} evaluation(s)")
+        for e in shown[:200]:
+            with st.expander(f"{md(e['example'])} · {e['split']} · score {e['score']:.3f}" + (" · error" if e["error"] else "")):
+                if e["payload"] is not None:
+                    st.caption("example")
+                    show_text(e["payload"])
+                if e["error"]:
+                    st.caption("error")
+                    show_text(e["error"])
+                show_side_info(e["side_info"])
+        if len(shown) > 200:
+            st.caption(f"… and {len(shown) - 200} more; filter to narrow down.")
+
+# ------------------------------------------------------------------ reflection
+with tabs[4]:
+    if call is None:
+        st.caption("No LM call wrote this candidate (a seed given by the user, or a human edit).")
+    else:
+        st.caption(f"{call['purpose']} call · model {code_span(call['model'])} · {call['seconds']:.1f} s · "
+                   f"${call['cost_usd']:.5f}" + (" · cached" if call["cached"] else ""))
+        if call.get("error"):
+            st.error("The LM call failed or its answer could not be used:")
+            show_text(call["error"])
+        st.markdown("**Prompt**")
+        show_text(messages_text(call["messages"]), height=420)
+        st.markdown("**Raw answer**")
+        show_text(call["answer"] or "(empty answer)", height=320)
+
+# ------------------------------------------------------------------ family
+with tabs[5]:
+    anc = analysis.ancestors(cands, cand_id)
+    kids = cands[cands["parent_ids"].map(lambda p: cand_id in (p or []))]
+    a, b = st.columns(2)
+    with a:
+        st.markdown(f"**Ancestors** ({len(anc)})")
+        for pid in anc[:50]:
+            r = row_of.loc[pid]
+            score = "" if pd.isna(r["val_mean"]) else f" · {r['val_mean']:.3f}"
+            nav.link("candidate", f"{pid} · step {r['step']} · {r['origin']}{score}", run=run_id, candidate=pid)
+    with b:
+        st.markdown(f"**Children** ({len(kids)})")
+        for k in kids.sort_values("step").itertuples():
+            score = "" if pd.isna(k.val_mean) else f" · {k.val_mean:.3f}"
+            nav.link("candidate", f"{k.id} · {k.status}{score}", run=run_id, candidate=k.id)
+
+# ------------------------------------------------------------------ comments
+with tabs[6]:
+    if not detail["comments"]:
+        st.caption("No comments yet.")
+    for cm in detail["comments"]:
+        kind = "feedback for the reflection LM" if cm["kind"] == "feedback" else "comment"
+        st.caption(f"{md(cm['author'] or 'someone')} · {kind} · {cm['created_at']:%Y-%m-%d %H:%M} UTC")
+        st.text(cm["text"])
+    steering.comment_box(run_id, cand_id)  # STEERING (issue 5): add a comment / feedback

@@ -1,0 +1,236 @@
+"""Run dashboard, live: status, budget, KPIs, score charts, frontier, timeline, candidates.
+
+Three fragments refresh themselves (no page reload, scroll kept): the live overview every
+2 s, the frontier every 5 s, the intervention log every 3 s. Each reads through ``ui.data``
+(at most 3 queries per refresh; an idle run costs one).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from storage.queries import elapsed_seconds
+from ui import analysis, charts, data, keys, nav, steering
+from ui.render import code_span, compact, fmt_seconds, md, status_badge
+
+LIVE_S, FRONTIER_S, LOG_S = 2.0, 5.0, 3.0
+ACTIVE = {"queued", "running", "paused"}
+
+url = data.db_url()
+run_id = nav.query_run()
+
+if not run_id:
+    st.title("Run dashboard")
+    table = data.runs_table(url)
+    if table.empty:
+        st.info("No runs yet.")
+        nav.link("new", "Create a run", icon=":material/add_circle:")
+        st.stop()
+    labels = {r.id: f"{r.name} · {r.id} · {r.status}" for r in table.itertuples()}
+    choice = st.selectbox("Open a run", options=list(labels), format_func=labels.get, index=None, key=keys.DASH_RUN)
+    if choice:
+        st.query_params[keys.QP_RUN] = choice
+        st.rerun()
+    st.stop()
+
+run = data.run_overview(url, run_id)
+if run is None:
+    st.error(f"There is no run with id {md(run_id)} in this database. Pick one on the Runs page.")
+    nav.link("runs", "Runs", icon=":material/list:")
+    st.stop()
+
+cfg = run.get("config") or {}
+search = cfg.get("search") or {}
+head, links = st.columns([4, 2], vertical_alignment="bottom")
+with head:
+    st.title(md(run["name"]))
+    st.caption(f"run `{run_id}` · owner {md(run['owner'] or '—')} · reflection LM "
+               f"{code_span((cfg.get('reflection_lm') or {}).get('model', '?'))} · batch "
+               f"{search.get('parents_per_step', '?')}×{search.get('proposals_per_parent', '?')} (P×K) · "
+               f"{(cfg.get('executor') or {}).get('workers', '?')} workers · selection {md(search.get('selection', '?'))}")
+with links:
+    c1, c2 = st.columns(2)
+    with c1:
+        nav.link("lineage", "Lineage", run=run_id, icon=":material/account_tree:")
+    with c2:
+        nav.link("candidate", "Best candidate", run=run_id, candidate=run.get("best_candidate_id"),
+                 icon=":material/star:")
+steering.run_controls(run)  # STEERING (issue 5): pause / resume / step / stop / budgets
+
+
+def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
+    elapsed = elapsed_seconds(run)
+    seed = cands.loc[cands["origin"] == "seed", "val_mean"].dropna()
+    best = run.get("best_val_mean")
+    accepted = int((cands["status"] == "accepted").sum()) if not cands.empty else 0
+    proposals = int(run.get("proposals_total") or 0)
+    cost = run["cost_by_purpose"]
+    measured, predicted = analysis.measured_speedup(steps), analysis.predicted_speedup(steps)
+    cols = st.columns(6)
+    cols[0].metric("Best val score", "—" if best is None else f"{best:.3f}",
+                   None if best is None or seed.empty else f"{best - seed.iloc[0]:+.3f} vs seed")
+    cols[1].metric("Accepted / proposed", f"{max(0, accepted - len(seed))} / {proposals}",
+                   help="proposals that improved their parent's minibatch and paid a validation pass")
+    cols[2].metric("Metric calls", compact(run["metric_calls"]), help=f"{run['metric_calls']:,} evaluations")
+    cols[3].metric("Spent", f"${run['cost_usd']:.4f}", f"{compact(run['tokens_in'])} in · {compact(run['tokens_out'])} out tokens",
+                   delta_color="off", delta_arrow="off",
+                   help=" · ".join(f"{k} ${v:.4f}" for k, v in cost.items() if v) or "nothing yet")
+    cols[4].metric("Elapsed", fmt_seconds(elapsed))
+    cols[5].metric("Speed-up", "—" if not measured else f"{measured:.1f}×",
+                   None if not predicted else f"predicted {predicted:.1f}×", delta_color="off", delta_arrow="off",
+                   help="measured: the proposals' own latencies summed, over the steps' wall-clock; "
+                        "predicted: the runtime model of DESIGN.md §1 for this batch shape")
+    st.caption(_rates(run, cost))
+
+
+def _rates(run: dict, cost: dict) -> str:
+    """Parse and acceptance rates (a weak reflection LM shows here) and the $ split by purpose."""
+    total = run.get("proposals_total") or 0
+    parts = [f"step {run['steps_done']}"]
+    for label, key in (("parsed", "proposals_parsed"), ("valid", "proposals_valid"), ("accepted", "proposals_accepted")):
+        n = run.get(key) or 0
+        parts.append(f"{label} {n}/{total}" + (f" ({n / total:.0%})" if total else ""))
+    parts += [f"{k} ${v:.4f}" for k, v in cost.items() if v]
+    return " · ".join(parts)
+
+
+def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
+    st.subheader("Candidates")
+    if cands.empty:
+        st.caption("No candidates yet: the seed appears once the engine has evaluated it.")
+        return
+    f1, f2, f3 = st.columns([2, 2, 3])
+    statuses = sorted(cands["status"].unique())
+    origins = sorted(cands["origin"].unique())
+    with f1:
+        status = st.multiselect("Status", statuses, default=[s for s in statuses if s != "rejected"] or statuses,
+                                key=keys.DASH_STATUS)
+    with f2:
+        origin = st.multiselect("Origin", origins, default=origins, key=keys.DASH_ORIGIN)
+    lo, hi = int(cands["step"].min()), int(cands["step"].max())
+    with f3:
+        steps = st.slider("Steps", lo, max(hi, lo + 1), (lo, max(hi, lo + 1)), key=keys.DASH_STEPS)
+    view = cands[cands["status"].isin(status) & cands["origin"].isin(origin) & cands["step"].between(*steps)]
+    view = view.sort_values(["val_mean", "step"], ascending=[False, True], na_position="last")
+    table = pd.DataFrame({
+        "open": [nav.url("candidate", run_id, c) for c in view["id"]],
+        "id": view["id"], "status": view["status"], "origin": view["origin"], "step": view["step"],
+        "val score": view["val_mean"], "val examples": view["val_count"],
+        "minibatch Δ": view["minibatch_score"] - view["parent_minibatch_score"],
+        "pinned": view["pinned"], "vetoed": view["vetoed"], "author": view["author"],
+        "rewrote": view["component"],
+    })
+    st.caption(f"{len(view)} of {len(cands)} candidates · select a row to open it")
+    event = st.dataframe(
+        table, hide_index=True, width="stretch", height=320, key=keys.DASH_TABLE, on_select="rerun",
+        selection_mode="single-row",
+        column_config={
+            "open": st.column_config.LinkColumn("open", display_text="open ↗", width="small"),
+            "val score": st.column_config.ProgressColumn("val score", format="%.3f", min_value=0.0,
+                                                         max_value=max(1.0, float(cands["val_mean"].max() or 1.0))),
+            "minibatch Δ": st.column_config.NumberColumn(format="%+.2f"),
+        })
+    rows = event.selection.rows if event else []
+    if rows:
+        nav.go("candidate", run=run_id, candidate=table.iloc[rows[0]]["id"])
+
+
+@st.fragment(run_every=LIVE_S if run["status"] in ACTIVE else None)
+def live(run_id: str) -> None:
+    run, cands, steps = data.live_snapshot(run_id)
+    if run is None:
+        st.error("This run was deleted.")
+        return
+    prev = st.session_state.get(f"_status_{run_id}")
+    st.session_state[f"_status_{run_id}"] = run["status"]
+    if prev in ACTIVE and run["status"] not in ACTIVE:
+        st.rerun()  # the run just ended: redraw the page once and stop refreshing
+    elapsed = elapsed_seconds(run)
+    reason = f" — {md(run['status_reason'])}" if run.get("status_reason") else ""
+    st.markdown(f"{status_badge(run['status'])}{reason}")
+    bs = analysis.budgets(run, elapsed)
+    if bs:
+        st.progress(bs[0].fraction, text=f"{bs[0].label()} ({bs[0].fraction:.0%}) — binds first"
+                    + ("" if len(bs) < 2 else " · " + " · ".join(f"{b.label()}" for b in bs[1:])))
+    else:
+        st.caption("No budget limit is set.")
+    _kpis(run, cands, steps)
+
+    left, right = st.columns(2)
+    with left:
+        x = st.segmented_control("Score against", options=list(charts.X_LABELS), format_func=charts.X_LABELS.get,
+                                 default="metric_calls", key=keys.DASH_CHART_X) or "metric_calls"
+        progress = analysis.score_progress(run, cands, steps)
+        st.plotly_chart(charts.score_progress_figure(progress, x), key="dash_progress_chart", width="stretch")
+    with right:
+        st.markdown("**Step timeline** (last steps: reflections, minibatch evaluations, validation passes)")
+        events = analysis.timeline_events(steps, run.get("started_at"))
+        if events.empty:
+            st.caption("No step has recorded its timeline yet.")
+        else:
+            st.plotly_chart(charts.timeline_figure(events), key="dash_timeline_chart", width="stretch")
+            if steps["worker_utilisation"].notna().any():
+                st.plotly_chart(charts.utilisation_figure(steps), key="dash_util_chart", width="stretch")
+    _candidate_table(run_id, cands)
+
+
+@st.fragment(run_every=FRONTIER_S if run["status"] in ACTIVE else None)
+def frontier_panel(run_id: str) -> None:
+    run, cands, scores = data.frontier_snapshot(run_id)
+    if run is None:
+        return
+    st.subheader("Pareto frontier")
+    view = analysis.frontier(scores, cands)
+    if view.matrix.empty:
+        st.caption("The frontier appears once candidates are validated.")
+        return
+    n_ex = len(view.matrix.columns)
+    members = view.best_on[view.best_on > 0]
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Frontier size", len(members), help="candidates that hold the best score on at least one validation example "
+              "(ties included, vetoed candidates excluded)")
+    c2.metric("Validation examples", n_ex)
+    c3.metric("Examples solved by no one", int((view.best <= 0).sum()))
+    include = st.toggle("Also show the best non-frontier candidates", key=keys.DASH_HEATMAP_ALL)
+    val_means = cands.set_index("id")["val_mean"] if not cands.empty else pd.Series(dtype="float64")
+    fig = charts.frontier_heatmap(view, val_means, include_all=include)
+    st.caption(f"★ = holds the best score on that example. Showing up to {charts.MAX_HEATMAP_ROWS} rows, "
+               "frontier members with the most examples first.")
+    ev = st.plotly_chart(fig, key=keys.DASH_FRONTIER_CHART, width="stretch", on_select="rerun", selection_mode="points")
+    pts = (ev.selection.points if ev else []) or []
+    if pts and pts[0].get("customdata"):
+        nav.go("candidate", run=run_id, candidate=pts[0]["customdata"])
+    weak = [c for c in members.index if view.unique_best_on.get(c, 0) == 0 and val_means.get(c, 1) is not None
+            and val_means.get(c, 1) < (view.best.mean() * 0.5)]
+    if weak:
+        st.warning(f"{len(weak)} frontier member(s) score under half the per-example best on average and hold no example "
+                   f"alone — possibly degenerate (e.g. {', '.join(weak[:5])}); consider vetoing them.")
+
+
+@st.fragment(run_every=LOG_S if run["status"] in ACTIVE else None)
+def interventions(run_id: str) -> None:
+    log = data.command_log(url, run_id)
+    steering.pending_note(int((log["status"] == "pending").sum()) if not log.empty else 0)
+    steering.intervention_log(log)
+
+
+live(run_id)
+frontier_panel(run_id)
+
+with st.expander("Two objectives (side_info['scores'])"):
+    token = data.version_token(run)
+    objectives = data.objective_means(url, run_id, token)
+    names = [c for c in objectives.columns if c != "candidate_id"]
+    if len(names) < 2:
+        st.caption("The evaluator reports fewer than two sub-scores in side_info['scores'], so there is no 2-D view.")
+    else:
+        cx, cy = st.columns(2)
+        ox = cx.selectbox("x objective", names, index=0, key=keys.DASH_OBJ_X)
+        oy = cy.selectbox("y objective", names, index=1, key=keys.DASH_OBJ_Y)
+        _, cands_now, scores_now = data.frontier_snapshot(run_id)
+        front = set(analysis.frontier(scores_now, cands_now).members)
+        st.plotly_chart(charts.objectives_scatter(objectives, ox, oy, front), key="dash_objectives", width="stretch")
+
+st.subheader("Interventions")
+interventions(run_id)

@@ -1,0 +1,378 @@
+"""New run: artifact, evaluator, dataset, LM, batch shape, budgets — validated field by field.
+
+The draft lives in session state (``_new_draft``) and is saved to ``data/drafts/<user>.json`` on
+every change, so nothing typed is lost on a validation error, a page switch or a reload.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from storage.db import DEFAULT_DATA_DIR
+from ui import data, keys as K, nav, run_form
+from ui.render import md, show_side_info, show_text
+from ui.sidebar import current_user
+
+DRAFT = "_new_draft"
+EDITOR_VERSION = "_new_editor_version"
+PLAIN_EDITOR = "new_plain_editor"
+DRAFTS_DIR = DEFAULT_DATA_DIR / "drafts"
+TRY_EXAMPLES = 5
+
+try:
+    from streamlit_ace import st_ace
+except ImportError:  # the plain text area below still works
+    st_ace = None
+
+
+@st.cache_data(show_spinner=False)
+def _default_model() -> str:
+    from engine.lm_defaults import default_model
+
+    return default_model()
+
+
+def _set_draft(draft: dict) -> None:
+    """Replace the whole draft, widgets included (used by callbacks, before widgets render)."""
+    st.session_state[DRAFT] = draft
+    for key, value in draft.items():
+        if key != K.NEW_COMPONENTS:
+            st.session_state[key] = value
+    for i, comp in enumerate(draft.get(K.NEW_COMPONENTS) or []):
+        st.session_state[K.NEW_COMP_NAME.format(i=i)] = comp["name"]
+        st.session_state[K.NEW_COMP_TEXT.format(i=i)] = comp["text"]
+    st.session_state[EDITOR_VERSION] = st.session_state.get(EDITOR_VERSION, 0) + 1
+    st.session_state.pop(K.NEW_ERRORS, None)
+    st.session_state.pop(K.NEW_TRY_RESULT, None)
+
+
+def _init() -> dict:
+    if K.NEW_PREFILL in st.session_state:  # "duplicate config" from the Runs page
+        _set_draft(run_form.draft_from_config(st.session_state.pop(K.NEW_PREFILL), _default_model()))
+    if DRAFT not in st.session_state:
+        saved = run_form.load_draft(DRAFTS_DIR, current_user())
+        draft = run_form.default_draft(_default_model())
+        draft.update(saved or {})
+        _set_draft(draft)
+    draft = st.session_state[DRAFT]
+    for key, value in draft.items():  # widgets forgotten on a page switch come back from the draft
+        if key != K.NEW_COMPONENTS and key not in st.session_state:
+            st.session_state[key] = value
+    for i, comp in enumerate(draft.get(K.NEW_COMPONENTS) or []):
+        st.session_state.setdefault(K.NEW_COMP_NAME.format(i=i), comp["name"])
+        st.session_state.setdefault(K.NEW_COMP_TEXT.format(i=i), comp["text"])
+    return draft
+
+
+def _errors(key: str) -> None:
+    """The validation messages that belong to this field, right under it."""
+    for reason in (st.session_state.get(K.NEW_ERRORS) or {}).get(key, []):
+        st.error(reason, icon=":material/error:")
+
+
+def _load_template() -> None:
+    name = st.session_state.get(K.NEW_TEMPLATE)
+    path = run_form.list_templates().get(name)
+    if path is None:
+        return
+    draft, problems = run_form.template_draft(path, _default_model())
+    _set_draft(draft)
+    if problems:
+        st.session_state[K.NEW_ERRORS] = {run_form.GENERAL: problems}
+
+
+def _load_toml() -> None:
+    uploads = st.session_state.get(K.NEW_TOML) or []
+    tomls = [u for u in uploads if u.name.endswith(".toml")]
+    if len(tomls) != 1:
+        st.session_state[K.NEW_ERRORS] = {run_form.GENERAL: ["config TOML: upload exactly one .toml file "
+                                                             "(with the evaluator and dataset files it names)"]}
+        return
+    files = {u.name: u.getvalue().decode("utf-8", errors="replace") for u in uploads}
+    draft, problems = run_form.draft_from_toml(files[tomls[0].name], files, _default_model())
+    if draft:
+        _set_draft(draft)
+    if problems:
+        st.session_state[K.NEW_ERRORS] = {run_form.GENERAL: problems}
+
+
+def _add_component() -> None:
+    comps = st.session_state[DRAFT][K.NEW_COMPONENTS]
+    comps.append({"name": f"component_{len(comps) + 1}", "text": ""})
+    i = len(comps) - 1
+    st.session_state[K.NEW_COMP_NAME.format(i=i)] = comps[i]["name"]
+    st.session_state[K.NEW_COMP_TEXT.format(i=i)] = ""
+
+
+def _delete_component(i: int) -> None:
+    comps = st.session_state[DRAFT][K.NEW_COMPONENTS]
+    comps = [{"name": st.session_state.get(K.NEW_COMP_NAME.format(i=j), c["name"]),
+              "text": st.session_state.get(K.NEW_COMP_TEXT.format(i=j), c["text"])} for j, c in enumerate(comps) if j != i]
+    st.session_state[DRAFT][K.NEW_COMPONENTS] = comps
+    for j, c in enumerate(comps):
+        st.session_state[K.NEW_COMP_NAME.format(i=j)] = c["name"]
+        st.session_state[K.NEW_COMP_TEXT.format(i=j)] = c["text"]
+
+
+def _reset() -> None:
+    _set_draft(run_form.default_draft(_default_model()))
+
+
+draft = _init()
+st.title("New run")
+
+# ------------------------------------------------------------------ start from
+with st.container(border=True):
+    t1, t2 = st.columns([3, 2])
+    with t1:
+        templates = run_form.list_templates()
+        st.selectbox("Start from a built-in example", list(templates), index=None, placeholder="choose an example",
+                     key=K.NEW_TEMPLATE)
+        st.button("Load example", key=K.NEW_LOAD_TEMPLATE, on_click=_load_template,
+                  disabled=not st.session_state.get(K.NEW_TEMPLATE))
+    with t2:
+        st.file_uploader("…or upload a config TOML (with its evaluator / dataset files)", type=["toml", "py", "jsonl",
+                         "json", "csv", "txt"], accept_multiple_files=True, key=K.NEW_TOML, on_change=_load_toml)
+    for problem in (st.session_state.get(K.NEW_ERRORS) or {}).get(run_form.GENERAL, []):
+        st.error(problem, icon=":material/error:")
+
+# ------------------------------------------------------------------ what to optimize
+st.subheader("1 · What to optimize")
+st.text_input("Run name", key=K.NEW_NAME, max_chars=200)
+_errors(K.NEW_NAME)
+st.text_area("Objective", key=K.NEW_OBJECTIVE, height=80,
+             help="What a better candidate does. Alone (no seed), the reflection LM writes the seed from it.")
+_errors(K.NEW_OBJECTIVE)
+c1, c2 = st.columns(2)
+with c1:
+    st.text_input("Artifact kind and format", key=K.NEW_KIND,
+                  placeholder="e.g. a bare Python regex on one line",
+                  help="Told to the reflection LM so that it answers with the right kind of text.")
+with c2:
+    st.text_input("Background (optional)", key=K.NEW_BACKGROUND)
+mode = st.radio("Seed", run_form.SEED_MODES, horizontal=True, key=K.NEW_SEED_MODE)
+_errors(K.NEW_SEED_MODE)
+if mode == run_form.SEED_MODES[0]:
+    st.text_area("Seed candidate", key=K.NEW_SEED_TEXT, height=140)
+elif mode == run_form.SEED_MODES[1]:
+    for i, _ in enumerate(draft[K.NEW_COMPONENTS]):
+        n1, n2, n3 = st.columns([2, 7, 1], vertical_alignment="center")
+        n1.text_input("Component name", key=K.NEW_COMP_NAME.format(i=i))
+        n2.text_area("Text", key=K.NEW_COMP_TEXT.format(i=i), height=100)
+        n3.button("", icon=":material/delete:", key=K.NEW_COMP_DEL.format(i=i), on_click=_delete_component, args=(i,),
+                  help="remove this component", disabled=len(draft[K.NEW_COMPONENTS]) == 1)
+    st.button("Add a component", icon=":material/add:", key=K.NEW_COMP_ADD, on_click=_add_component)
+else:
+    st.caption("The reflection LM writes the seed from the objective.")
+
+# ------------------------------------------------------------------ evaluator
+st.subheader("2 · Evaluator")
+st.caption("Python: `evaluate(candidate)` without a dataset, `evaluate(candidate, example)` with one; return a score "
+           "(higher is better) or `(score, side_info)`. An optional `validate(candidate)` returns an error message "
+           "for proposals that should cost no evaluation. It runs in the sandbox, never in the studio.")
+plain = st.toggle("Plain text editor", key=PLAIN_EDITOR, value=st_ace is None, disabled=st_ace is None)
+if plain or st_ace is None:
+    st.text_area("evaluator.py", key=K.NEW_EVALUATOR, height=320)
+else:
+    code = st_ace(value=st.session_state[K.NEW_EVALUATOR], language="python", theme="tomorrow", font_size=13,
+                  tab_size=4, show_gutter=True, wrap=False, auto_update=True, min_lines=16, height=320,
+                  key=f"{K.NEW_EVALUATOR_ACE}_{st.session_state.get(EDITOR_VERSION, 0)}")
+    if code is not None and code != st.session_state[K.NEW_EVALUATOR]:
+        st.session_state[K.NEW_EVALUATOR] = code
+_errors(K.NEW_EVALUATOR)
+
+# ------------------------------------------------------------------ dataset
+st.subheader("3 · Dataset")
+source = st.radio("Examples", run_form.DATA_SOURCES, horizontal=True, key=K.NEW_DATA_SOURCE)
+if source == run_form.DATA_SOURCES[1]:
+    up = st.file_uploader("CSV, JSONL or JSON (a list)", type=["csv", "jsonl", "json"], key=K.NEW_DATA_UPLOAD)
+    if up is not None:
+        text = up.getvalue().decode("utf-8", errors="replace")
+        if text != st.session_state.get(K.NEW_DATA_TEXT):
+            st.session_state[K.NEW_DATA_TEXT] = text
+            st.session_state[K.NEW_DATA_FORMAT] = Path(up.name).suffix.lstrip(".").lower()
+    elif st.session_state.get(K.NEW_DATA_TEXT):
+        st.caption("Using the examples loaded before (switch to 'paste text' to see or edit them).")
+elif source == run_form.DATA_SOURCES[2]:
+    st.selectbox("Format", run_form.FORMATS, key=K.NEW_DATA_FORMAT)
+    st.text_area("Examples", key=K.NEW_DATA_TEXT, height=160, placeholder='{"question": "…", "answer": "…"}')
+_errors(K.NEW_DATA_SOURCE)
+if source != run_form.DATA_SOURCES[0]:
+    snapshot = {k: st.session_state.get(k) for k in (K.NEW_DATA_SOURCE, K.NEW_DATA_TEXT, K.NEW_DATA_FORMAT)}
+    rows, err = run_form.dataset_rows(snapshot)
+    if err:
+        st.error(err, icon=":material/error:")
+    elif rows:
+        s1, s2, s3 = st.columns(3)
+        s1.slider("Validation share %", 0, 80, key=K.NEW_SPLIT_VAL,
+                  help="0: multi-task search (the dataset is also the validation set)")
+        s2.slider("Held-out test share %", 0, 50, key=K.NEW_SPLIT_TEST, help="never seen by the search; reported at the end")
+        s3.number_input("Split seed", 0, 10_000, key=K.NEW_SPLIT_SEED)
+        train, val, test = run_form.split_rows(rows, st.session_state[K.NEW_SPLIT_VAL], st.session_state[K.NEW_SPLIT_TEST],
+                                               st.session_state[K.NEW_SPLIT_SEED])
+        st.caption(f"{len(rows)} examples → {len(train)} train · {len(val) or len(train)} validation"
+                   f"{' (= train: multi-task)' if not val else ''} · {len(test)} test. Preview:")
+        preview = pd.json_normalize(rows[:20]) if isinstance(rows[0], dict) else pd.DataFrame({"example": rows[:20]})
+        st.dataframe(preview.astype(str), hide_index=True, width="stretch", height=200)
+
+# ------------------------------------------------------------------ LM
+st.subheader("4 · Reflection LM")
+l1, l2, l3 = st.columns([3, 3, 2])
+l1.text_input("Model (litellm string)", key=K.NEW_MODEL, help="Default: the local model when no API key is set.")
+l2.text_input("API base (optional)", key=K.NEW_API_BASE, placeholder="http://127.0.0.1:8000/v1")
+l3.text_input("Key variable (optional)", key=K.NEW_API_KEY_ENV, placeholder="OPENAI_API_KEY",
+              help="The NAME of the environment variable holding the key — never the key itself.")
+for k in (K.NEW_MODEL, K.NEW_API_BASE, K.NEW_API_KEY_ENV):
+    _errors(k)
+st.slider("Temperature", 0.0, 2.0, step=0.1, key=K.NEW_TEMPERATURE)
+if st.button("Test connection", key=K.NEW_TEST_LM, icon=":material/network_check:"):
+    argv = [sys.executable, "-m", "engine", "check-lm", st.session_state[K.NEW_MODEL]]
+    if st.session_state[K.NEW_API_BASE].strip():
+        argv += ["--api-base", st.session_state[K.NEW_API_BASE].strip()]
+    if st.session_state[K.NEW_API_KEY_ENV].strip():
+        argv += ["--api-key-env", st.session_state[K.NEW_API_KEY_ENV].strip()]
+    with st.spinner("Asking the model for one word (the local model may take a minute to load)…"):
+        try:  # a subprocess: the studio process never loads an LM
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=run_form.ROOT)
+            st.session_state[K.NEW_LM_RESULT] = (proc.returncode == 0, (proc.stdout + proc.stderr).strip())
+        except subprocess.TimeoutExpired:
+            st.session_state[K.NEW_LM_RESULT] = (False, "no answer within 300 s")
+if K.NEW_LM_RESULT in st.session_state:
+    ok, out = st.session_state[K.NEW_LM_RESULT]
+    (st.success if ok else st.error)("The model answered." if ok else "The connection test failed:")
+    show_text(out)
+
+# ------------------------------------------------------------------ batch shape
+st.subheader("5 · Batch shape and budgets")
+b = st.columns(4)
+b[0].number_input("Parents per step (P)", 1, 64, key=K.NEW_P)
+b[1].number_input("Proposals per parent (K)", 1, 64, key=K.NEW_K)
+b[2].number_input("Workers (W)", 1, 256, key=K.NEW_WORKERS)
+b[3].number_input("Minibatch size", 1, 1000, key=K.NEW_MINIBATCH)
+for k in (K.NEW_P, K.NEW_K, K.NEW_WORKERS, K.NEW_MINIBATCH):
+    _errors(k)
+o = st.columns(3)
+o[0].selectbox("Parent selection", run_form.SELECTIONS, key=K.NEW_SELECTION)
+o[1].selectbox("Children that pay a validation pass", run_form.ACCEPTS, key=K.NEW_ACCEPT,
+               help="all improving children, only the best one of a step, or the top k")
+o[2].toggle("Merge frontier candidates", key=K.NEW_MERGE)
+with st.expander("Predicted speed-up of this batch shape (runtime model, DESIGN.md §1)", expanded=True):
+    from ui.speedup import predicted
+
+    a1, a2, a3 = st.columns(3)
+    acc = a1.slider("assumed acceptance rate", 0.05, 1.0, 0.3, 0.05, key="new_assume_accept")
+    l_ref = a2.number_input("reflection latency (s)", 0.5, 600.0, 20.0 if "local" in st.session_state[K.NEW_MODEL] else 6.0,
+                            key="new_assume_reflect")
+    t_ev = a3.number_input("one evaluation (s)", 0.01, 600.0, 0.5, key="new_assume_eval")
+    snap_rows, _ = run_form.dataset_rows({k: st.session_state.get(k) for k in (K.NEW_DATA_SOURCE, K.NEW_DATA_TEXT,
+                                                                                  K.NEW_DATA_FORMAT)})
+    n_val = max(1, len(snap_rows or []))
+    k_ = int(st.session_state[K.NEW_P]) * int(st.session_state[K.NEW_K])
+    step_sp, call_sp = predicted(int(st.session_state[K.NEW_P]), int(st.session_state[K.NEW_K]),
+                                 int(st.session_state[K.NEW_WORKERS]), acc, l_ref, t_ev,
+                                 int(st.session_state[K.NEW_MINIBATCH]), n_val, st.session_state[K.NEW_ACCEPT])
+    m1, m2 = st.columns(2)
+    m1.metric(f"One step of {k_} proposals vs {k_} sequential steps", f"{step_sp:.2f}×")
+    m2.metric("Metric calls per second vs 1×1", f"{call_sp:.2f}×")
+    st.caption("The dashboard shows the measured speed-up next to this prediction once the run has steps.")
+g = st.columns(4)
+g[0].number_input("Max metric calls", 0, 10_000_000, key=K.NEW_MAX_CALLS, help="0: no limit")
+g[1].number_input("Max dollars", 0.0, 100_000.0, step=0.5, key=K.NEW_MAX_COST, help="0: no limit")
+g[2].number_input("Max seconds", 0, 10_000_000, step=60, key=K.NEW_MAX_SECONDS, help="0: no limit")
+g[3].number_input("Stop at score", 0.0, 1e9, step=0.05, key=K.NEW_STOP_SCORE, help="0: never stop early")
+for k in (K.NEW_MAX_CALLS, K.NEW_MAX_COST, K.NEW_MAX_SECONDS, K.NEW_STOP_SCORE):
+    _errors(k)
+
+# ------------------------------------------------------------------ save the draft
+draft = st.session_state[DRAFT]
+for key in list(draft):
+    if key == K.NEW_COMPONENTS:
+        draft[key] = [{"name": st.session_state.get(K.NEW_COMP_NAME.format(i=i), c["name"]),
+                       "text": st.session_state.get(K.NEW_COMP_TEXT.format(i=i), c["text"])}
+                      for i, c in enumerate(draft[key])]
+    elif key in st.session_state:
+        draft[key] = st.session_state[key]
+run_form.save_draft(DRAFTS_DIR, current_user(), draft)
+
+
+# ------------------------------------------------------------------ try / validate / start
+def _try_evaluator(cfg) -> dict:
+    """Run the evaluator on the seed in the sandbox (never in this process)."""
+    from engine.executor import EvalTask
+    from engine.runs import _examples  # the same examples a run would store
+    from engine.sandbox import make_executor
+
+    seed = cfg.seed_candidate
+    if seed in (None, ""):
+        return {"error": "There is no seed to try: give a seed candidate (the objective-only mode has none)."}
+    examples = [(key, payload) for key, split, payload in _examples(cfg) if split in ("val", "train")][:TRY_EXAMPLES]
+    executor = make_executor(cfg.executor, cfg.evaluator)
+    try:
+        problem = executor.validate(seed)
+        futures = [(key, executor.submit(EvalTask(candidate=seed, example=payload if cfg.dataset else None,
+                                                  example_key=key))) for key, payload in examples]
+        results = []
+        for key, fut in futures:
+            out = fut.result(timeout=cfg.executor.timeout_seconds + 30)
+            results.append({"example": key, "score": out.score, "side_info": out.side_info, "error": out.error,
+                            "seconds": out.seconds})
+        return {"validate": problem, "results": results}
+    finally:
+        executor.close()
+
+
+st.divider()
+act = st.columns([1, 1, 1, 1])
+try_clicked = act[0].button("Try evaluator on the seed", key=K.NEW_TRY, icon=":material/science:", width="stretch")
+validate_clicked = act[1].button("Validate", key=K.NEW_VALIDATE, icon=":material/rule:", width="stretch")
+submit_clicked = act[2].button("Start run", key=K.NEW_SUBMIT, type="primary", icon=":material/play_arrow:", width="stretch")
+act[3].button("Clear the form", key=K.NEW_RESET, on_click=_reset, width="stretch")
+
+if try_clicked or validate_clicked or submit_clicked:
+    cfg, errors = run_form.validate(draft)
+    st.session_state[K.NEW_ERRORS] = errors
+    if errors:
+        st.rerun()  # redraw with each message next to its field
+    if try_clicked:
+        with st.spinner(f"Running the evaluator on the seed for up to {TRY_EXAMPLES} examples in the sandbox…"):
+            try:
+                st.session_state[K.NEW_TRY_RESULT] = _try_evaluator(cfg)
+            except Exception as exc:  # the sandbox reports every evaluator failure; show anything else as is
+                st.session_state[K.NEW_TRY_RESULT] = {"error": f"{type(exc).__name__}: {exc}"}
+    elif validate_clicked:
+        st.success(f"Valid: {cfg.mode} run, {len(cfg.dataset or [])} training / {len(cfg.valset or cfg.dataset or [])} "
+                   f"validation / {len(cfg.testset or [])} test examples.")
+    else:
+        from engine.runs import submit_run
+
+        owner = current_user()
+        try:
+            run_id = submit_run(data.get_db(), cfg, owner=owner)
+        except Exception as exc:  # storage errors are translated to StorageError with a usable message
+            st.error(f"The run could not be stored: {exc}")
+        else:
+            st.toast(f"Run {run_id} queued")
+            nav.go("dashboard", run=run_id)
+
+if K.NEW_TRY_RESULT in st.session_state:
+    res = st.session_state[K.NEW_TRY_RESULT]
+    with st.container(border=True):
+        st.markdown("**Evaluator on the seed**")
+        if res.get("error"):
+            st.error("The evaluator could not be tried:")
+            show_text(res["error"])
+        else:
+            if res.get("validate"):
+                st.warning("validate(seed) rejected the seed:")
+                show_text(res["validate"])
+            for r in res["results"]:
+                label = f"{md(r['example'])} · score {r['score']:.3f} · {r['seconds']:.2f} s" + (" · failed" if r["error"] else "")
+                with st.expander(label, expanded=bool(r["error"])):
+                    if r["error"]:
+                        show_text(r["error"])
+                    show_side_info(r["side_info"])
