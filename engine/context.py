@@ -9,7 +9,7 @@ from typing import Optional
 
 from storage import repo
 from storage.db import Database
-from storage.models import Candidate, Example, LMCall
+from storage.models import Candidate, Example, LMCall, utcnow
 
 from engine.budget import Budget
 from engine.config import LMConfig, RunConfig
@@ -41,13 +41,13 @@ class RunContext:
     def call_lm(self, cfg: LMConfig, messages: list[dict], purpose: str, candidate_id: Optional[str],
                 sample_index: int = 0, temperature: Optional[float] = None, example_key: Optional[str] = None):
         """One LM call, recorded (tokens, cost, latency, cache) and charged to the budget."""
-        t0 = time.monotonic()
+        started, t0 = utcnow(), time.monotonic()
         res = self.lm.complete(cfg, messages, sample_index=sample_index, temperature=temperature)
         self.timeline.add("lm", t0, time.monotonic(), candidate_id, purpose=purpose)
         call = LMCall(run_id=self.run_id, purpose=purpose, candidate_id=candidate_id, example_key=example_key,
                       step=self.step_index, model=res.model or cfg.model, messages=messages, answer=res.text or "",
                       tokens_in=res.tokens_in, tokens_out=res.tokens_out, cost_usd=res.cost_usd,
-                      seconds=res.seconds, cached=res.cached, error=res.error)
+                      seconds=res.seconds, cached=res.cached, error=res.error, started_at=started)
         call_id = repo.record_lm_call(self.db, call)
         self.budget.add_cost(res.cost_usd)
         if purpose in ("reflection", "merge", "seed"):
