@@ -41,17 +41,18 @@ def compute_frontier(scores: Scores, eligible: Iterable[str] | None = None, tol:
     return front
 
 
-def nondominated_frequencies(front: Frontier, scores: Scores) -> dict[str, int]:
+def nondominated_frequencies(front: Frontier, scores: Scores, tiebreak=None) -> dict[str, int]:
     """GEPA's dominance pruning, then how many examples each survivor is best on.
 
     Candidates are considered from the weakest (lowest mean over the examples it holds) up; one
-    is removed when every example it holds is also held by another survivor.
+    is removed when every example it holds is also held by another survivor. ``tiebreak(id)``
+    orders candidates of equal mean (default: the id).
     """
     members = front.members()
 
-    def strength(cid: str) -> tuple[float, str]:
+    def strength(cid: str) -> tuple:
         vals = list(scores[cid].values())
-        return (sum(vals) / len(vals) if vals else 0.0, cid)
+        return (sum(vals) / len(vals) if vals else 0.0, tiebreak(cid) if tiebreak else cid)
 
     alive = set(members)
     for cid in sorted(members, key=strength):

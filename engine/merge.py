@@ -43,13 +43,15 @@ def merged_content(a: dict, i: dict, j: dict) -> Optional[dict]:
 def find_merge(ctx: RunContext, rng: random.Random) -> Optional[tuple[str, str, dict]]:
     """A pair of frontier members and their merged content, not tried before."""
     cands = ctx.state.candidates
-    members = sorted(m for m in ctx.state.frontier().members() if not cands[m].vetoed)
+    # ordered by content, not id (ids hash the run id): the same seed makes the same merges
+    members = sorted((m for m in ctx.state.frontier().members() if not cands[m].vetoed),
+                     key=lambda m: (cands[m].content_hash, m))
     pairs = [(x, y) for n, x in enumerate(members) for y in members[n + 1:]]
     rng.shuffle(pairs)
     tried = {c.content_hash for c in cands.values()}
     for x, y in pairs:
         common = ancestors(cands, x) & ancestors(cands, y)
-        for a in sorted(common, key=lambda c: -(ctx.state.scores.get(c) and 1 or 0)):
+        for a in sorted(common, key=lambda c: (c not in ctx.state.scores, cands[c].content_hash, c)):
             content = merged_content(cands[a].content, cands[x].content, cands[y].content)
             if content is not None and content_hash(content) not in tried:
                 return x, y, content

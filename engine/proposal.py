@@ -51,10 +51,9 @@ def run_proposal(ctx: RunContext, parent: Candidate, slot: int, k: int, minibatc
     child_id = deterministic_id(ctx.run_id, ctx.step_index, slot, parent.id, k, "reflection")
     existing = repo.find_candidate(ctx.db, child_id)
     if existing is not None and existing.status in ("rejected", "failed", "accepted") and existing.finished_at:
-        return Outcome(child_id, existing.status == "accepted" or existing.reason == "improved",
+        return Outcome(child_id, existing.status == "accepted" or existing.reason.startswith("improved"),
                        (existing.minibatch_score or 0) - (existing.parent_minibatch_score or 0))
-    n_comp = len(ctx.components)
-    component = ctx.components[(len(ctx.state.tried_texts(parent.id)) + k) % n_comp]
+    component = next_component(ctx.components, parent, len(ctx.state.tried_texts(parent.id)) + k)
     child = existing or Candidate(id=child_id, run_id=ctx.run_id, content={}, content_hash="", origin="reflection",
                                   parent_ids=[parent.id], component=component, step=ctx.step_index,
                                   frontier_version=ctx.state.frontier_version, started_at=utcnow(),
@@ -64,6 +63,13 @@ def run_proposal(ctx: RunContext, parent: Candidate, slot: int, k: int, minibatc
         if child.status == "failed":
             return Outcome(child.id, False, 0.0)
     return _test_on_minibatch(ctx, parent, child, minibatch, parent_results)
+
+
+def next_component(components: list[str], parent: Candidate, offset: int) -> str:
+    """Round robin along the lineage (as GEPA): a child rewrites the component after the one
+    that produced its parent; further proposals on the same parent move on by ``offset``."""
+    start = components.index(parent.component) + 1 if parent.component in components else 0
+    return components[(start + offset) % len(components)]
 
 
 def _fail(ctx: RunContext, child: Candidate, reason: str) -> Candidate:

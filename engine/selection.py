@@ -19,9 +19,15 @@ class PoolView:
     """What selection may see: validation scores of accepted candidates, minus vetoed ones."""
 
     scores: Scores  # eligible candidate id -> example key -> score
+    # candidate id -> tie-break key (its content hash): ties never depend on ids, which hash
+    # the run id, so two runs with the same seed make the same choices
+    order: dict[str, str] = field(default_factory=dict)
     pinned: set[str] = field(default_factory=set)
     last_chosen: dict[str, int] = field(default_factory=dict)  # candidate id -> last step it was a parent
     step: int = 0
+
+    def key(self, cid: str) -> tuple[str, str]:
+        return (self.order.get(cid, ""), cid)
 
 
 class Selector(Protocol):
@@ -29,12 +35,12 @@ class Selector(Protocol):
         """Return n (candidate id, reason) pairs; ids may repeat when the pool is small."""
 
 
-def _weighted_distinct(weights: dict[str, float], n: int, rng: random.Random) -> list[str]:
+def _weighted_distinct(weights: dict[str, float], n: int, rng: random.Random, view: PoolView) -> list[str]:
     """Sample up to n distinct ids proportionally to weight; repeat when fewer than n exist."""
     pool = {k: w for k, w in weights.items() if w > 0}
     out: list[str] = []
     while len(out) < n and pool:
-        keys = sorted(pool)
+        keys = sorted(pool, key=view.key)
         pick = rng.choices(keys, weights=[pool[k] for k in keys])[0]
         out.append(pick)
         del pool[pick]
@@ -48,11 +54,11 @@ class ParetoSelector:
 
     def select(self, view, n, rng):
         front = compute_frontier(view.scores)
-        freq = nondominated_frequencies(front, view.scores)
+        freq = nondominated_frequencies(front, view.scores, view.key)
         if not freq:
             freq = {cid: 1 for cid in view.scores}
         return [(cid, f"frontier sample (best on {freq.get(cid, 0)} example(s))")
-                for cid in _weighted_distinct(freq, n, rng)]
+                for cid in _weighted_distinct(freq, n, rng, view)]
 
 
 class BestSelector:
@@ -60,7 +66,7 @@ class BestSelector:
 
     def select(self, view, n, rng):
         means = mean_scores(view.scores)
-        ranked = sorted(means, key=lambda c: (-means[c], c))
+        ranked = sorted(means, key=lambda c: (-means[c], view.key(c)))
         picks = [ranked[i % len(ranked)] for i in range(n)] if ranked else []
         return [(cid, f"current best (mean {means[cid]:.3f})") for cid in picks]
 
@@ -73,7 +79,7 @@ class EpsilonGreedySelector:
 
     def select(self, view, n, rng):
         means = mean_scores(view.scores)
-        ranked = sorted(means, key=lambda c: (-means[c], c))
+        ranked = sorted(means, key=lambda c: (-means[c], view.key(c)))
         out = []
         for _ in range(n):
             if rng.random() < self.epsilon:
@@ -90,9 +96,10 @@ class TopKParetoSelector:
         self.k = k
 
     def select(self, view, n, rng):
-        freq = nondominated_frequencies(compute_frontier(view.scores), view.scores) or {c: 1 for c in view.scores}
-        top = sorted(freq, key=lambda c: (-freq[c], c))[: self.k]
-        return [(cid, f"top-{self.k} frontier member") for cid in _weighted_distinct({c: 1 for c in top}, n, rng)]
+        freq = (nondominated_frequencies(compute_frontier(view.scores), view.scores, view.key)
+                or {c: 1 for c in view.scores})
+        top = sorted(freq, key=lambda c: (-freq[c], view.key(c)))[: self.k]
+        return [(cid, f"top-{self.k} frontier member") for cid in _weighted_distinct({c: 1 for c in top}, n, rng, view)]
 
 
 def make_selector(name: str, epsilon: float = 0.1, k: int = 3) -> Selector:
@@ -108,7 +115,7 @@ def select_parents(selector: Selector, view: PoolView, n: int, rng: random.Rando
     """Apply the strategy, then honour pins: a pinned candidate not chosen for ``pin_every``
     steps replaces the last strategy pick. Pinned candidates are always eligible."""
     picks = selector.select(view, n, rng) if view.scores else []
-    due = [c for c in sorted(view.pinned)
+    due = [c for c in sorted(view.pinned, key=view.key)
            if view.step - view.last_chosen.get(c, -10**9) >= pin_every and c not in {p for p, _ in picks}]
     for i, cid in enumerate(due[:n]):
         slot = len(picks) - 1 - i

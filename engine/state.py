@@ -82,7 +82,8 @@ class PoolState:
         with self.lock:
             eligible = {cid: dict(self.scores[cid]) for cid in self.eligible_ids() if self.scores[cid]}
             pinned = {cid for cid, c in self.candidates.items() if c.pinned and not c.vetoed and cid in self.scores}
-            return PoolView(scores=eligible, pinned=pinned, last_chosen=dict(self.last_chosen), step=step)
+            order = {cid: self.candidates[cid].content_hash for cid in eligible}
+            return PoolView(scores=eligible, order=order, pinned=pinned, last_chosen=dict(self.last_chosen), step=step)
 
     def frontier(self) -> Frontier:
         with self.lock:
@@ -95,7 +96,7 @@ class PoolState:
             means = mean_scores(full)
             if not means:
                 return None, None
-            cid = max(sorted(means), key=lambda c: means[c])
+            cid = max(sorted(means, key=lambda c: (self.candidates[c].content_hash, c)), key=lambda c: means[c])
             return cid, means[cid]
 
     def add_scored(self, cand: Candidate, scores: dict[str, float]) -> None:

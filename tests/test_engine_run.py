@@ -1,0 +1,451 @@
+"""Whole runs in this process: the real sandbox pool (2 workers) and a scripted reflection LM.
+
+Each test submits a run and drives it with the same ``Optimizer`` a worker uses; assertions
+read the database only, the way the studio would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+
+import engine  # noqa: F401  first: makes litellm use its bundled price list (no network at import)
+import litellm
+import pytest
+
+from engine.testing_lm import install_script, uninstall_script
+from storage import repo
+from tests.support import toy
+from tests.support.harness import (
+    assert_consistent_totals,
+    by_content,
+    evaluations,
+    lm_calls,
+    run_optimizer,
+    run_toy,
+    toy_config,
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_script_left_behind():
+    yield
+    uninstall_script()
+
+
+def _reflections(db, run_id):
+    return [c for c in lm_calls(db, run_id) if c.purpose == "reflection"]
+
+
+# ---------------------------------------------------------------- batch shape and concurrency
+
+
+@pytest.mark.parametrize("p,k", [(2, 2), (3, 1), (1, 3)])
+def test_every_step_makes_p_times_k_proposals(sqlite_db, tmp_path, p, k):
+    cfg = toy_config(8, search={"parents_per_step": p, "proposals_per_parent": k},
+                     budget={"max_steps": 3, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg)
+    steps = repo.list_steps(sqlite_db, run_id)
+    assert [s.index for s in steps] == [0, 1, 2]
+    cands = {c.id: c for c in repo.list_candidates(sqlite_db, run_id)}
+    for s in steps:
+        assert len(s.parent_ids) == p
+        assert len(s.proposal_ids) == p * k and len(set(s.proposal_ids)) == p * k, s.proposal_ids
+        for cid in s.proposal_ids:
+            assert cands[cid].origin == "reflection" and cands[cid].step == s.index
+            assert cands[cid].parent_ids[0] in s.parent_ids
+        assert set(s.accepted_ids) <= set(s.proposal_ids)
+    reflection_children = [c for c in cands.values() if c.origin == "reflection"]
+    assert len(reflection_children) == 3 * p * k  # every proposal is a row, whatever became of it
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.steps_done == 3 and run.proposals_total == len(_reflections(sqlite_db, run_id))
+    assert_consistent_totals(sqlite_db, run_id)
+
+
+def test_proposals_of_a_step_overlap_in_time(sqlite_db, tmp_path):
+    cfg = toy_config(6, search={"parents_per_step": 2, "proposals_per_parent": 2},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, latency=0.3)
+    assert stats.max_in_flight == 4  # the provider saw all four calls at once
+    # the LM calls as recorded: each [started_at, started_at + seconds] overlaps every other
+    calls = _reflections(sqlite_db, run_id)
+    assert len(calls) == 4
+    spans = [(c.started_at, c.started_at + timedelta(seconds=c.seconds)) for c in calls]
+    for a in spans:
+        for b in spans:
+            assert a[0] < b[1] and b[0] < a[1], (a, b)
+    # started_at is when the call started (the proposal had just begun), not when it was recorded
+    for call in calls:
+        child = repo.get_candidate(sqlite_db, call.candidate_id)
+        assert abs((call.started_at - child.started_at).total_seconds()) < 0.15, (call.started_at, child.started_at)
+        assert call.seconds >= 0.3
+    # and on the step's timeline
+    [step] = repo.list_steps(sqlite_db, run_id)
+    lm = [e for e in step.events if e["kind"] == "lm"]
+    assert len(lm) == 4
+    assert max(e["start"] for e in lm) < min(e["end"] for e in lm)  # all four in flight at one moment
+
+
+# ---------------------------------------------------------------- the toy, end to end
+
+
+def test_toy_reaches_its_known_optimum(sqlite_db, tmp_path):
+    run_id, _ = run_toy(sqlite_db, tmp_path, toy_config(8))
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.status == "completed"
+    assert run.status_reason.startswith("reached stop_at_score 1.0")
+    assert run.best_val_mean == 1.0
+    best = repo.get_candidate(sqlite_db, run.best_candidate_id)
+    assert set(w for w in toy.WORDS[:8]) <= set(best.content["text"].split())
+    assert best.status == "accepted" and best.val_count == 8
+    # lineage: the best descends from the seed through accepted candidates
+    node, seen = best, 0
+    while node.parent_ids:
+        node = repo.get_candidate(sqlite_db, node.parent_ids[0])
+        assert node.status == "accepted"
+        seen += 1
+    assert node.origin == "seed" and seen >= 1
+    assert_consistent_totals(sqlite_db, run_id)
+
+
+def _fingerprint(db, run_id):
+    cont = by_content(db, run_id)
+    val = {}
+    for ev, key, split in evaluations(db, run_id):
+        val.setdefault(cont[ev.candidate_id], {})[key] = ev.score
+    steps = [(sorted(cont[p] for p in s.parent_ids),
+              sorted(cont[c] for c in s.proposal_ids),
+              sorted(cont[c] for c in s.accepted_ids)) for s in repo.list_steps(db, run_id)]
+    cands = sorted((c.step, c.origin, cont[c.id], c.status, c.val_mean) for c in repo.list_candidates(db, run_id))
+    run = repo.get_run(db, run_id)
+    return {"steps": steps, "candidates": cands, "scores": val, "metric_calls": run.metric_calls,
+            "best": (cont[run.best_candidate_id], run.best_val_mean)}
+
+
+def test_same_seed_gives_identical_runs(tmp_path):
+    from storage.db import Database
+
+    prints = []
+    for name in ("a", "b"):
+        db = Database(f"sqlite:///{tmp_path / name}.db")
+        db.create_all()
+        run_id, _ = run_toy(db, tmp_path / name, toy_config(8, budget={"max_steps": 5, "stop_at_score": None}))
+        prints.append(_fingerprint(db, run_id))
+        db.dispose()
+    a, b = prints
+    assert a["steps"] == b["steps"]
+    assert a["candidates"] == b["candidates"]
+    assert a["scores"] == b["scores"]
+    assert a["metric_calls"] == b["metric_calls"] and a["best"] == b["best"]
+
+
+# ---------------------------------------------------------------- proposals that fail
+
+
+def _stubborn(messages, params):
+    """Always proposes the current text plus ' extra': never an improvement, always the same."""
+    return "```\n" + toy.current_version(messages[1]["content"]) + " extra\n```"
+
+
+def test_rejected_proposals_are_kept_and_never_reproposed_for_the_same_parent(sqlite_db, tmp_path):
+    cfg = toy_config(4, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                     budget={"max_steps": 3, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=_stubborn)
+    cands = repo.list_candidates(sqlite_db, run_id)
+    seed = next(c for c in cands if c.origin == "seed")
+    children = sorted((c for c in cands if c.origin == "reflection"), key=lambda c: c.step)
+    assert [c.step for c in children] == [0, 1, 2]
+    first, *repeats = children
+    assert first.status == "rejected" and first.content == {"text": "start extra"}
+    assert first.reason == "no improvement on the minibatch (0 vs parent 0)"
+    assert first.minibatch_score == 0 and first.parent_minibatch_score == 0
+    for c in repeats:
+        assert c.status == "failed" and c.reason == "repeats an earlier proposal for this parent"
+        assert c.parent_ids == [seed.id]
+    # only the first of the three identical texts was evaluated
+    evaluated = {ev.candidate_id for ev, _, _ in evaluations(sqlite_db, run_id)}
+    assert first.id in evaluated and not any(c.id in evaluated for c in repeats)
+    # the LM was told what had been tried
+    prompts = [m[1]["content"] for m, _ in stats.calls]
+    assert "Already tried" not in prompts[0]
+    assert "## Already tried for this version (do not repeat these)\n```\nstart extra\n```" in prompts[1]
+    assert_consistent_totals(sqlite_db, run_id)
+
+
+def _unfenced(messages, params):
+    return "I would add the word alpha to the list."
+
+
+def test_answer_without_a_fence_is_a_failed_proposal(sqlite_db, tmp_path):
+    cfg = toy_config(4, search={"parents_per_step": 1, "proposals_per_parent": 2},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=_unfenced)
+    children = [c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"]
+    assert len(children) == 2
+    for c in children:
+        assert c.status == "failed" and c.reason == "unusable answer: the answer has no fenced code block"
+        assert c.lm_call_id is not None  # the answer that failed is on record
+        assert repo.get_lm_call(sqlite_db, c.lm_call_id).answer == "I would add the word alpha to the list."
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.status == "completed" and run.proposals_total == 2 and run.proposals_parsed == 0
+
+
+def test_without_require_fence_the_whole_answer_is_the_candidate(sqlite_db, tmp_path):
+    def plain(messages, params):
+        return toy.current_version(messages[1]["content"]) + " alpha bravo"
+
+    cfg = toy_config(4, search={"parents_per_step": 1, "proposals_per_parent": 1, "require_fence": False},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=plain)
+    [child] = [c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"]
+    assert child.content == {"text": "start alpha bravo"}
+
+
+@pytest.mark.parametrize("error", ["rate_limit", "connection"])
+def test_lm_failing_after_retries_fails_proposals_then_pauses_the_run(sqlite_db, tmp_path, error):
+    def failing(messages, params):
+        if error == "rate_limit":
+            raise litellm.RateLimitError("quota exceeded for today", llm_provider="scripted", model="toy")
+        raise litellm.APIConnectionError(message="connection refused", llm_provider="scripted", model="toy")
+
+    cfg = toy_config(4, budget={"max_steps": 10, "stop_at_score": None})  # 2x2: 4 failures a step
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=failing)
+    run = repo.get_run(sqlite_db, run_id)
+    name = "RateLimitError" if error == "rate_limit" else "APIConnectionError"
+    children = [c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"]
+    assert children and all(c.status == "failed" for c in children)
+    assert all(c.reason.startswith("reflection LM failed: ") and name in c.reason for c in children)
+    # the run goes on after one failing step, and pauses once 5 failures in a row are seen
+    assert run.status == "paused"
+    assert run.steps_done == 2 and len(children) == 8
+    assert "the reflection LM failed 8 times in a row" in run.status_reason and name in run.status_reason
+    calls = _reflections(sqlite_db, run_id)
+    assert len(calls) == 8 and all(name in c.error for c in calls)
+    assert run.metric_calls == 4  # the seed's validation; failed proposals cost no evaluation
+    assert_consistent_totals(sqlite_db, run_id)
+
+
+# ---------------------------------------------------------------- evaluators that misbehave
+
+BAD_EVALUATOR = '''
+def evaluate(candidate, example):
+    w = example["word"]
+    if w == "charlie":
+        raise ValueError("boom on " + w)
+    if w == "delta":
+        return float("nan")
+    if w == "echo":
+        return "high", {"note": "a string score"}
+    print("checked", w)
+    return float(w in candidate.split()), {"expected": w}
+'''
+
+
+def test_evaluator_errors_score_zero_with_the_reason_and_the_run_goes_on(sqlite_db, tmp_path):
+    cfg = toy_config(6, evaluator=BAD_EVALUATOR, search={"parents_per_step": 1, "proposals_per_parent": 2},
+                     budget={"max_steps": 3, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg)
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.status == "completed" and run.steps_done == 3
+    rows = {}
+    for ev, key, _ in evaluations(sqlite_db, run_id):
+        rows.setdefault(key, []).append(ev)
+    for ev in rows["w2"]:  # charlie: raises
+        assert ev.score == 0.0
+        assert ev.error.startswith("ValueError: boom on charlie") and "evaluator.py, line 5" in ev.error
+        assert "Traceback" in ev.side_info["traceback"] and 'raise ValueError("boom on " + w)' in ev.side_info["traceback"]
+    for ev in rows["w3"]:  # delta: NaN
+        assert ev.score == 0.0 and "nan" in ev.error and "finite number" in ev.error
+    for ev in rows["w4"]:  # echo: a string
+        assert ev.score == 0.0 and "'high'" in ev.error and "must be a number" in ev.error
+    for ev in rows["w0"]:  # alpha: fine, and its printed output lands in the side information
+        assert ev.error is None and ev.side_info["expected"] == "alpha"
+        assert "checked alpha" in json.dumps(ev.side_info)
+    # the reflection LM was shown the error of a failing example in its minibatch
+    prompts = "\n".join(m[1]["content"] for m, _ in stats.calls)
+    assert "boom on charlie" in prompts or "finite number" in prompts or "must be a number" in prompts
+
+
+def test_evaluator_failing_everywhere_fails_the_run_with_the_first_error(sqlite_db, tmp_path):
+    source = "def evaluate(candidate, example):\n    return 1 / 0\n"
+    run_id, stats = run_toy(sqlite_db, tmp_path, toy_config(3, evaluator=source))
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.status == "failed"
+    assert "the evaluator failed on every validation example for the seed" in run.status_reason
+    assert "ZeroDivisionError" in run.status_reason
+    assert stats.calls == []  # no LM money spent on a broken evaluator
+
+
+# ---------------------------------------------------------------- modes
+
+
+SINGLE_EVALUATOR = '''
+TARGET = ["alpha", "bravo", "charlie", "delta"]
+
+def evaluate(candidate):
+    words = candidate.split()
+    missing = [w for w in TARGET if w not in words]
+    return (len(TARGET) - len(missing)) / len(TARGET), {"missing": missing}
+'''
+
+
+def _single_task_script(messages, params):
+    prompt = messages[1]["content"]
+    missing = json.loads(re.search(r"\*\*missing:\*\*\n```json\n(.*?)\n```", prompt, re.S).group(1))
+    return "```\n" + toy.current_version(prompt) + " " + missing[0] + "\n```"
+
+
+def test_single_task_mode(sqlite_db, tmp_path):
+    cfg = toy_config(evaluator=SINGLE_EVALUATOR, dataset=None,
+                     search={"parents_per_step": 1, "proposals_per_parent": 1, "minibatch_size": 1},
+                     budget={"max_metric_calls": 30})
+    assert cfg.mode == "single-task"
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=_single_task_script)
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.status == "completed" and run.best_val_mean == 1.0
+    best = repo.get_candidate(sqlite_db, run.best_candidate_id)
+    assert best.content == {"text": "start alpha bravo charlie delta"}
+    keys = {key for _, key, _ in evaluations(sqlite_db, run_id)}
+    assert keys == {"task"}
+    assert "Input / expected" not in stats.calls[0][0][1]["content"]  # no example payload to show
+    assert_consistent_totals(sqlite_db, run_id)
+
+
+def test_generalization_mode_with_a_held_out_test_set(sqlite_db, tmp_path):
+    words = toy.WORDS
+    train = [{"id": f"tr{i}", "word": w} for i, w in enumerate(words[:4])]
+    val = [{"id": f"va{i}", "word": w} for i, w in enumerate(words[:4])]
+    test = [{"id": "te0", "word": words[0]}, {"id": "te1", "word": words[1]}, {"id": "te2", "word": "zulu"}]
+    cfg = toy_config(dataset=train, valset=val, testset=test)
+    assert cfg.mode == "generalization"
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg)
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.status == "completed" and run.best_val_mean == 1.0
+    rows = evaluations(sqlite_db, run_id)
+    test_rows = [(ev, key) for ev, key, split in rows if split == "test"]
+    # the final best only, once per test example, never charged as a metric call
+    assert sorted(key for _, key in test_rows) == ["te0", "te1", "te2"]
+    assert {ev.candidate_id for ev, _ in test_rows} == {run.best_candidate_id}
+    assert run.test_mean == pytest.approx(2 / 3)
+    assert run.metric_calls == sum(1 for ev, _, split in rows if split != "test" and not ev.cached)
+    # selection used the validation split; reflection saw only training examples, never the test set
+    assert {key for ev, key, split in rows if split == "val"} == {"va0", "va1", "va2", "va3"}
+    prompts = "\n".join(m[1]["content"] for m, _ in stats.calls)
+    assert "zulu" not in prompts and "te0" not in prompts and "va0" not in prompts
+    best = repo.get_candidate(sqlite_db, run.best_candidate_id)
+    assert best.val_count == 4
+    assert_consistent_totals(sqlite_db, run_id)
+
+
+# ---------------------------------------------------------------- multi-component candidates
+
+
+MULTI_EVALUATOR = '''
+def evaluate(candidate, example):
+    ok = example["word"] in candidate[example["component"]].split()
+    return float(ok), {"component": example["component"], "expected": example["word"]}
+'''
+MULTI_DATA = [{"id": "a0", "component": "a", "word": "alpha"}, {"id": "a1", "component": "a", "word": "bravo"},
+              {"id": "b0", "component": "b", "word": "charlie"}, {"id": "b1", "component": "b", "word": "delta"}]
+
+
+def _component_script(messages, params):
+    """Adds to the component being rewritten the first word its failing examples ask for."""
+    prompt = messages[1]["content"]
+    component = re.search(r"the component `(\w+)` of a multi-part candidate", prompt).group(1)
+    current = toy.current_version(prompt)
+    failing = []
+    for m in re.finditer(r"### Example `[^`]*` — score ([0-9.]+)\n\n\*\*Input / expected:\*\*\n```json\n(.*?)\n```",
+                         prompt, re.S):
+        row = json.loads(m.group(2))
+        if float(m.group(1)) < 1 and row["component"] == component and row["word"] not in current.split():
+            failing.append(row["word"])
+    word = sorted(failing)[0] if failing else "extra"
+    return f"```\n{current} {word}\n```"
+
+
+def _multi_config(**over):
+    base = dict(seed_candidate={"a": "start", "b": "start"}, evaluator=MULTI_EVALUATOR, dataset=MULTI_DATA,
+                search={"parents_per_step": 1, "proposals_per_parent": 2, "minibatch_size": 4},
+                budget={"max_steps": 1, "stop_at_score": None})
+    base.update(over)
+    return toy_config(**base)
+
+
+def test_multi_component_proposals_rewrite_one_component_each_round_robin(sqlite_db, tmp_path):
+    run_id, stats = run_toy(sqlite_db, tmp_path, _multi_config(), script=_component_script)
+    children = sorted((c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"),
+                      key=lambda c: c.component)
+    # K = 2 proposals on the seed: one per component, each changing only its own
+    assert [c.component for c in children] == ["a", "b"]
+    assert children[0].content == {"a": "start alpha", "b": "start"}
+    assert children[1].content == {"a": "start", "b": "start charlie"}
+    prompts = [m[1]["content"] for m, _ in stats.calls]
+    assert any("the component `a` of a multi-part candidate (a, b)" in p for p in prompts)
+
+
+def test_round_robin_moves_on_along_a_lineage(sqlite_db, tmp_path):
+    """1x1 with every proposal accepted: GEPA rotates the component along the lineage, so the
+    chain rewrites a, b, a, b — not component a forever."""
+    cfg = _multi_config(search={"parents_per_step": 1, "proposals_per_parent": 1, "minibatch_size": 4,
+                                "selection": "best"},
+                        budget={"max_steps": 4, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=_component_script)
+    children = sorted((c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"),
+                      key=lambda c: c.step)
+    assert [c.component for c in children] == ["a", "b", "a", "b"]
+    assert all(c.status == "accepted" for c in children)
+    assert children[-1].content == {"a": "start alpha bravo", "b": "start charlie delta"}
+
+
+def test_system_aware_merge_combines_children_that_changed_different_components(sqlite_db, tmp_path):
+    run_id, _ = run_toy(sqlite_db, tmp_path, _multi_config(search={"parents_per_step": 1, "proposals_per_parent": 2,
+                                                                   "minibatch_size": 4, "merge": True}),
+                        script=_component_script)
+    cands = repo.list_candidates(sqlite_db, run_id)
+    merges = [c for c in cands if c.origin == "merge"]
+    assert len(merges) == 1
+    merged = merges[0]
+    parents = {repo.get_candidate(sqlite_db, p).component for p in merged.parent_ids}
+    assert parents == {"a", "b"}
+    assert merged.content == {"a": "start alpha", "b": "start charlie"}
+    assert merged.status == "accepted" and merged.val_mean == 0.5
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.best_candidate_id == merged.id and run.best_val_mean == 0.5
+    assert_consistent_totals(sqlite_db, run_id)
+
+
+def test_no_merge_unless_enabled(sqlite_db, tmp_path):
+    run_id, _ = run_toy(sqlite_db, tmp_path, _multi_config(), script=_component_script)
+    assert not [c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "merge"]
+
+
+# ---------------------------------------------------------------- seed from the objective
+
+
+def test_seed_written_by_the_lm_from_the_objective(sqlite_db, tmp_path):
+    def script(messages, params):
+        if "Write a first version" in messages[1]["content"]:
+            return "Here:\n```\nfirst draft\n```"
+        return toy.script(messages, params)
+
+    cfg = toy_config(4, seed_candidate=None, objective="List the NATO words.", artifact_kind="a list of words",
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=script)
+    seed = next(c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "seed")
+    assert seed.content == {"text": "first draft"} and seed.lm_call_id is not None
+    assert [c.purpose for c in lm_calls(sqlite_db, run_id)][0] == "seed"
+    assert "List the NATO words." in stats.calls[0][0][1]["content"]
+
+
+def test_resuming_a_completed_run_is_a_no_op_for_the_pool(sqlite_db, tmp_path):
+    """Running the optimizer again on a finished run pays for nothing already paid."""
+    run_id, _ = run_toy(sqlite_db, tmp_path, toy_config(4, budget={"max_steps": 2, "stop_at_score": None}))
+    before = repo.get_run(sqlite_db, run_id)
+    install_script(toy.script)
+    repo.set_run_fields(sqlite_db, run_id, status="running")
+    run_optimizer(sqlite_db, run_id, tmp_path)
+    after = repo.get_run(sqlite_db, run_id)
+    assert after.metric_calls == before.metric_calls and after.steps_done == 2
+    assert_consistent_totals(sqlite_db, run_id)
