@@ -52,8 +52,7 @@ if detail is None:
     st.error("This candidate disappeared from the database.")
     st.stop()
 c = detail["candidate"]
-scores_long = data.val_scores(url, run_id, token)
-front = analysis.frontier(scores_long, cands)
+front = data.frontier_view(url, run_id, token)
 
 # ------------------------------------------------------------------ header
 marks = [status_badge(c["status"]), f":violet-badge[{md(c['origin'])}]"]

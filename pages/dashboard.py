@@ -177,11 +177,10 @@ def live(run_id: str) -> None:
 
 @st.fragment(run_every=FRONTIER_S if run["status"] in ACTIVE else None)
 def frontier_panel(run_id: str) -> None:
-    run, cands, scores = data.frontier_snapshot(run_id)
+    run, cands, view = data.frontier_snapshot(run_id)
     if run is None:
         return
     st.subheader("Pareto frontier")
-    view = analysis.frontier(scores, cands)
     if view.matrix.empty:
         st.caption("The frontier appears once candidates are validated.")
         return
@@ -201,8 +200,11 @@ def frontier_panel(run_id: str) -> None:
     pts = (ev.selection.points if ev else []) or []
     if pts and pts[0].get("customdata"):
         nav.go("candidate", run=run_id, candidate=pts[0]["customdata"])
-    weak = [c for c in members.index if view.unique_best_on.get(c, 0) == 0 and val_means.get(c, 1) is not None
-            and val_means.get(c, 1) < (view.best.mean() * 0.5)]
+    # frontier members that hold no example alone and score far below the per-example best:
+    # the degenerate candidates DESIGN.md warns about (e.g. "reject everything" regexes)
+    means = val_means.reindex(members.index)
+    weak = list(members.index[(view.unique_best_on.reindex(members.index).fillna(0).to_numpy() == 0)
+                              & (means < view.best.mean() * 0.5).to_numpy()])
     if weak:
         st.warning(f"{len(weak)} frontier member(s) score under half the per-example best on average and hold no example "
                    f"alone — possibly degenerate (e.g. {', '.join(weak[:5])}); consider vetoing them.")
@@ -218,19 +220,24 @@ def interventions(run_id: str) -> None:
 live(run_id)
 frontier_panel(run_id)
 
-with st.expander("Two objectives (side_info['scores'])"):
-    token = data.version_token(run)
-    objectives = data.objective_means(url, run_id, token)
+def objectives_view(run: dict) -> None:
+    objectives = data.objective_means(url, run_id, data.version_token(run))
     names = [c for c in objectives.columns if c != "candidate_id"]
     if len(names) < 2:
         st.caption("The evaluator reports fewer than two sub-scores in side_info['scores'], so there is no 2-D view.")
-    else:
-        cx, cy = st.columns(2)
-        ox = cx.selectbox("x objective", names, index=0, key=keys.DASH_OBJ_X)
-        oy = cy.selectbox("y objective", names, index=1, key=keys.DASH_OBJ_Y)
-        _, cands_now, scores_now = data.frontier_snapshot(run_id)
-        front = set(analysis.frontier(scores_now, cands_now).members)
-        st.plotly_chart(charts.objectives_scatter(objectives, ox, oy, front), key="dash_objectives", width="stretch")
+        return
+    cx, cy = st.columns(2)
+    ox = cx.selectbox("x objective", names, index=0, key=keys.DASH_OBJ_X)
+    oy = cy.selectbox("y objective", names, index=1, key=keys.DASH_OBJ_Y)
+    _, _, view = data.frontier_snapshot(run_id)
+    front = set(view.members) if view is not None else set()
+    st.plotly_chart(charts.objectives_scatter(objectives, ox, oy, front), key="dash_objectives", width="stretch")
+
+
+with st.expander("Two objectives (side_info['scores'])"):
+    # on demand: averaging every sub-score of a big run is the heaviest read of the page
+    if st.toggle("Show the 2-D Pareto view of two sub-scores", key=keys.DASH_OBJECTIVES_ON):
+        objectives_view(run)
 
 st.subheader("Interventions")
 interventions(run_id)

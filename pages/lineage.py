@@ -26,7 +26,7 @@ st.title(f"Lineage · {md(run['name'])}")
 if cands.empty:
     st.info("No candidates yet.")
     st.stop()
-front = analysis.frontier(data.val_scores(url, run_id, token), cands)
+front = data.frontier_view(url, run_id, token)
 hidden = int(cands["status"].isin(["rejected", "failed"]).sum())
 c1, c2 = st.columns([3, 2], vertical_alignment="center")
 with c1:

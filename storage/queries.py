@@ -12,12 +12,11 @@ Contract:
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
 import pandas as pd
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, func, select, text
 
 from storage.db import Database
 from storage.models import Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step, WorkerBeat
@@ -264,23 +263,23 @@ def compare_runs(db: Database, run_ids: Iterable[str]) -> pd.DataFrame:
 def objective_means(db: Database, run_id: str) -> pd.DataFrame:
     """Mean of each sub-score (``side_info["scores"]``) per candidate over its validation
     evaluations: one column per objective, plus ``candidate_id``. Empty when the evaluator
-    reports no sub-scores. One statement (the JSON is extracted by the database)."""
-    q = (select(_E.c.candidate_id, _E.c.side_info["scores"]).join(_X, _X.c.pk == _E.c.example_pk)
-         .where(_E.c.run_id == run_id, _X.c.split == "val"))
-    sums: dict[str, dict[str, list[float]]] = {}
-    for cid, scores in _fetch_raw(db, q):
-        if isinstance(scores, (str, bytes)):  # SQLite hands back JSON text, psycopg a parsed value
-            try:
-                scores = json.loads(scores)
-            except ValueError:
-                continue
-        if not isinstance(scores, dict):
-            continue
-        d = sums.setdefault(cid, {})
-        for name, v in scores.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                acc = d.setdefault(str(name), [0.0, 0])
-                acc[0] += v
-                acc[1] += 1
-    out = [{"candidate_id": cid, **{k: t / n for k, (t, n) in d.items() if n}} for cid, d in sums.items()]
-    return pd.DataFrame(out)
+    reports no sub-scores. One statement; the database unpacks and averages the JSON
+    (``json_each`` on SQLite, ``jsonb_each_text`` on PostgreSQL), so 200,000 evaluations
+    take a fraction of a second instead of seconds of ``json.loads``."""
+    if db.is_sqlite:
+        sql = ("SELECT e.candidate_id, j.key, AVG(j.value) FROM evaluation e JOIN example x ON x.pk = e.example_pk, "
+               "json_each(e.side_info, '$.scores') j WHERE e.run_id = :run AND x.split = 'val' "
+               "AND j.type IN ('integer', 'real') GROUP BY e.candidate_id, j.key")
+    else:
+        sql = ("SELECT e.candidate_id, j.key, AVG(j.value::float) FROM evaluation e JOIN example x ON x.pk = e.example_pk, "
+               "jsonb_each_text(CASE WHEN jsonb_typeof(e.side_info::jsonb -> 'scores') = 'object' "
+               "THEN e.side_info::jsonb -> 'scores' ELSE '{}'::jsonb END) j "
+               "WHERE e.run_id = :run AND x.split = 'val' AND j.value ~ '^-?[0-9.eE+-]+$' GROUP BY e.candidate_id, j.key")
+    with db.read() as s:
+        rows = s.connection().execute(text(sql), {"run": run_id}).all()
+    if not rows:
+        return pd.DataFrame(columns=["candidate_id"])
+    long = pd.DataFrame(rows, columns=["candidate_id", "objective", "mean"])
+    wide = long.pivot(index="candidate_id", columns="objective", values="mean").reset_index()
+    wide.columns.name = None
+    return wide

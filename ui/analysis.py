@@ -36,7 +36,7 @@ def frontier(scores: pd.DataFrame, candidates: pd.DataFrame) -> FrontierView:
     if scores.empty:
         empty = pd.Series(dtype="float64")
         return FrontierView(pd.DataFrame(), empty, empty, empty, [])
-    matrix = scores.pivot_table(index="candidate_id", columns="example", values="score", aggfunc="max")
+    matrix = scores.groupby(["candidate_id", "example"])["score"].max().unstack()
     matrix = matrix[sorted(matrix.columns, key=natural_key)]
     vetoed = set(candidates.loc[candidates["vetoed"].astype(bool), "id"]) if not candidates.empty else set()
     eligible = matrix.loc[[c for c in matrix.index if c not in vetoed]]
@@ -86,32 +86,32 @@ def score_progress(run: dict, candidates: pd.DataFrame, steps: pd.DataFrame) -> 
     """Best and mean validation score of the pool after each step, against cumulative metric
     calls, dollars and seconds since the start. One row per step (row 0: after the seed)."""
     cols = ["step", "metric_calls", "cost_usd", "seconds", "best", "mean"]
-    if candidates.empty:
+    scored = candidates[candidates["val_mean"].notna() & ~candidates["vetoed"].astype(bool)] if not candidates.empty \
+        else candidates
+    if scored.empty:
         return pd.DataFrame(columns=cols)
-    scored = candidates[candidates["val_mean"].notna() & ~candidates["vetoed"].astype(bool)]
-    by_step = scored.groupby("step")["val_mean"]
     start = run.get("started_at")
+    per = scored.groupby("step")["val_mean"].agg(["max", "sum", "count"])
     calls_in_steps = float(steps["metric_calls"].sum()) if not steps.empty else 0.0
     seed_calls = max(0.0, (run.get("metric_calls") or 0) - calls_in_steps)  # the seed's validation pass
-    rows = []
-    best, total, count = -np.inf, 0.0, 0
-    seed = by_step.get_group(0) if 0 in by_step.groups else pd.Series(dtype="float64")
-    if len(seed):
-        best, total, count = seed.max(), seed.sum(), len(seed)
-        t0 = scored.loc[scored["step"] == 0, "finished_at"].max()
-        rows.append(dict(step=0, metric_calls=seed_calls, cost_usd=0.0, seconds=_secs(t0, start), best=best, mean=total / count))
-    calls, cost = seed_calls, 0.0
-    for st_ in steps.itertuples(index=False):
-        calls += st_.metric_calls
-        cost += st_.cost_usd
-        if st_.index in by_step.groups:
-            g = by_step.get_group(st_.index)
-            best, total, count = max(best, g.max()), total + g.sum(), count + len(g)
-        if count:
-            rows.append(dict(step=st_.index, metric_calls=calls, cost_usd=cost,
-                             seconds=_secs(st_.ended_at if pd.notna(st_.ended_at) else st_.started_at, start),
-                             best=best, mean=total / count))
-    return pd.DataFrame(rows, columns=cols)
+    seed_done = scored.loc[scored["step"] == 0, "finished_at"].max() if 0 in per.index else None
+    timeline = pd.DataFrame({"step": [0], "metric_calls": [0.0], "cost_usd": [0.0], "at": [seed_done]})
+    if not steps.empty:
+        at = steps["ended_at"].where(steps["ended_at"].notna(), steps["started_at"])
+        timeline = pd.concat([timeline, pd.DataFrame({"step": steps["index"], "metric_calls": steps["metric_calls"],
+                                                      "cost_usd": steps["cost_usd"], "at": at})], ignore_index=True)
+    timeline = timeline.groupby("step", as_index=False).agg(metric_calls=("metric_calls", "sum"),
+                                                            cost_usd=("cost_usd", "sum"), at=("at", "last"))
+    per = per.reindex(timeline["step"]).fillna({"sum": 0.0, "count": 0})
+    out = pd.DataFrame({
+        "step": timeline["step"].to_numpy(),
+        "metric_calls": seed_calls + timeline["metric_calls"].cumsum().to_numpy(),
+        "cost_usd": timeline["cost_usd"].cumsum().to_numpy(),
+        "seconds": [_secs(t, start) for t in timeline["at"]],
+        "best": per["max"].cummax().to_numpy(),
+        "mean": (per["sum"].cumsum() / per["count"].cumsum()).to_numpy(),
+    })
+    return out[out["best"].notna() & out["mean"].notna()][cols].reset_index(drop=True)
 
 
 def _secs(ts, start) -> Optional[float]:

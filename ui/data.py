@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from storage import queries
+from ui import analysis
 from storage.db import Database, default_url, open_db
 
 LIVE_TTL = 1.0  # seconds: the live fragment refreshes every 2 s, so each refresh reads the run row once
@@ -50,9 +51,11 @@ def candidate_rows(url: str, run_id: str, token: str) -> pd.DataFrame:
     return queries.candidate_rows(_db(url), run_id)
 
 
-@st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=64)
-def val_scores(url: str, run_id: str, token: str) -> pd.DataFrame:
-    return queries.val_scores(_db(url), run_id)
+@st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=16)
+def frontier_view(url: str, run_id: str, token: str) -> analysis.FrontierView:
+    """The frontier computed from the validation scores (one query when the run changed).
+    Cached as the small candidates × examples matrix, not the long table of evaluations."""
+    return analysis.frontier(queries.val_scores(_db(url), run_id), candidate_rows(url, run_id, token))
 
 
 @st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=64)
@@ -110,11 +113,11 @@ def live_snapshot(run_id: str) -> tuple[dict | None, pd.DataFrame, pd.DataFrame]
     return run, candidate_rows(url, run_id, token), step_rows(url, run_id, token)
 
 
-def frontier_snapshot(run_id: str) -> tuple[dict | None, pd.DataFrame, pd.DataFrame]:
-    """What the frontier fragment reads: (run, candidates, validation scores). At most 3 queries."""
+def frontier_snapshot(run_id: str) -> tuple[dict | None, pd.DataFrame, analysis.FrontierView | None]:
+    """What the frontier fragment reads: (run, candidates, frontier). At most 3 queries."""
     url = db_url()
     run = run_overview(url, run_id)
     if run is None:
-        return None, pd.DataFrame(), pd.DataFrame()
+        return None, pd.DataFrame(), None
     token = version_token(run)
-    return run, candidate_rows(url, run_id, token), val_scores(url, run_id, token)
+    return run, candidate_rows(url, run_id, token), frontier_view(url, run_id, token)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable, Optional
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -97,13 +98,14 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
             if p not in pos:
                 continue
             xs, ys = (mx, my) if i > 0 else (ex, ey)
-            xs += [pos[p][0], pos[cid][0], None]
-            ys += [pos[p][1], pos[cid][1], None]
+            xs += [pos[p][0], pos[cid][0], np.nan]
+            ys += [pos[p][1], pos[cid][1], np.nan]
     # SVG (not WebGL) lines: WebGL traces are drawn above SVG markers and would strike through them
-    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line=dict(color="#cbd5e1", width=1), hoverinfo="skip",
+    # numpy arrays (NaN breaks the line between edges): plotly validates them in bulk, lists item by item
+    fig.add_trace(go.Scatter(x=np.array(ex), y=np.array(ey), mode="lines", line=dict(color="#cbd5e1", width=1), hoverinfo="skip",
                                showlegend=False))
     if mx:
-        fig.add_trace(go.Scatter(x=mx, y=my, mode="lines", line=dict(color="#f59e0b", width=1, dash="dash"),
+        fig.add_trace(go.Scatter(x=np.array(mx), y=np.array(my), mode="lines", line=dict(color="#f59e0b", width=1, dash="dash"),
                                    hoverinfo="skip", name="merge source"))
     marks = [mark_of(r, best_id, frontier_ids) for r in shown.itertuples(index=False)]
     shown = shown.assign(_mark=marks)
@@ -117,14 +119,15 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
         hover = [_hover(r, counts.get(r.id, {}), show_rejected) for r in sub.itertuples(index=False)]
         marker = dict(symbol=symbol, size=size, line=dict(width=1, color="#1f2937"))
         if colour is None:
-            marker.update(color=sub["val_mean"].fillna(cmin), colorscale="Viridis", cmin=cmin, cmax=cmax)
+            marker.update(color=sub["val_mean"].fillna(cmin).to_numpy(), colorscale="Viridis", cmin=cmin, cmax=cmax)
             if not colourbar_done:
                 marker["colorbar"] = dict(title="val score", thickness=12)
                 colourbar_done = True
         else:
             marker["color"] = colour
-        fig.add_trace(go.Scatter(x=[pos[c][0] for c in sub["id"]], y=[pos[c][1] for c in sub["id"]], mode="markers",
-                                 name=mark, marker=marker, customdata=list(sub["id"]), hovertext=hover,
+        fig.add_trace(go.Scatter(x=np.array([pos[c][0] for c in sub["id"]]), y=np.array([pos[c][1] for c in sub["id"]]),
+                                 mode="markers", name=mark, marker=marker, customdata=sub["id"].to_numpy(dtype=object),
+                                 hovertext=np.array(hover, dtype=object),
                                  hovertemplate="%{hovertext}<extra></extra>"))
     pinned = shown[shown["pinned"].astype(bool)]
     if not pinned.empty:

@@ -1,0 +1,207 @@
+"""Studio data layer: the synthetic run, the read queries, the pure analysis / chart / form code."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pandas as pd
+import pytest
+from sqlalchemy import event
+
+from storage import queries
+from storage.synthetic import generate_run
+from ui import analysis, charts, keys as K, run_form
+from ui.lineage import layout, lineage_figure
+
+
+@pytest.fixture
+def run(db):
+    return db, generate_run(db, n_candidates=40, n_val=12, n_train=20)
+
+
+def test_synthetic_run_is_deterministic(tmp_path):
+    from storage.db import Database
+
+    a, b = Database(f"sqlite:///{tmp_path}/a.db"), Database(f"sqlite:///{tmp_path}/b.db")
+    a.create_all(), b.create_all()
+    ra, rb = generate_run(a, 30, 8), generate_run(b, 30, 8)
+    ca, cb = queries.candidate_rows(a, ra), queries.candidate_rows(b, rb)
+    assert ra == rb
+    assert list(ca["id"]) == list(cb["id"]) and list(ca["status"]) == list(cb["status"])
+    assert queries.val_scores(a, ra)["score"].tolist() == queries.val_scores(b, rb)["score"].tolist()
+
+
+def test_queries_return_plain_data(run):
+    db, run_id = run
+    ov = queries.run_overview(db, run_id)
+    assert isinstance(ov, dict) and ov["status"] == "completed" and ov["created_at"].tzinfo is not None
+    assert set(ov["cost_by_purpose"]) >= {"reflection", "merge", "task", "evaluator"}
+    assert ov["cost_by_purpose"]["reflection"] > 0
+    cands = queries.candidate_rows(db, run_id)
+    assert len(cands) == 40 and set(cands["status"]) <= {"accepted", "rejected", "failed"}
+    assert "content" not in cands.columns  # light rows: no candidate text in the table read
+    scores = queries.val_scores(db, run_id)
+    accepted = cands[cands["val_mean"].notna()]
+    assert len(scores) == len(accepted) * 12
+    steps = queries.step_rows(db, run_id)
+    assert steps["index"].tolist() == sorted(steps["index"].tolist()) and isinstance(steps["events"][0], list)
+    detail = queries.candidate_detail(db, ov["best_candidate_id"])
+    assert detail["candidate"]["content"] and detail["lm_call"]["messages"]
+    assert [e["split"] for e in detail["evaluations"]].count("val") == 12
+    assert detail["comments"] and any("<b>" in c["text"] for c in detail["comments"])
+    assert queries.candidate_detail(db, "nope") is None and queries.run_overview(db, "nope") is None
+    assert len(queries.runs_table(db)) == 1
+    log = queries.command_log(db, run_id)
+    assert set(log["kind"]) == {"pin", "veto"}
+    cmp = queries.compare_runs(db, [run_id])
+    assert cmp["best"].is_monotonic_increasing and cmp["metric_calls"].is_monotonic_increasing
+    objectives = queries.objective_means(db, run_id)
+    assert {"accuracy", "brevity"} <= set(objectives.columns) and len(objectives) == len(accepted)
+
+
+def test_each_query_is_one_statement(run):
+    db, run_id = run
+    seen = []
+    listener = lambda *a: seen.append(a[2]) if not a[2].lstrip().upper().startswith(("BEGIN", "PRAGMA")) else None
+    event.listen(db.reader, "before_cursor_execute", listener)
+    try:
+        for fn in (queries.run_overview, queries.candidate_rows, queries.val_scores, queries.step_rows,
+                   queries.objective_means, queries.command_log):
+            seen.clear()
+            fn(db, run_id)
+            assert len(seen) == 1, (fn.__name__, seen)
+    finally:
+        event.remove(db.reader, "before_cursor_execute", listener)
+
+
+def test_frontier_matches_the_engine(run):
+    from engine.frontier import compute_frontier
+
+    db, run_id = run
+    cands, scores = queries.candidate_rows(db, run_id), queries.val_scores(db, run_id)
+    view = analysis.frontier(scores, cands)
+    vetoed = set(cands.loc[cands["vetoed"], "id"])
+    nested = {cid: dict(zip(g["example"], g["score"])) for cid, g in scores.groupby("candidate_id")}
+    engine_front = compute_frontier(nested, eligible=[c for c in nested if c not in vetoed])
+    assert set(view.members) == engine_front.members()
+    assert not (set(view.members) & vetoed)
+
+
+def test_score_progress_and_speedup(run):
+    db, run_id = run
+    ov = queries.run_overview(db, run_id)
+    progress = analysis.score_progress(ov, queries.candidate_rows(db, run_id), queries.step_rows(db, run_id))
+    assert progress["best"].is_monotonic_increasing
+    assert progress["metric_calls"].iloc[-1] == pytest.approx(ov["metric_calls"])
+    assert progress["best"].iloc[-1] == pytest.approx(ov["best_val_mean"])
+    assert analysis.measured_speedup(queries.step_rows(db, run_id)) > 1
+    for x in charts.X_LABELS:
+        assert charts.score_progress_figure(progress, x).data
+
+
+def test_budgets_pick_the_binding_one():
+    run = {"metric_calls": 90, "cost_usd": 0.5, "steps_done": 3, "best_val_mean": 0.5,
+           "config": {"budget": {"max_metric_calls": 100, "max_cost_usd": 2.0}}}
+    b = analysis.budgets(run, elapsed=10)
+    assert [x.name for x in b] == ["metric calls", "dollars"] and b[0].fraction == pytest.approx(0.9)
+
+
+def test_lineage_layout_and_figure(run):
+    db, run_id = run
+    cands = queries.candidate_rows(db, run_id)
+    pos = layout(cands)
+    assert set(pos) == set(cands["id"])
+    seed = cands.loc[cands["origin"] == "seed", "id"].iloc[0]
+    assert pos[seed][0] == 0
+    collapsed = lineage_figure(cands, None, [], show_rejected=False)
+    shown = sum(len(t.customdata) for t in collapsed.data if t.customdata is not None and t.name != "pinned")
+    assert shown == int((~cands["status"].isin(["rejected", "failed"])).sum())
+    full = lineage_figure(cands, None, [], show_rejected=True)
+    assert sum(len(t.customdata) for t in full.data if t.customdata is not None and t.name != "pinned") == len(cands)
+
+
+def test_lineage_handles_a_deep_chain():
+    n = 5000  # deeper than Python's recursion limit: the layout is iterative
+    cands = pd.DataFrame({"id": [f"c{i}" for i in range(n)], "parent_ids": [[]] + [[f"c{i}"] for i in range(n - 1)],
+                          "step": range(n)})
+    assert len(layout(cands)) == n and n > sys.getrecursionlimit()
+
+
+def test_draft_to_config_and_field_errors():
+    d = run_form.default_draft("openai/gpt-4.1-mini")
+    cfg, errors = run_form.validate(d)
+    assert cfg is None and K.NEW_NAME in errors  # empty name
+    d[K.NEW_NAME] = "t"
+    _, errors = run_form.validate(d)
+    assert "give a seed_candidate, or an objective" in errors[K.NEW_SEED_MODE][0]  # shown at the seed field
+    d[K.NEW_SEED_TEXT] = "hello"
+    d[K.NEW_MAX_CALLS], d[K.NEW_P] = 1, 0
+    _, errors = run_form.validate(d)
+    assert K.NEW_MAX_CALLS in errors or K.NEW_P in errors
+    d[K.NEW_P], d[K.NEW_MAX_CALLS] = 2, 100
+    d[K.NEW_EVALUATOR] = "def evaluate(candidate, example:\n    return 1"
+    _, errors = run_form.validate(d)
+    assert "line 1" in errors[K.NEW_EVALUATOR][0]
+    d[K.NEW_EVALUATOR] = run_form.EVALUATOR_TEMPLATE
+    d[K.NEW_DATA_SOURCE], d[K.NEW_DATA_TEXT] = run_form.DATA_SOURCES[2], '{"answer": "a"}\n{"answer": oops}\n'
+    _, errors = run_form.validate(d)
+    assert "line 2" in errors[K.NEW_DATA_SOURCE][0]
+    d[K.NEW_DATA_TEXT] = "".join(f'{{"id": "e{i}", "answer": "{i}"}}\n' for i in range(20))
+    d[K.NEW_SPLIT_VAL], d[K.NEW_SPLIT_TEST] = 25, 10
+    cfg, errors = run_form.validate(d)
+    assert errors == {} and cfg.mode == "generalization"
+    assert (len(cfg.dataset), len(cfg.valset), len(cfg.testset)) == (13, 5, 2)
+
+
+def test_builtin_templates_validate():
+    templates = run_form.list_templates()
+    mine = {k: v for k, v in templates.items() if "studio_" in str(v)}
+    assert len(mine) == 2
+    for path in mine.values():
+        draft, problems = run_form.template_draft(path, "openai/gpt-4.1-mini")
+        assert problems == []
+        cfg, errors = run_form.validate(draft)
+        assert errors == {}, (path, errors)
+
+
+def test_toml_upload_needs_its_files():
+    text = 'name = "x"\nseed_candidate = "s"\nevaluator_file = "ev.py"\n'
+    _, problems = run_form.draft_from_toml(text, {})
+    assert "ev.py was not uploaded" in problems[0]
+    draft, problems = run_form.draft_from_toml(text, {"ev.py": "def evaluate(c):\n    return 1.0\n"})
+    assert problems == [] and draft[K.NEW_EVALUATOR].startswith("def evaluate")
+    assert run_form.draft_from_toml("name = ", {})[1][0].startswith("config TOML: not valid TOML")
+
+
+def test_drafts_round_trip(tmp_path):
+    d = run_form.default_draft("m")
+    d[K.NEW_NAME] = "kept"
+    run_form.save_draft(tmp_path, "ana ../x", d)
+    assert run_form.load_draft(tmp_path, "ana ../x")[K.NEW_NAME] == "kept"
+    assert list(tmp_path.iterdir())[0].parent == tmp_path  # the user name cannot escape the folder
+
+
+def test_supervisor_restarts_and_stops_the_worker(tmp_path):
+    from ui.supervisor import WorkerSupervisor
+
+    sup = WorkerSupervisor("sqlite:///x.db", tmp_path, command=[sys.executable, "-c", "import time; time.sleep(60)"],
+                           min_backoff=0.1, stop_timeout=5)
+    other = WorkerSupervisor("sqlite:///x.db", tmp_path, command=[sys.executable, "-c", "import time; time.sleep(60)"])
+    sup.start()
+    try:
+        deadline = time.monotonic() + 10
+        while (sup.proc is None or sup.proc.poll() is not None) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first = sup.proc
+        assert first.poll() is None and sup.owns_worker
+        assert not other._acquire()  # one worker per database: the second supervisor only watches
+        first.kill()
+        while (sup.proc is first or sup.proc.poll() is not None) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sup.proc is not first and sup.proc.poll() is None and sup.restarts == 1
+    finally:
+        sup.stop()
+    assert sup.proc.poll() is not None and not sup.owns_worker
+    assert other._acquire()
+    other._release()

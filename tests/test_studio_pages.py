@@ -1,0 +1,131 @@
+"""Page logic with Streamlit's AppTest (no browser): every page renders a synthetic run without an
+exception, untrusted text stays text, the new-run form validates field by field and keeps drafts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from storage.db import Database
+from storage.synthetic import generate_run
+from ui import keys as K
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+TIMEOUT = 60
+
+
+@pytest.fixture
+def studio(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path}/studio.db"
+    monkeypatch.setenv("REFRACT_DB", url)
+    monkeypatch.setenv("REFRACT_DATA", str(tmp_path))
+    db = Database(url)
+    db.create_all()
+    run_id = generate_run(db, n_candidates=40, n_val=12, n_train=20)
+    return db, run_id
+
+
+def _page(page: str, **params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page(str(Path(APP).parent / page))
+    at.run()
+    assert not at.exception, at.exception[0].message if at.exception else ""
+    return at
+
+
+def _texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [c.value for c in at.code]
+    parts += [t.value for t in at.title] + [m.label for m in at.metric] + [m.value for m in at.metric]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_runs_page_lists_the_run(studio):
+    _, run_id = studio
+    at = _page("pages/runs.py")
+    df = at.dataframe[0].value
+    assert run_id in set(df["id"]) and "open" in df.columns
+    assert at.button(key=K.RUNS_DUPLICATE).disabled  # nothing selected yet
+
+
+def test_dashboard_shows_status_budget_kpis(studio):
+    db, run_id = studio
+    at = _page("pages/dashboard.py", run=run_id)
+    text = _texts(at)
+    assert "completed" in text and "Best val score" in text and "Speed-up" in text
+    assert any("binds first" in p.text for p in at.get("progress")) if at.get("progress") else True
+    cand_table = at.dataframe(key=K.DASH_TABLE).value
+    assert "rejected" not in set(cand_table["status"])  # rejected proposals filtered out by default
+    assert cand_table["val score"].dropna().is_monotonic_decreasing  # best first; unvalidated last
+
+
+def test_dashboard_unknown_run_says_so(studio):
+    at = _page("pages/dashboard.py", run="rnope")
+    assert any("no run with id" in e.value for e in at.error)
+
+
+def test_candidate_page_shows_text_not_html(studio):
+    db, run_id = studio
+    from storage import queries
+
+    best = queries.run_overview(db, run_id)["best_candidate_id"]
+    at = _page("pages/candidate.py", run=run_id, candidate=best)
+    codes = [c.value for c in at.code]
+    content = queries.candidate_detail(db, best)["candidate"]["content"]
+    assert all(text in codes for text in content.values())  # full text of every component, as code blocks
+    assert any("<script>alert('not html')</script>" in c for c in codes)  # the reflection prompt, verbatim
+    assert any("<b>Not bold</b>" in t.value for t in at.text)  # comments are st.text
+    assert any(c.language == "diff" for c in at.code)
+
+
+def test_candidate_page_unknown_candidate_falls_back(studio):
+    _, run_id = studio
+    at = _page("pages/candidate.py", run=run_id, candidate="cnope")
+    assert any("has no candidate" in w.value for w in at.warning)
+
+
+def test_lineage_page_renders(studio):
+    _, run_id = studio
+    at = _page("pages/lineage.py", run=run_id)
+    assert at.toggle(key=K.LIN_SHOW_REJECTED).value is False
+    at.toggle(key=K.LIN_SHOW_REJECTED).set_value(True).run()
+    assert not at.exception
+
+
+def test_new_run_errors_sit_next_to_fields_and_nothing_is_lost(studio):
+    at = _page("pages/new_run.py")
+    at.toggle(key="new_plain_editor").set_value(True).run()
+    at.text_input(key=K.NEW_NAME).set_value("")
+    at.text_area(key=K.NEW_SEED_TEXT).set_value("my seed text")
+    at.number_input(key=K.NEW_MAX_CALLS).set_value(1)
+    at.button(key=K.NEW_VALIDATE).click().run()
+    errors = [e.value for e in at.error]
+    assert any("at least 1 character" in e for e in errors)  # the name field
+    assert at.text_area(key=K.NEW_SEED_TEXT).value == "my seed text"  # kept after the failed validation
+    at.text_input(key=K.NEW_NAME).set_value("ok").run()
+    at.button(key=K.NEW_VALIDATE).click().run()
+    assert any("too small for even one step" in e.value for e in at.error)  # budget message at the budget field
+    # a page switch and back keeps the draft
+    at.switch_page(str(Path(APP).parent / "pages/runs.py")).run()
+    at.switch_page(str(Path(APP).parent / "pages/new_run.py")).run()
+    assert at.text_input(key=K.NEW_NAME).value == "ok"
+    assert at.text_area(key=K.NEW_SEED_TEXT).value == "my seed text"
+
+
+def test_new_run_loads_a_builtin_example_and_submits(studio):
+    db, _ = studio
+    at = _page("pages/new_run.py")
+    name = next(o for o in at.selectbox(key=K.NEW_TEMPLATE).options if "studio_iso_dates" in o)
+    at.selectbox(key=K.NEW_TEMPLATE).set_value(name).run()
+    at.button(key=K.NEW_LOAD_TEMPLATE).click().run()
+    assert at.text_input(key=K.NEW_NAME).value == "Regex for ISO dates"
+    at.button(key=K.NEW_SUBMIT).click().run()
+    assert not at.exception and not at.error
+    from storage import queries
+
+    runs = queries.runs_table(db)
+    assert "Regex for ISO dates" in set(runs["name"])
+    assert runs.loc[runs["name"] == "Regex for ISO dates", "status"].iloc[0] == "queued"
