@@ -24,15 +24,22 @@ from sqlmodel import Session, SQLModel, create_engine
 from storage import models  # noqa: F401  (registers the tables)
 from storage.errors import Conflict, StorageError, Unavailable
 
-DEFAULT_DATA_DIR = Path(os.environ.get("REFRACT_DATA", Path(__file__).resolve().parent.parent / "data"))
+def data_dir() -> Path:
+    """The folder for the default database, the LM cache and the local model (REFRACT_DATA,
+    read at each call so that tests and tools can point it elsewhere)."""
+    return Path(os.environ.get("REFRACT_DATA", Path(__file__).resolve().parent.parent / "data"))
+
+
+DEFAULT_DATA_DIR = data_dir()
 
 
 def default_url() -> str:
     url = os.environ.get("REFRACT_DB")
     if url:
         return url
-    DEFAULT_DATA_DIR.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{DEFAULT_DATA_DIR / 'refract.db'}"
+    folder = data_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'refract.db'}"
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -66,12 +73,16 @@ class Database:
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
         self.is_sqlite = self.url.startswith("sqlite")
-        if self.is_sqlite:
-            self.writer = _make_sqlite_engine(self.url, immediate=True)
-            self.reader = _make_sqlite_engine(self.url, immediate=False)
-        else:
-            self.writer = create_engine(self.url, pool_pre_ping=True)
-            self.reader = self.writer
+        try:
+            if self.is_sqlite:
+                self.writer = _make_sqlite_engine(self.url, immediate=True)
+                self.reader = _make_sqlite_engine(self.url, immediate=False)
+            else:
+                self.writer = create_engine(self.url, pool_pre_ping=True)
+                self.reader = self.writer
+        except (SQLAlchemyError, ImportError) as exc:
+            raise Unavailable(f"cannot use the database URL {self.safe_url}: {exc}. Give a SQLAlchemy URL such as "
+                              "sqlite:///data/refract.db or postgresql+psycopg://user@host/refract") from None
 
     def create_all(self) -> None:
         try:
@@ -84,7 +95,10 @@ class Database:
         """The URL without its password, safe to show."""
         from sqlalchemy.engine import make_url
 
-        return make_url(self.url).render_as_string(hide_password=True)
+        try:
+            return make_url(self.url).render_as_string(hide_password=True)
+        except SQLAlchemyError:
+            return "(an unparsable URL)"
 
     @contextmanager
     def write(self) -> Iterator[Session]:

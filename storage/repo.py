@@ -105,7 +105,9 @@ def claim_run(db: Database, worker_id: str, lease_seconds: float, run_id: str | 
                                   (Run.status == "paused") & free & has_commands))
         if run_id:
             q = q.where(Run.id == run_id)
-        run = s.exec(q.order_by(Run.created_at)).first()
+        # FOR UPDATE SKIP LOCKED: on PostgreSQL two workers never take the same row (SQLite
+        # ignores it; there BEGIN IMMEDIATE already serialises the claim)
+        run = s.exec(q.order_by(Run.created_at).with_for_update(skip_locked=True)).first()
         if run is None:
             return None
         run.lease_owner = worker_id

@@ -228,10 +228,6 @@ def test_unreachable_database_is_unavailable(url):
     database.dispose()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "storage/db.py: Database(url) calls create_engine outside the error boundary, so a malformed "
-    "URL raises sqlalchemy ArgumentError / NoSuchModuleError and a missing driver ModuleNotFoundError; "
-    "remove this mark once they become Unavailable"))
 @pytest.mark.parametrize("url", ["not a url", "nosuchdb://host/x", "mysql://user@127.0.0.1/x"],
                          ids=["malformed", "unknown-dialect", "missing-driver"])
 def test_malformed_url_is_unavailable(url):
@@ -331,3 +327,36 @@ def test_sqlite_read_modify_write_in_write_blocks_is_serialised(sqlite_db):
     run, _, _ = _seed(sqlite_db)
     _run_in_processes(_read_modify_write_metric_calls, sqlite_db.url, run.id)
     assert _metric_calls(sqlite_db, run.id) == PROCESSES * INCREMENTS
+
+
+# ---------------------------------------------------------------- leases
+
+
+def _claim_many(url: str, worker: str, out) -> None:
+    from storage import repo as r
+
+    database = Database(url)
+    got = []
+    while (rid := r.claim_run(database, worker, 60)) is not None:
+        got.append(rid)
+    out.put(got)
+    database.dispose()
+
+
+def test_concurrent_workers_never_claim_the_same_run(db):
+    """3 worker processes race for 60 queued runs: each run is claimed exactly once (on
+    PostgreSQL this needs FOR UPDATE SKIP LOCKED; read-then-update double-claimed)."""
+    import multiprocessing as mp
+
+    for i in range(60):
+        repo.create_run(db, f"r{i}", "", {}, [])
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_claim_many, args=(db.url, f"w{i}", out)) for i in range(3)]
+    for p in procs:
+        p.start()
+    claims = [rid for _ in procs for rid in out.get(timeout=120)]
+    for p in procs:
+        p.join(30)
+    assert len(claims) == 60
+    assert len(set(claims)) == 60
