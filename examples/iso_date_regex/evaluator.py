@@ -13,8 +13,9 @@ def validate(candidate):
     text = candidate.strip()
     if "\n" in text:
         return "the answer must be a regular expression on ONE line, not code or prose"
-    if text.startswith(("import ", "def ", "r'", 'r"', "re.")):
-        return "give the bare regular expression itself, not Python code or a string literal"
+    if text.startswith(("import ", "def ", "re.")) or re.match(r"""^\(?\s*[rRbBuU]?['"]""", text):
+        return ("give the bare regular expression itself (e.g. \\d{4}), not Python code, "
+                "not a quoted string literal, not r'...'")
     try:
         re.compile(text)
     except re.error as exc:
