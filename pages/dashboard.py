@@ -73,7 +73,7 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
     cols[1].metric("Accepted / proposed", f"{max(0, accepted - len(seed))} / {proposals}",
                    help="proposals that improved their parent's minibatch and paid a validation pass")
     cols[2].metric("Metric calls", compact(run["metric_calls"]), help=f"{run['metric_calls']:,} evaluations")
-    cols[3].metric("Spent", f"${run['cost_usd']:.4f}", f"{compact(run['tokens_in'])} in · {compact(run['tokens_out'])} out tokens",
+    cols[3].metric("Spent", f"${run['cost_usd']:.4f}", f"{compact(run['tokens_in'])}/{compact(run['tokens_out'])} tok",
                    delta_color="off", delta_arrow="off",
                    help=" · ".join(f"{k} ${v:.4f}" for k, v in cost.items() if v) or "nothing yet")
     cols[4].metric("Elapsed", fmt_seconds(elapsed))
@@ -163,6 +163,9 @@ def live(run_id: str) -> None:
                                  default="metric_calls", key=keys.DASH_CHART_X) or "metric_calls"
         progress = analysis.score_progress(run, cands, steps)
         st.plotly_chart(charts.score_progress_figure(progress, x), key="dash_progress_chart", width="stretch")
+        if not steps.empty and steps["worker_utilisation"].notna().any():
+            st.markdown("**Worker busy-ness per step**")
+            st.plotly_chart(charts.utilisation_figure(steps), key="dash_util_chart", width="stretch")
     with right:
         st.markdown("**Step timeline** (last steps: reflections, minibatch evaluations, validation passes)")
         events = analysis.timeline_events(steps, run.get("started_at"))
@@ -170,8 +173,6 @@ def live(run_id: str) -> None:
             st.caption("No step has recorded its timeline yet.")
         else:
             st.plotly_chart(charts.timeline_figure(events), key="dash_timeline_chart", width="stretch")
-            if steps["worker_utilisation"].notna().any():
-                st.plotly_chart(charts.utilisation_figure(steps), key="dash_util_chart", width="stretch")
     _candidate_table(run_id, cands)
 
 

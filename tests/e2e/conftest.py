@@ -1,0 +1,97 @@
+"""Browser end-to-end fixtures: a real ``streamlit run app.py`` in its own process group on a free
+port, and headless Debian Chromium driven by Playwright (never ``playwright install``).
+
+Screenshots go to ``test-artifacts/`` at 1440×900.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+VIEWPORT = {"width": 1440, "height": 900}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Studio:
+    def __init__(self, url: str, db_url: str, log: Path):
+        self.url, self.db_url, self.log = url, db_url, log
+
+
+def start_studio(tmp: Path, db_url: str, worker: bool) -> tuple[subprocess.Popen, Studio]:
+    port = _free_port()
+    env = dict(os.environ, REFRACT_DB=db_url, REFRACT_DATA=str(tmp), REFRACT_WORKER="1" if worker else "0")
+    log = tmp / "streamlit.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless=true",
+         f"--server.port={port}", "--server.address=127.0.0.1", "--server.fileWatcherType=none",
+         "--browser.gatherUsageStats=false"],
+        cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                return proc, Studio(url, db_url, log)
+        except OSError:
+            time.sleep(0.3)
+    stop_studio(proc)
+    raise RuntimeError(f"streamlit did not become healthy in 60 s:\n{log.read_text()[-3000:]}")
+
+
+def stop_studio(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing: `make setup` installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                              args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                                    "--disable-background-networking", "--no-first-run"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport=VIEWPORT)
+    pg = ctx.new_page()
+    pg.set_default_timeout(30_000)
+    yield pg
+    ctx.close()
+
+
+def shot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
