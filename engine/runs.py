@@ -9,7 +9,7 @@ from engine.config import RunConfig
 from engine.datasets import example_key
 
 
-def _examples(cfg: RunConfig) -> list[tuple[str, str, object]]:
+def examples_of(cfg: RunConfig) -> list[tuple[str, str, object]]:
     """(key, split, payload) triples. Without a valset the dataset is also the validation set
     (multi-task search); in single-task mode there is one implicit example with no payload."""
     out: list[tuple[str, str, object]] = []
@@ -36,7 +36,7 @@ def submit_run(db: Database, cfg: RunConfig, owner: str = "", status: str = "que
     from engine.sandbox import check_evaluator_source
 
     check_evaluator_source(cfg.evaluator)
-    return repo.create_run(db, cfg.name, owner, cfg.stored(), _examples(cfg), status=status)
+    return repo.create_run(db, cfg.name, owner, cfg.stored(), examples_of(cfg), status=status)
 
 
 def stored_config(db: Database, run_id: str) -> RunConfig:

@@ -304,13 +304,13 @@ run_form.save_draft(DRAFTS_DIR, current_user(), draft)
 def _try_evaluator(cfg) -> dict:
     """Run the evaluator on the seed in the sandbox (never in this process)."""
     from engine.executor import EvalTask
-    from engine.runs import _examples  # the same examples a run would store
+    from engine.runs import examples_of  # the same examples a run would store
     from engine.sandbox import make_executor
 
     seed = cfg.seed_candidate
     if seed in (None, ""):
         return {"error": "There is no seed to try: give a seed candidate (the objective-only mode has none)."}
-    examples = [(key, payload) for key, split, payload in _examples(cfg) if split in ("val", "train")][:TRY_EXAMPLES]
+    examples = [(key, payload) for key, split, payload in examples_of(cfg) if split in ("val", "train")][:TRY_EXAMPLES]
     executor = make_executor(cfg.executor, cfg.evaluator)
     try:
         problem = executor.validate(seed)

@@ -108,6 +108,8 @@ class Evaluation(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("candidate_id", "example_pk"),
         Index("ix_evaluation_run", "run_id"),
+        # covers the studio's read of a run's validation scores without touching the table
+        Index("ix_evaluation_scores", "run_id", "candidate_id", "example_pk", "score"),
     )
     id: Optional[int] = Field(default=None, primary_key=True)
     run_id: str = Field(foreign_key="run.id", max_length=32)

@@ -118,14 +118,14 @@ def test_new_run_errors_sit_next_to_fields_and_nothing_is_lost(studio):
 def test_new_run_loads_a_builtin_example_and_submits(studio):
     db, _ = studio
     at = _page("pages/new_run.py")
-    name = next(o for o in at.selectbox(key=K.NEW_TEMPLATE).options if "studio_iso_dates" in o)
+    name = next(o for o in at.selectbox(key=K.NEW_TEMPLATE).options if "iso_date_regex" in o)
     at.selectbox(key=K.NEW_TEMPLATE).set_value(name).run()
     at.button(key=K.NEW_LOAD_TEMPLATE).click().run()
-    assert at.text_input(key=K.NEW_NAME).value == "Regex for ISO dates"
+    assert at.text_input(key=K.NEW_NAME).value == "ISO date regex"
     at.button(key=K.NEW_SUBMIT).click().run()
     assert not at.exception and not at.error
     from storage import queries
 
     runs = queries.runs_table(db)
     assert "Regex for ISO dates" in set(runs["name"])
-    assert runs.loc[runs["name"] == "Regex for ISO dates", "status"].iloc[0] == "queued"
+    assert runs.loc[runs["name"] == "ISO date regex", "status"].iloc[0] == "queued"
