@@ -127,5 +127,5 @@ def test_new_run_loads_a_builtin_example_and_submits(studio):
     from storage import queries
 
     runs = queries.runs_table(db)
-    assert "Regex for ISO dates" in set(runs["name"])
+    assert "ISO date regex" in set(runs["name"])
     assert runs.loc[runs["name"] == "ISO date regex", "status"].iloc[0] == "queued"
