@@ -177,3 +177,212 @@ def test_missing_module_at_load_fails_every_task_clearly():
             assert "traceback" in out.side_info
     finally:
         p.close()
+
+
+# --- the evaluator's world ------------------------------------------------------------------
+
+def make_pool(source, workers=1, lm_handler=None, **spec):
+    spec.setdefault("timeout_seconds", TIMEOUT)
+    p = LocalPool(SandboxSpec(**spec), source, workers, lm_handler)
+    p.wait_ready()
+    return p
+
+
+def test_worker_is_warm_and_compiles_the_evaluator_once():
+    src = "import os\nLOADS = [os.getpid()]\nCALLS = 0\ndef evaluate(c):\n    global CALLS\n    CALLS += 1\n" \
+          "    return CALLS, {'pid': LOADS[0]}\n"
+    p = make_pool(src)
+    try:
+        outs = [p.submit(EvalTask("x")).result() for _ in range(5)]
+        assert [o.score for o in outs] == [1, 2, 3, 4, 5]
+        assert len({o.side_info["pid"] for o in outs}) == 1
+        assert len(p.cold_starts) == 1
+    finally:
+        p.close()
+
+
+def test_crashed_worker_is_replaced_and_only_its_task_fails():
+    src = "import os\ndef evaluate(c):\n    if c == 'die':\n        os._exit(1)\n    return 1.0\n"
+    p = make_pool(src, workers=2)
+    try:
+        futures = [p.submit(EvalTask(c)) for c in ["ok", "die", "ok", "die", "ok", "ok"]]
+        errors = [f.result().error for f in futures]
+        assert [e is None for e in errors] == [True, False, True, False, True, True]
+        assert len(p.cold_starts) == 4  # two initial workers + one replacement per crash
+        assert p.busy_seconds() > 0
+    finally:
+        p.close()
+
+
+def test_results_stream_back_in_completion_order():
+    src = "import time\ndef evaluate(c):\n    time.sleep(c)\n    return c\n"
+    p = make_pool(src, workers=2)
+    try:
+        futures = {p.submit(EvalTask(d)): d for d in (0.8, 0.05)}
+        assert [futures[f] for f in as_completed(futures)] == [0.05, 0.8]
+    finally:
+        p.close()
+
+
+def test_validate_runs_the_optional_check():
+    src = ("def validate(candidate):\n    if len(candidate) > 5:\n        return 'must be at most 5 characters'\n"
+           "def evaluate(c):\n    return 1.0\n")
+    p = make_pool(src)
+    try:
+        assert p.validate("short") is None
+        assert p.validate("far too long") == "must be at most 5 characters"
+    finally:
+        p.close()
+    p = make_pool("def evaluate(c):\n    return 1.0\n")
+    try:
+        assert p.validate("anything") is None
+    finally:
+        p.close()
+
+
+def test_lm_is_proxied_to_the_engine_handler():
+    calls = []
+
+    def handler(messages, model, params, task):
+        calls.append((messages, model, params, task.candidate_id, threading.current_thread().name))
+        if messages[-1]["content"] == "fail":
+            raise RuntimeError("budget exhausted")
+        return {"text": "echo: " + messages[-1]["content"], "cost_usd": 0.25, "tokens_in": 3, "tokens_out": 2}
+
+    src = ("from refract_evaluator import lm, LMError\n"
+           "def evaluate(c):\n"
+           "    answer = lm(c, model='task-model', temperature=0)\n"
+           "    try:\n        lm('fail')\n    except LMError as e:\n        refusal = str(e)\n"
+           "    return 1.0, {'answer': answer, 'refusal': refusal}\n")
+    p = make_pool(src, lm_handler=handler)
+    try:
+        out = p.submit(EvalTask("hello", candidate_id="c1")).result()
+        assert out.error is None
+        assert out.side_info == {"answer": "echo: hello", "refusal": "RuntimeError: budget exhausted"}
+        assert calls[0][:4] == ([{"role": "user", "content": "hello"}], "task-model", {"temperature": 0}, "c1")
+        assert out.lm_cost_usd == 0.25 and out.lm_tokens_in == 3 and out.lm_tokens_out == 2
+    finally:
+        p.close()
+
+
+def test_lm_without_a_task_lm_says_so():
+    p = make_pool("from refract_evaluator import lm\ndef evaluate(c):\n    return len(lm('hi'))\n")
+    try:
+        out = p.submit(EvalTask("x")).result()
+        assert "LMError: lm() is not available: this run has no task LM" in out.error
+    finally:
+        p.close()
+
+
+def test_log_stdout_stderr_and_scores_land_in_side_info():
+    src = ("import sys\nimport refract_evaluator as oa\n"
+           "def evaluate(c):\n    oa.log('checked', c, 42)\n    print('to stdout')\n"
+           "    print('to stderr', file=sys.stderr)\n"
+           "    return 0.5, {'scores': {'length': 3, 'style': 0.25}}\n")
+    p = make_pool(src)
+    try:
+        out = p.submit(EvalTask("abc")).result()
+        assert out.error is None and out.score == 0.5
+        assert out.side_info == {"scores": {"length": 3, "style": 0.25}, "log": "checked abc 42\n",
+                                 "stdout": "to stdout\n", "stderr": "to stderr\n"}
+    finally:
+        p.close()
+
+
+def test_both_signatures_and_all_return_forms():
+    single = "def evaluate(candidate):\n    return {'score': len(candidate), 'note': 'dict form'}\n"
+    p = make_pool(single)
+    try:
+        out = p.submit(EvalTask("abcd")).result()
+        assert (out.score, out.side_info, out.error) == (4.0, {"note": "dict form"}, None)
+        out = p.submit(EvalTask("abcd", example={"x": 1})).result()
+        assert "define evaluate(candidate, example)" in out.error
+    finally:
+        p.close()
+    gepa_style = ("import refract_evaluator as oa\n"
+                  "def evaluate(candidate, example, opt_state=None):\n"
+                  "    assert opt_state.best_example_evals == []\n"
+                  "    return float(candidate == example['answer'])\n")
+    p = make_pool(gepa_style)
+    try:
+        assert p.submit(EvalTask("42", example={"answer": "42"})).result().score == 1.0
+        assert p.submit(EvalTask({"a": "x"}, example={"answer": "42"})).result().score == 0.0
+    finally:
+        p.close()
+
+
+def test_images_become_json_safe_markers():
+    src = ("import io\nfrom PIL import Image\n"
+           "def evaluate(c):\n    img = Image.new('RGB', (4, 3), 'red')\n"
+           "    buf = io.BytesIO()\n    img.save(buf, format='PNG')\n"
+           "    return 1.0, {'pil': img, 'png': buf.getvalue()}\n")
+    p = make_pool(src, memory_mb=512)
+    try:
+        out = p.submit(EvalTask("x")).result()
+        assert out.error is None
+        for key in ("pil", "png"):
+            marker = out.side_info[key]
+            assert marker["__image__"] == "png"
+            from PIL import Image
+            assert Image.open(io.BytesIO(base64.b64decode(marker["data"]))).size == (4, 3)
+    finally:
+        p.close()
+
+
+def test_process_isolation_fallback_keeps_limits_and_scrubs_env():
+    os.environ["OPENAI_API_KEY"] = SECRET
+    try:
+        p = make_pool("import os, time\ndef evaluate(c):\n    if c == 'sleep':\n        time.sleep(30)\n"
+                      "    return 1.0, {'env': dict(os.environ), 'cwd': os.getcwd()}\n",
+                      isolation="process", timeout_seconds=1.0)
+    finally:
+        os.environ.pop("OPENAI_API_KEY", None)
+    try:
+        out = p.submit(EvalTask("ok")).result()
+        assert SECRET not in json.dumps(out.side_info) and "OPENAI_API_KEY" not in out.side_info["env"]
+        assert out.side_info["cwd"].startswith(out.side_info["env"]["HOME"])
+        t0 = time.monotonic()
+        assert "timed out after 1 s" in p.submit(EvalTask("sleep")).result().error
+        assert time.monotonic() - t0 < 5
+        assert p.submit(EvalTask("ok")).result().error is None
+    finally:
+        p.close()
+
+
+def test_close_cancels_queued_tasks():
+    p = make_pool("import time\ndef evaluate(c):\n    time.sleep(c)\n    return 1.0\n")
+    running = p.submit(EvalTask(0.5))
+    queued = [p.submit(EvalTask(0.5)) for _ in range(3)]
+    time.sleep(0.1)
+    p.close()
+    assert all(f.cancelled() for f in queued)
+    assert running.result().error  # killed mid-evaluation: an outcome, not an exception
+    with pytest.raises(RuntimeError):
+        p.submit(EvalTask(0))
+
+
+# --- check_evaluator_source / make_executor ---------------------------------------------------
+
+def test_syntax_error_names_file_and_line():
+    with pytest.raises(EvaluatorCompileError, match=r"^evaluator.py, line 3: invalid syntax"):
+        check_evaluator_source("import math\n\nx = = 1\ndef evaluate(c):\n    return 1\n")
+    with pytest.raises(EvaluatorCompileError, match=r"^evaluator.py, line 2: expected ':': def evaluate\(c\) return"):
+        check_evaluator_source("import math\ndef evaluate(c) return 1\n")
+
+
+def test_missing_evaluate_function_is_refused():
+    with pytest.raises(EvaluatorCompileError, match="defines no function evaluate"):
+        check_evaluator_source("def evaluat(c):\n    return 1\n")
+    check_evaluator_source("try:\n    from fast import evaluate\nexcept ImportError:\n    def evaluate(c):\n        return 0\n")
+
+
+def test_make_executor_builds_a_local_pool_from_config():
+    with pytest.raises(EvaluatorCompileError):
+        make_executor(ExecutorConfig(), "def evaluate(:\n")
+    ex = make_executor(ExecutorConfig(workers=1, timeout_seconds=5, memory_mb=256),
+                       "def evaluate(c, e):\n    return c * e\n")
+    try:
+        assert ex.workers == 1
+        assert ex.submit(EvalTask(2, 3)).result().score == 6.0
+    finally:
+        ex.close()

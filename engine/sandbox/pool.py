@@ -165,7 +165,9 @@ class LocalPool:
                 self._busy += time.monotonic() - t0
             if recycle and proc is not None:
                 self._retire(slot, proc)
-                proc, start_error = self._start(slot)  # replace now, so the next task finds it warm
+                proc, start_error = None, None
+                if not self._closed:
+                    proc, start_error = self._start(slot)  # replace now, so the next task finds it warm
             fut.set_result(result)
         self._retire(slot, proc)
 
@@ -183,6 +185,8 @@ class LocalPool:
         try:
             frame = proc.request(msg, lm)
         except WorkerFailed as exc:
+            if self._closed:
+                exc = WorkerFailed("the executor was closed while this evaluation ran", exc.side_info)
             if kind == "validate":
                 return f"validate() failed: {exc}", True
             return EvalOutcome(0.0, exc.side_info, str(exc), time.monotonic() - t0,
@@ -210,6 +214,6 @@ class LocalPool:
         with self._lock:
             procs = list(self._procs.values())
         for proc in procs:
-            proc.kill()
+            proc.signal_kill()  # in-flight evaluations end now; each owner thread cleans up
         for t in self._threads:
             t.join(timeout=10)

@@ -146,7 +146,10 @@ class WorkerProcess:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([self._rfd], [], [], remaining)[0]:
                 raise self._fail(self._timeout_message(doing))
-            chunk = os.read(self._rfd, 1 << 16)
+            try:
+                chunk = os.read(self._rfd, 1 << 16)
+            except OSError:
+                chunk = b""
             if not chunk:
                 raise self._fail(self._death_message())
             try:
@@ -196,13 +199,19 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def kill(self) -> None:
+    def signal_kill(self) -> None:
         """SIGKILL the worker's whole process group (bubblewrap's --die-with-parent and its PID
-        namespace take every process inside the sandbox down with it) and clean up."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        namespace take every process inside the sandbox down with it). Safe from any thread:
+        the owner's pending read then sees end-of-file."""
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def kill(self) -> None:
+        """signal_kill, reap, close the pipes. Only the thread that owns the worker calls this."""
+        self.signal_kill()
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
