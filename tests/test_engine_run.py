@@ -123,17 +123,21 @@ def _fingerprint(db, run_id):
             "best": (cont[run.best_candidate_id], run.best_val_mean)}
 
 
-def test_same_seed_gives_identical_runs(tmp_path):
+@pytest.mark.parametrize("p,k", [(2, 2), (1, 3)])  # 1x3: siblings often propose the same text and race
+def test_same_seed_gives_identical_runs(tmp_path, p, k):
     from storage.db import Database
 
     prints = []
     for name in ("a", "b"):
         db = Database(f"sqlite:///{tmp_path / name}.db")
         db.create_all()
-        run_id, _ = run_toy(db, tmp_path / name, toy_config(8, budget={"max_steps": 5, "stop_at_score": None}))
+        cfg = toy_config(8, search={"parents_per_step": p, "proposals_per_parent": k},
+                         budget={"max_steps": 5, "stop_at_score": None})
+        run_id, _ = run_toy(db, tmp_path / name, cfg)
         prints.append(_fingerprint(db, run_id))
         db.dispose()
     a, b = prints
+    assert len(a["steps"]) == 5 and len(a["candidates"]) > 5
     assert a["steps"] == b["steps"]
     assert a["candidates"] == b["candidates"]
     assert a["scores"] == b["scores"]

@@ -1,0 +1,129 @@
+"""Durability: a real ``kill -9`` of an engine worker in the middle of a step, then a second
+worker process finishes the run from the database (issue 2 §7).
+
+Both workers are ``python -m engine worker`` subprocesses on one SQLite file; the reflection LM
+is the toy's scripted one, loaded from REFRACT_SCRIPTED_LM, with 0.3 s of latency so that the
+kill lands while proposals are in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+
+from engine.runs import submit_run
+from storage import repo
+from storage.db import Database
+from storage.models import utcnow
+from tests.support.harness import PYTHON, ROOT, assert_consistent_totals, evaluations, subprocess_env, toy_config
+
+
+def _wait(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def _worker(url, env, *extra):
+    return subprocess.Popen([PYTHON, "-m", "engine", "worker", "--db", url, "--lease", "2", "--poll", "0.2", *extra],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=10)
+
+
+def _mid_step(db, run_id, moment):
+    """The index of a step (not the first) that has started and not ended, and is at
+    ``moment``: "reflecting" (parents chosen, LM calls in flight, no proposal written yet) or
+    "evaluating" (at least one proposal written, so its tests are running); else None."""
+    for step in repo.list_steps(db, run_id):
+        if step.index >= 1 and step.ended_at is None and step.parent_ids:
+            made = [c for c in repo.list_candidates(db, run_id) if c.origin == "reflection" and c.step == step.index]
+            if (moment == "evaluating") == bool(made):
+                return step.index
+    return None
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("moment", ["reflecting", "evaluating"])
+def test_kill_9_mid_step_and_a_second_worker_finishes_the_run(tmp_path, moment):
+    url = f"sqlite:///{tmp_path / 'refract.db'}"
+    db = Database(url)
+    db.create_all()
+    cfg = toy_config(8, search={"parents_per_step": 2, "proposals_per_parent": 2},
+                     budget={"max_metric_calls": 400, "stop_at_score": 1.0})
+    run_id = submit_run(db, cfg)
+    env = subprocess_env(tmp_path, REFRACT_SCRIPTED_LATENCY="0.3", REFRACT_SCRIPTED_PRICE="0.00001")
+
+    first = _worker(url, env)
+    try:
+        killed_in = _wait(lambda: _mid_step(db, run_id, moment), 90, f"the first worker to be {moment} in step 1+")
+        os.kill(first.pid, signal.SIGKILL)  # the worker itself, as a crash would; its sandboxes die with it
+        first.wait(timeout=10)
+    finally:
+        _kill_group(first)
+    assert first.returncode == -signal.SIGKILL
+
+    at_kill = repo.get_run(db, run_id)
+    accepted_at_kill = {c.id: c.content for c in repo.list_candidates(db, run_id, ["accepted"])}
+    evals_at_kill = {(ev.candidate_id, ev.example_pk): (ev.id, ev.score) for ev, _, _ in evaluations(db, run_id)}
+    assert at_kill.status == "running" and at_kill.lease_owner is not None
+    assert [s.ended_at is None for s in repo.list_steps(db, run_id)].count(True) == 1
+    assert at_kill.metric_calls > 0 and len(accepted_at_kill) > 1
+    made_at_kill = [c for c in repo.list_candidates(db, run_id) if c.origin == "reflection" and c.step == killed_in]
+    assert (moment == "evaluating") == bool(made_at_kill)
+
+    # the dead worker's lease runs out (2 s), then any worker may take the run over
+    _wait(lambda: repo.get_run(db, run_id).lease_expires_at.replace(tzinfo=None) < utcnow().replace(tzinfo=None),
+          10, "the dead worker's lease to expire")
+    second = _worker(url, env, "--once")
+    try:
+        out, _ = second.communicate(timeout=120)
+    finally:
+        _kill_group(second)
+    assert second.returncode == 0, out
+
+    run = repo.get_run(db, run_id)
+    assert run.status == "completed", (run.status, run.status_reason, out)
+    assert run.best_val_mean == 1.0
+    assert run.lease_owner is None
+
+    # no accepted candidate lost: still there, still accepted, same content
+    now = {c.id: c for c in repo.list_candidates(db, run_id)}
+    for cid, content in accepted_at_kill.items():
+        assert cid in now and now[cid].status == "accepted" and now[cid].content == content
+
+    # no evaluation paid twice: rows from before the kill kept as they were, none recorded again
+    evs = evaluations(db, run_id)
+    rows = {(ev.candidate_id, ev.example_pk): (ev.id, ev.score) for ev, _, _ in evs}
+    for pair, row in evals_at_kill.items():
+        assert rows[pair] == row
+    paid = Counter((ev.content_hash, ev.example_pk) for ev, _, split in evs if not ev.cached and split != "test")
+    assert max(paid.values()) == 1, [k for k, n in paid.items() if n > 1]
+
+    # the interrupted step was finished (redone from its rows), and the steps are 0..n-1 exactly once
+    steps = repo.list_steps(db, run_id)
+    assert [s.index for s in steps] == list(range(len(steps)))
+    assert all(s.ended_at is not None for s in steps)
+    assert steps[killed_in].proposal_ids and len(steps[killed_in].proposal_ids) == 4
+    assert run.steps_done == len(steps) > killed_in
+
+    # totals agree with the rows: metric calls, dollars and tokens of both workers' LM calls
+    assert_consistent_totals(db, run_id)
+    assert run.cost_usd > at_kill.cost_usd > 0
+    db.dispose()
