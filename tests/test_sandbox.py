@@ -102,7 +102,7 @@ def still_works(pool):
 
 
 @pytest.mark.parametrize("case, expected", [
-    ("loop", "timed out after 1.5 s"),
+    ("loop", "evaluation timed out after 1.5 s"),
     ("sleep", "timed out after 1.5 s"),
     ("alloc", "memory limit"),
     ("forkbomb", None),
@@ -253,12 +253,16 @@ def test_lm_is_proxied_to_the_engine_handler():
            "def evaluate(c):\n"
            "    answer = lm(c, model='task-model', temperature=0)\n"
            "    try:\n        lm('fail')\n    except LMError as e:\n        refusal = str(e)\n"
-           "    return 1.0, {'answer': answer, 'refusal': refusal}\n")
+           "    try:\n        lm('x', api_base='http://attacker.example')\n    except LMError as e:\n"
+           "        redirect = str(e)\n"
+           "    return 1.0, {'answer': answer, 'refusal': refusal, 'redirect': redirect[:34]}\n")
     p = make_pool(src, lm_handler=handler)
     try:
         out = p.submit(EvalTask("hello", candidate_id="c1")).result()
         assert out.error is None
-        assert out.side_info == {"answer": "echo: hello", "refusal": "RuntimeError: budget exhausted"}
+        assert out.side_info == {"answer": "echo: hello", "refusal": "RuntimeError: budget exhausted",
+                                 "redirect": "lm() does not accept api_base; all"}
+        assert len(calls) == 2  # the redirect never reached the engine
         assert calls[0][:4] == ([{"role": "user", "content": "hello"}], "task-model", {"temperature": 0}, "c1")
         assert out.lm_cost_usd == 0.25 and out.lm_tokens_in == 3 and out.lm_tokens_out == 2
     finally:
@@ -386,3 +390,29 @@ def test_make_executor_builds_a_local_pool_from_config():
         assert ex.submit(EvalTask(2, 3)).result().score == 6.0
     finally:
         ex.close()
+
+
+def test_unsendable_task_fails_alone_and_keeps_the_worker():
+    p = make_pool("def evaluate(c):\n    return 1.0\n")
+    try:
+        out = p.submit(EvalTask(object())).result()
+        assert "cannot send to the evaluator" in out.error and "must be JSON" in out.error
+        assert p.submit(EvalTask("x")).result().score == 1.0
+        assert len(p.cold_starts) == 1
+    finally:
+        p.close()
+
+
+@pytest.mark.skipif(isolation.mode(SandboxSpec()) != "bwrap", reason="network isolation needs bubblewrap")
+def test_network_true_lets_the_evaluator_connect():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    p = make_pool("import socket\ndef evaluate(c, port):\n    socket.create_connection(('127.0.0.1', port), 2).close()\n"
+                  "    return 1.0\n", network=True)
+    try:
+        assert p.submit(EvalTask("x", port)).result().error is None
+    finally:
+        p.close()
+        server.close()

@@ -20,10 +20,14 @@ from concurrent.futures import Future
 from typing import Any, Optional
 
 from engine.executor import EvalOutcome, EvalTask, LMHandler
-from engine.sandbox.worker_process import LoadError, SandboxSpec, WorkerFailed, WorkerProcess
+from engine.sandbox.worker_process import LoadError, SandboxSpec, TaskNotSendable, WorkerFailed, WorkerProcess
 
 log = logging.getLogger(__name__)
 _CLOSE = None
+# Parameters an evaluator may pass to lm(). Anything else (api_base, api_key, base_url…) could
+# point the engine's key at another server, so it is refused.
+LM_PARAMS = frozenset({"temperature", "max_tokens", "top_p", "stop", "seed", "response_format",
+                       "presence_penalty", "frequency_penalty", "n", "logprobs", "top_logprobs"})
 
 
 class _LMAccount:
@@ -37,8 +41,13 @@ class _LMAccount:
     def __call__(self, frame: dict) -> dict:
         if self.handler is None:
             return {"type": "lm_error", "error": "lm() is not available: this run has no task LM ([task_lm] in the config)"}
+        params = dict(frame.get("params") or {})
+        refused = sorted(set(params) - LM_PARAMS)
+        if refused:
+            return {"type": "lm_error", "error": f"lm() does not accept {', '.join(refused)}; "
+                                                 f"allowed parameters: {', '.join(sorted(LM_PARAMS))}"}
         try:
-            answer = self.handler(list(frame.get("messages") or []), frame.get("model"), dict(frame.get("params") or {}), self.task)
+            answer = self.handler(list(frame.get("messages") or []), frame.get("model"), params, self.task)
         except Exception as exc:  # the evaluator sees the engine's refusal as LMError
             return {"type": "lm_error", "error": f"{type(exc).__name__}: {exc}"}
         if isinstance(answer, dict):
@@ -184,6 +193,8 @@ class LocalPool:
         lm = _LMAccount(self.lm_handler, task)
         try:
             frame = proc.request(msg, lm)
+        except TaskNotSendable as exc:
+            return (str(exc) if kind == "validate" else EvalOutcome(0.0, {}, str(exc))), False
         except WorkerFailed as exc:
             if self._closed:
                 exc = WorkerFailed("the executor was closed while this evaluation ran", exc.side_info)

@@ -55,6 +55,10 @@ class WorkerFailed(Exception):
         self.side_info = side_info or {}
 
 
+class TaskNotSendable(WorkerFailed):
+    """The task itself is not JSON; the worker is unharmed and stays in service."""
+
+
 class LoadError(Exception):
     """The evaluator file raised while loading (deterministic: every worker would fail)."""
 
@@ -130,7 +134,7 @@ class WorkerProcess:
         try:
             data = wire.encode(obj)
         except (TypeError, ValueError) as exc:
-            raise WorkerFailed(f"cannot send to the evaluator: {exc} (candidates and examples must be JSON)") from None
+            raise TaskNotSendable(f"cannot send to the evaluator: {exc} (candidates and examples must be JSON)") from None
         while data:
             if not select.select([], [self._wfd], [], max(0.0, deadline - time.monotonic()))[1]:
                 raise self._fail(self._timeout_message())
@@ -159,9 +163,11 @@ class WorkerProcess:
         return self._pending.pop(0)
 
     def _timeout_message(self, doing: str = "evaluating") -> str:
-        limit = self.spec.timeout_seconds + (self.spec.startup_seconds if doing == "loading" else 0)
-        return (f"timed out after {limit:g} s while {doing} ([executor] timeout_seconds); "
-                "the worker was killed and replaced")
+        if doing == "loading":
+            limit = self.spec.timeout_seconds + self.spec.startup_seconds
+            return f"evaluator.py timed out after {limit:g} s while loading (module-level code runs too long)"
+        return (f"the evaluation timed out after {self.spec.timeout_seconds:g} s ([executor] timeout_seconds); "
+                "its worker was killed and replaced")
 
     def _death_message(self) -> str:
         try:
