@@ -416,3 +416,22 @@ def test_network_true_lets_the_evaluator_connect():
     finally:
         p.close()
         server.close()
+
+
+@pytest.mark.skipif(isolation.mode(SandboxSpec()) != "bwrap", reason="filesystem isolation needs bubblewrap")
+def test_host_files_are_invisible_and_the_worker_is_unprivileged(tmp_path):
+    secret = tmp_path / "refract.db"
+    secret.write_text("customer data")
+    src = ("import os\ndef evaluate(path):\n    seen = {}\n"
+           "    for p in (path, '" + os.path.abspath(__file__) + "', '" + os.path.expanduser("~/.bash_history") + "'):\n"
+           "        try:\n            seen[p] = open(p).read(20) if os.path.isfile(p) else os.listdir(p)\n"
+           "        except OSError as e:\n            seen[p] = type(e).__name__\n"
+           "    return 1.0, {'seen': seen, 'uid': os.getuid()}\n")
+    p = make_pool(src)
+    try:
+        out = p.submit(EvalTask(str(secret))).result()
+        assert set(out.side_info["seen"].values()) <= {"FileNotFoundError", "PermissionError"}
+        if os.geteuid() == 0:
+            assert out.side_info["uid"] == 65534
+    finally:
+        p.close()
