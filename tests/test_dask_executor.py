@@ -74,3 +74,26 @@ def test_dask_says_lm_is_unsupported(dask_executor):
 def test_dask_runs_validate(dask_executor):
     assert dask_executor.validate("abc") is None
     assert dask_executor.validate("  ") == "the candidate is empty"
+
+
+def test_a_whole_run_on_dask_matches_the_local_pool(tmp_path):
+    """The issue's CI check: the same seeded run on a LocalCluster and on the local pool."""
+    from storage import repo
+    from storage.db import Database
+    from tests.support.harness import by_content, run_toy, toy_config
+
+    results = {}
+    for backend in ("local", "dask"):
+        db = Database(f"sqlite:///{tmp_path / backend}.db")
+        db.create_all()
+        cfg = toy_config(6, executor={"backend": backend, "address": "local" if backend == "dask" else None,
+                                      "workers": 2, "timeout_seconds": 20},
+                         budget={"max_steps": 3, "stop_at_score": None})
+        run_id, _ = run_toy(db, tmp_path / backend, cfg)
+        content = by_content(db, run_id)
+        run = repo.get_run(db, run_id)
+        results[backend] = (sorted((content[c.id], c.status, c.val_mean) for c in repo.list_candidates(db, run_id)),
+                            run.metric_calls, run.best_val_mean, run.status)
+        db.dispose()
+    assert len(results["local"][0]) > 3
+    assert results["dask"] == results["local"]
