@@ -2,41 +2,76 @@
 
 Metric calls are *reserved* before an evaluation is dispatched and released if it turns out to
 be cached or is never run; so concurrent proposals can never together exceed
-``max_metric_calls``. Dollars cannot be reserved exactly (an LM call's cost is known only
-afterwards), so an LM call is refused when the spend plus the largest call seen so far would
-exceed ``max_cost_usd``. The wall-clock budget counts only time the run was active.
+``max_metric_calls``. A proposal may also reserve a *block* of metric calls up front
+(``reserve_block``); the evaluations then dispatched from the thread ``drawing_from`` that
+block use it first, so a proposal is only started when the calls to test and validate it are
+there, and what it does not use goes back at the end.
+
+Dollars cannot be reserved exactly (an LM call's cost is known only afterwards): ``may_call_lm``
+reserves the cost of the most expensive call seen so far, and the ``add_cost`` of the same
+thread settles that reservation with the real cost. So concurrent LM calls together stay under
+``max_cost_usd`` unless one call costs more than any before it. Until the first priced call is
+known, only one call at a time may be in flight when a dollar cap is set. The wall-clock budget
+counts only time the run was active.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Optional
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 from engine.config import BudgetConfig
+
+
+class Block:
+    """Metric calls reserved for one piece of work: ``left`` unused, ``drawn`` dispatched."""
+
+    def __init__(self, budget: "Budget", calls: int) -> None:
+        self.budget, self.left, self.drawn = budget, calls, 0
 
 
 class Budget:
     def __init__(self, cfg: BudgetConfig, metric_calls: int, cost_usd: float, seconds_before: float) -> None:
         self.cfg = cfg
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self.metric_calls = metric_calls  # charged so far, from the database
-        self.reserved = 0
+        self.reserved = 0  # dispatched but not settled, plus the unused part of every block
         self.cost_usd = cost_usd
         self.max_call_cost = 0.0
+        self._lm_calls_settled = 0
+        self._lm_reserved: dict[int, float] = {}  # thread id -> dollars reserved for its LM call
+        self._blocks: dict[int, Block] = {}  # thread id -> the block its evaluations draw from
         self._started = time.monotonic()
         self._seconds_before = seconds_before
 
     def update_limits(self, cfg: BudgetConfig) -> None:
         with self._lock:
             self.cfg = cfg
+            self._lock.notify_all()
 
     @property
     def seconds(self) -> float:
         return self._seconds_before + time.monotonic() - self._started
 
+    # -- metric calls ----------------------------------------------------------------------
+
+    def remaining_metric_calls(self) -> Optional[int]:
+        """Metric calls neither charged nor reserved (None when there is no cap)."""
+        with self._lock:
+            cap = self.cfg.max_metric_calls
+            return None if cap is None else cap - self.metric_calls - self.reserved
+
     def reserve_metric_call(self) -> bool:
         with self._lock:
+            block = self._blocks.get(threading.get_ident())
+            if block is not None and block.left > 0:
+                if self._out_of_time_or_money():
+                    return False
+                block.left -= 1  # already counted in ``reserved``
+                block.drawn += 1
+                return True
             cap = self.cfg.max_metric_calls
             if cap is not None and self.metric_calls + self.reserved >= cap:
                 return False
@@ -51,19 +86,70 @@ class Budget:
             if charged:
                 self.metric_calls += 1
 
-    def may_call_lm(self) -> bool:
+    def reserve_block(self, calls: int, at_least: Optional[int] = None) -> Optional["Block"]:
+        """Reserve ``calls`` metric calls (or, if fewer are left, all that are left as long as
+        that is ``at_least``) for work that one thread will do; None when not available."""
         with self._lock:
-            return not self._out_of_time_or_money(extra=self.max_call_cost)
+            cap = self.cfg.max_metric_calls
+            n = calls if cap is None else min(calls, cap - self.metric_calls - self.reserved)
+            if n < (calls if at_least is None else at_least) or self._out_of_time_or_money():
+                return None
+            self.reserved += n
+            return Block(self, n)
+
+    @contextmanager
+    def drawing_from(self, block: "Block") -> Iterator["Block"]:
+        """Evaluations dispatched from this thread draw from ``block`` first; what is left of
+        it is released on exit."""
+        me = threading.get_ident()
+        with self._lock:
+            self._blocks[me] = block
+        try:
+            yield block
+        finally:
+            with self._lock:
+                self._blocks.pop(me, None)
+                self.reserved -= block.left
+                block.left = 0
+
+    # -- dollars -----------------------------------------------------------------------------
+
+    def may_call_lm(self) -> bool:
+        """Reserve this thread's next LM call against the dollar and time budgets (False: refuse it).
+        The same thread's ``add_cost`` settles the reservation."""
+        with self._lock:
+            me = threading.get_ident()
+            if self.cfg.max_cost_usd is not None:
+                # the price of a call is unknown until one has been settled: one at a time until then
+                while self._lm_calls_settled == 0 and self._lm_reserved and me not in self._lm_reserved:
+                    self._lock.wait(timeout=1.0)
+            if self._out_of_time_or_money(extra=self.max_call_cost):
+                return False
+            self._lm_reserved[me] = self.max_call_cost
+            return True
 
     def add_cost(self, usd: float) -> None:
         with self._lock:
+            self._lm_reserved.pop(threading.get_ident(), None)
+            self._lm_calls_settled += 1
             self.cost_usd += usd
             self.max_call_cost = max(self.max_call_cost, usd)
+            self._lock.notify_all()
 
     def _out_of_time_or_money(self, extra: float = 0.0) -> bool:
-        if self.cfg.max_cost_usd is not None and self.cost_usd + extra > self.cfg.max_cost_usd:
-            return True
+        if self.cfg.max_cost_usd is not None:
+            if self.cost_usd + sum(self._lm_reserved.values()) + extra > self.cfg.max_cost_usd:
+                return True
         return self.cfg.max_seconds is not None and self.seconds >= self.cfg.max_seconds
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    def overshoot(self) -> tuple[int, float]:
+        """(metric calls, dollars) spent beyond the caps, for the run's record."""
+        with self._lock:
+            mc, usd = self.cfg.max_metric_calls, self.cfg.max_cost_usd
+            return (max(0, self.metric_calls - mc) if mc is not None else 0,
+                    max(0.0, self.cost_usd - usd) if usd is not None else 0.0)
 
     def exhausted(self, best: Optional[float], steps_done: int, min_step_calls: int) -> Optional[str]:
         """Why the run must stop now, or None. ``min_step_calls`` is the fewest metric calls a
@@ -72,9 +158,10 @@ class Budget:
         if c.stop_at_score is not None and best is not None and best >= c.stop_at_score:
             return f"reached stop_at_score {c.stop_at_score} (best {best:.4g})"
         if c.max_metric_calls is not None and self.metric_calls + min_step_calls > c.max_metric_calls:
-            return f"metric-call budget spent ({self.metric_calls} of {c.max_metric_calls})"
-        if c.max_cost_usd is not None and self.cost_usd >= c.max_cost_usd:
-            return f"cost budget spent (${self.cost_usd:.4f} of ${c.max_cost_usd})"
+            return (f"metric-call budget spent ({self.metric_calls} of {c.max_metric_calls}; a proposal needs up to "
+                    f"{min_step_calls} for its minibatch tests)")
+        if c.max_cost_usd is not None and self.cost_usd + self.max_call_cost > c.max_cost_usd:
+            return f"cost budget spent (${self.cost_usd:.4f} of ${c.max_cost_usd}; one more LM call may cost ${self.max_call_cost:.4f})"
         if c.max_seconds is not None and self.seconds >= c.max_seconds:
             return f"time budget spent ({self.seconds:.0f} s of {c.max_seconds:.0f} s)"
         if c.max_steps is not None and steps_done >= c.max_steps:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -198,7 +199,29 @@ def parse_config(data: dict, base_dir: Path | None = None) -> RunConfig:
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc)) from None
     check_budget_feasible(cfg)
+    for message in config_warnings(cfg):
+        warnings.warn(message, ConfigWarning, stacklevel=2)
     return cfg
+
+
+class ConfigWarning(UserWarning):
+    """A config that is valid but probably not what the user meant."""
+
+
+def config_warnings(cfg: RunConfig) -> list[str]:
+    """Settings that are allowed but do less than they seem to, each as ``field: what happens``."""
+    s = cfg.search
+    out = []
+    if s.accept == "top_k" and s.top_k >= s.batch_size:
+        out.append(f"search.top_k: {s.top_k} is not smaller than the batch ({s.parents_per_step}×{s.proposals_per_parent} = "
+                   f"{s.batch_size} proposals), so accept = \"top_k\" validates every improving child, like accept = \"all\"")
+    if s.schedule == "async" and s.batch_size == 1:
+        out.append("search.schedule: \"async\" with parents_per_step × proposals_per_parent = 1 keeps one proposal in "
+                   "flight, which is the same as \"sync\"; raise the product to run several at once")
+    if s.schedule == "async" and s.accept != "all":
+        out.append(f"search.accept: {s.accept!r} chooses among the children of one step; with schedule = \"async\" there "
+                   "is no step, so every improving child is validated (as with accept = \"all\")")
+    return out
 
 
 def check_budget_feasible(cfg: RunConfig) -> None:

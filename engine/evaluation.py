@@ -94,6 +94,11 @@ class EvaluationService:
                 stop = not keep_going(results)
         return results
 
+    def known(self, cand: Candidate, keys: list[str]) -> dict[str, Scored]:
+        """The results of ``cand`` on ``keys`` that exist already (see ``_known``); dispatches
+        nothing and costs no metric call."""
+        return self._known(cand, keys)
+
     def _known(self, cand: Candidate, keys: list[str]) -> dict[str, Scored]:
         """This candidate's recorded evaluations on ``keys``, plus copies (marked cached, no
         metric call) of evaluations of the same content by other candidates."""

@@ -1,42 +1,157 @@
-"""The runtime model of DESIGN.md §1: predicted speed-up of a k-proposal step.
+"""The runtime model: predicted wall-clock of a run, for any batch shape and schedule.
 
-T(1)/T(k) ≈ k·(L_step + a·L_val) / (L_step + q_k·L_val_k), with a the acceptance rate,
-q_k = 1-(1-a)^k, L_step the latency of one reflect-and-minibatch cycle and L_val_k the
-latency of the validation passes of a step, which grows as ceil(k·a·V / W)·T_eval once the
-accepted children's evaluations exceed the W workers.
+DESIGN.md §1 gives the speed-up of a k-proposal step over k sequential steps,
+``T(1)/T(k) ≈ k·(L_step + a·L_val) / (L_step + q_k·L_val)``. This module refines it into a
+prediction of *seconds* from what can be measured in a run — the reflection LM latency ``L``,
+the latency ``T`` of one metric call on a worker, the fraction ``a`` of proposals that pass
+their minibatch test, the minibatch size ``m``, the validation size ``V`` and the ``W`` workers
+— so that the prediction can be checked against the measured wall-clock.
+
+Synchronous step (P parents × K proposals, k = P·K), as ``engine.step`` runs it:
+  parents' minibatches  ceil(P·m/W)·T        (all parents at once)
+  reflections           L                    (all k at once)
+  children's minibatch  ceil(k·m/W)·T
+  sibling merge         L + ceil(s·m/W)·T    (if enabled and s ≥ 2 children improved)
+  validation passes     n_v · ceil(V/W)·T    (one child after the other, most promising first)
+with n_v the children that pay a validation pass (all / best / top-k of the improving ones;
+one merged child instead when the merge passes), averaged over n ~ Binomial(k, a).
+
+Asynchronous schedule (C proposals in flight, no barrier): each proposal takes
+``L + E`` where ``E`` is its evaluation latency, stretched by queueing as the pool fills:
+``E = E_0 / (1 − ρ)`` with utilisation ``ρ = X·c·T / W``, for throughput ``X = C / (L + E)``
+proposals per second and ``c`` metric calls per proposal; solved for X. The pool caps X at
+``W / (c·T)``.
+
+A run = the seed's validation pass + (metric calls − V) / (calls per step) steps.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
+from typing import Optional
+
+MERGE_PASS_RATE = 0.8  # fraction of sibling merges that keep every gain, when not measured
 
 
-def step_seconds(k: int, a: float, l_reflect: float, t_eval: float, minibatch: int, n_val: int, workers: int) -> float:
-    """Expected wall-clock of one synchronous step with k concurrent proposals."""
-    mb_waves = math.ceil(k * minibatch / workers)  # child minibatch evaluations share the pool
-    l_step = l_reflect + mb_waves * t_eval
-    q = 1 - (1 - a) ** k
-    accepted = max(1.0, k * a) if q > 0 else 0.0
-    l_val = math.ceil(accepted * n_val / workers) * t_eval
-    return l_step + q * l_val
+@dataclass(frozen=True)
+class Latencies:
+    """What the prediction is made from (all measured in a run, or assumed)."""
+
+    lm: float  # seconds per reflection (or merge) LM call
+    eval: float  # seconds per metric call on a worker, dispatch included
+    accept: float  # fraction of proposals that pass their minibatch test
+    minibatch: int
+    n_val: int
+    workers: int
+    parent_eval_share: float = 1.0  # fraction of a parent's minibatch that is not already known
+    merge_pass: float = MERGE_PASS_RATE
 
 
-def predict_speedup(k: int, a: float, l_reflect: float, t_eval: float, minibatch: int, n_val: int, workers: int) -> float:
-    """T(1)·k / T(k): how much faster k proposals run in one step than in k sequential steps."""
-    t1 = step_seconds(1, a, l_reflect, t_eval, minibatch, n_val, workers)
-    tk = step_seconds(k, a, l_reflect, t_eval, minibatch, n_val, workers)
-    return k * t1 / tk if tk > 0 else float(k)
+@dataclass(frozen=True)
+class Shape:
+    parents: int = 1
+    per_parent: int = 1
+    accept: str = "all"  # all | best | top_k
+    top_k: int = 2
+    merge_siblings: bool = False
+    schedule: str = "sync"  # sync | async
+
+    @property
+    def k(self) -> int:
+        return self.parents * self.per_parent
 
 
-def predict_async_throughput_gain(c: int, a: float, l_reflect: float, t_eval: float, minibatch: int, n_val: int,
-                                  workers: int) -> float:
-    """Proposals per second of an asynchronous schedule with C in flight, relative to 1×1.
+def _waves(n: float, workers: int) -> int:
+    return math.ceil(n / workers - 1e-9) if n > 0 else 0
 
-    With no barrier each proposal costs its own latency, and C of them overlap until the pool
-    saturates: throughput ≈ min(C / L_prop, W / E_prop), E_prop being worker-seconds per proposal.
-    """
-    l_prop = l_reflect + minibatch * t_eval + a * math.ceil(n_val / workers) * t_eval
-    work = (minibatch + a * n_val) * t_eval
-    rate_c = min(c / l_prop, workers / work if work > 0 else float("inf"))
-    rate_1 = 1 / step_seconds(1, a, l_reflect, t_eval, minibatch, n_val, workers)
-    return rate_c / rate_1
+
+def _binomial(n: int, p: float) -> list[float]:
+    return [math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(n + 1)]
+
+
+def sync_step(shape: Shape, lat: Latencies) -> tuple[float, float]:
+    """(expected seconds, expected metric calls) of one synchronous step."""
+    k, m, w, t, v = shape.k, lat.minibatch, lat.workers, lat.eval, lat.n_val
+    parent_calls = shape.parents * m * lat.parent_eval_share
+    base_s = _waves(parent_calls, w) * t + lat.lm + _waves(k * m, w) * t
+    base_c = parent_calls + k * m
+    seconds = calls = 0.0
+    limit = {"all": k, "best": 1, "top_k": shape.top_k}.get(shape.accept, k)
+    for n, p in enumerate(_binomial(k, lat.accept)):
+        chosen = min(n, limit)
+        s, c = base_s + chosen * _waves(v, w) * t, base_c + chosen * v
+        if shape.merge_siblings and n >= 2:
+            sib = min(n, 4)
+            merge_s = lat.lm + _waves(sib * m, w) * t
+            ok_s, ok_c = base_s + merge_s + _waves(v, w) * t, base_c + sib * m + v
+            bad_s, bad_c = s + merge_s, c + sib * m
+            s = lat.merge_pass * ok_s + (1 - lat.merge_pass) * bad_s
+            c = lat.merge_pass * ok_c + (1 - lat.merge_pass) * bad_c
+        seconds += p * s
+        calls += p * c
+    return seconds, calls
+
+
+def async_rate(c_in_flight: int, lat: Latencies) -> tuple[float, float]:
+    """(proposals per second, metric calls per proposal) with ``c_in_flight`` proposals in flight."""
+    m, w, t, v, a = lat.minibatch, lat.workers, lat.eval, lat.n_val, lat.accept
+    calls = m * lat.parent_eval_share + m + a * v
+    e0 = _waves(m * lat.parent_eval_share, w) * t + _waves(m, w) * t + a * _waves(v, w) * t
+    cap = w / (calls * t) if calls * t > 0 else float("inf")
+    lo, hi = 0.0, min(cap, c_in_flight / max(lat.lm + e0, 1e-9))
+    for _ in range(60):  # bisection on X = C / (L + E0 / (1 - rho(X)))
+        x = (lo + hi) / 2
+        rho = min(x * calls * t / w, 0.999)
+        if x * (lat.lm + e0 / (1 - rho)) < c_in_flight:
+            lo = x
+        else:
+            hi = x
+    return lo, calls
+
+
+def predict_run_seconds(shape: Shape, lat: Latencies, metric_calls: float) -> float:
+    """Wall-clock to spend ``metric_calls`` (the seed's validation pass included)."""
+    seed = _waves(lat.n_val, lat.workers) * lat.eval
+    rest = max(0.0, metric_calls - lat.n_val)
+    if shape.schedule == "async":
+        rate, calls = async_rate(shape.k, lat)
+        return seed + (rest / calls / rate if rate > 0 and calls > 0 else 0.0)
+    seconds, calls = sync_step(shape, lat)
+    return seed + (rest / calls * seconds if calls > 0 else 0.0)
+
+
+def predict_speedup(shape: Shape, lat: Latencies) -> float:
+    """How much faster this shape spends metric calls than 1×1 (same latencies): the ratio
+    of their predicted seconds per metric call."""
+    one = sync_step(Shape(), replace(lat))
+    if shape.schedule == "async":
+        rate, calls = async_rate(shape.k, lat)
+        per_call = 1 / (rate * calls) if rate > 0 else float("inf")
+    else:
+        s, c = sync_step(shape, lat)
+        per_call = s / c
+    return (one[0] / one[1]) / per_call if per_call > 0 else float(shape.k)
+
+
+def predict_step_speedup(shape: Shape, lat: Latencies) -> float:
+    """DESIGN.md's T(1)·k / T(k): one k-proposal step against k sequential 1×1 steps."""
+    t1, _ = sync_step(Shape(), lat)
+    tk, _ = sync_step(shape, lat)
+    return shape.k * t1 / tk if tk > 0 else float(shape.k)
+
+
+def shape_of(search) -> Shape:
+    """The Shape of a ``SearchConfig``."""
+    return Shape(parents=search.parents_per_step, per_parent=search.proposals_per_parent, accept=search.accept,
+                 top_k=search.top_k, merge_siblings=search.merge_siblings, schedule=search.schedule)
+
+
+def latencies_from(lm: list[float], evals: list[float], accept: Optional[float], minibatch: int, n_val: int,
+                   workers: int, **extra) -> Optional[Latencies]:
+    """Latencies from measured samples (None when there is nothing to measure yet)."""
+    if not lm or not evals:
+        return None
+    a = 0.5 if accept is None else accept
+    return Latencies(lm=sum(lm) / len(lm), eval=sum(evals) / len(evals), accept=a, minibatch=minibatch,
+                     n_val=n_val, workers=workers, **extra)
