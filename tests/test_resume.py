@@ -65,7 +65,7 @@ def test_kill_9_mid_step_and_a_second_worker_finishes_the_run(tmp_path, moment):
     url = f"sqlite:///{tmp_path / 'refract.db'}"
     db = Database(url)
     db.create_all()
-    cfg = toy_config(8, search={"parents_per_step": 2, "proposals_per_parent": 2},
+    cfg = toy_config(6, search={"parents_per_step": 2, "proposals_per_parent": 2},
                      budget={"max_metric_calls": 400, "stop_at_score": 1.0})
     run_id = submit_run(db, cfg)
     env = subprocess_env(tmp_path, REFRACT_SCRIPTED_LATENCY="0.3", REFRACT_SCRIPTED_PRICE="0.00001")
