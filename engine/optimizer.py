@@ -16,6 +16,7 @@ from storage import repo
 from storage.db import Database
 from storage.models import Candidate, utcnow
 
+from engine.async_loop import AsyncLoop
 from engine.budget import Budget
 from engine.commands import CommandApplier
 from engine.config import RunConfig
@@ -114,27 +115,13 @@ class Optimizer:
             problem = self._seed(ctx)
             if problem:
                 return self._finish(ctx, "failed", problem)
+        if ctx.cfg.search.schedule == "async" and ctx.cfg.search.batch_size > 1:  # C = 1 is the sync loop
+            gate = lambda: self._gate(ctx, applier)[0]  # noqa: E731
+            return self._conclude(ctx, *AsyncLoop(ctx, gate, lambda: self._after_wave(ctx), MAX_IDLE_STEPS).run())
         while True:
-            if self.stop_event.is_set():
-                return "lost"
-            applied = applier.apply_pending()
-            run = repo.get_run(self.db, self.run_id)
-            if run.status == "stopped":
-                return self._finish(ctx, "stopped", run.status_reason)
-            if run.status == "paused":
-                return "paused"
-            if run.status in ("completed", "failed"):  # resumed by a budget change: go on
-                repo.set_run_fields(self.db, self.run_id, status="running", finished_at=None)
-            why = ctx.budget.exhausted(ctx.state.best()[1], ctx.step_index, 2 * min(ctx.cfg.search.minibatch_size, len(ctx.train_keys)))
-            if why:
-                return self._finish(ctx, "completed", why)
-            if ctx.consecutive_lm_failures >= MAX_CONSECUTIVE_LM_FAILURES:
-                last = repo.list_candidates(self.db, self.run_id, ["failed"])[-1].reason
-                repo.set_run_fields(self.db, self.run_id, status="paused",
-                                    status_reason=f"paused: the reflection LM failed {ctx.consecutive_lm_failures} times in a row ({last}). Fix the LM settings, then resume.")
-                return "paused"
-            if not ctx.state.eligible_ids():
-                return self._finish(ctx, "stopped", "no candidate can be a parent (all vetoed)")
+            decision, applied, run = self._gate(ctx, applier)
+            if decision:
+                return self._conclude(ctx, *decision)
             step = repo.get_or_create_step(self.db, self.run_id, ctx.step_index)
             run_step(ctx, step, applied)
             idle = idle + 1 if step.metric_calls == 0 and not step.accepted_ids else 0
@@ -152,6 +139,45 @@ class Optimizer:
                                     status_reason="paused after one step (step mode)")
             if self.on_step:
                 self.on_step(ctx)
+
+    def _gate(self, ctx: RunContext, applier: CommandApplier):
+        """Between steps (or, asynchronously, between proposals): apply the human commands
+        that arrived, then say whether the run must stop. Returns ((status, reason) or None,
+        the applied command ids, the run row)."""
+        if self.stop_event.is_set():
+            return ("lost", ""), [], None
+        applied = applier.apply_pending()
+        run = repo.get_run(self.db, self.run_id)
+        if run.status in ("stopped", "paused"):
+            return (run.status, run.status_reason), applied, run
+        if run.status in ("completed", "failed"):  # resumed by a budget change: go on
+            repo.set_run_fields(self.db, self.run_id, status="running", finished_at=None)
+        why = ctx.budget.exhausted(ctx.state.best()[1], ctx.step_index, 2 * min(ctx.cfg.search.minibatch_size, len(ctx.train_keys)))
+        if why:
+            return ("completed", why), applied, run
+        if ctx.consecutive_lm_failures >= MAX_CONSECUTIVE_LM_FAILURES:
+            last = repo.list_candidates(self.db, self.run_id, ["failed"])[-1].reason
+            repo.set_run_fields(self.db, self.run_id, status="paused",
+                                status_reason=f"paused: the reflection LM failed {ctx.consecutive_lm_failures} times in a row ({last}). Fix the LM settings, then resume.")
+            return ("paused", ""), applied, run
+        if not ctx.state.eligible_ids():
+            return ("stopped", "no candidate can be a parent (all vetoed)"), applied, run
+        return None, applied, run
+
+    def _conclude(self, ctx: RunContext, status: str, reason: str) -> str:
+        """End the loop with a gate's decision: "lost" and "paused" leave the run as it is."""
+        if status in ("lost", "paused"):
+            return status
+        return self._finish(ctx, status, reason)
+
+    def _after_wave(self, ctx: RunContext) -> None:
+        """A wave of the asynchronous schedule closed: the same bookkeeping as after a step."""
+        self._after_step(ctx)
+        if repo.get_run(self.db, self.run_id).step_mode:
+            repo.set_run_fields(self.db, self.run_id, status="paused", step_mode=False,
+                                status_reason="paused after one wave (step mode)")
+        if self.on_step:
+            self.on_step(ctx)
 
     def _after_step(self, ctx: RunContext) -> None:
         best_id, best_mean = ctx.state.best()
@@ -206,8 +232,10 @@ class Optimizer:
             fields.update(best_candidate_id=best_id, best_val_mean=best_mean, seconds=ctx.budget.seconds,
                           frontier_version=ctx.state.frontier_version)
             run = repo.get_run(self.db, self.run_id)
-            cap = ctx.cfg.budget.max_metric_calls
+            cap, usd_cap = ctx.cfg.budget.max_metric_calls, ctx.cfg.budget.max_cost_usd
             fields["budget_overshoot"] = max(0, run.metric_calls - cap) if cap else 0
+            if usd_cap and run.cost_usd > usd_cap:
+                fields["status_reason"] = f"{reason} (cost ${run.cost_usd:.4f}: ${run.cost_usd - usd_cap:.4f} over the cap)"
             if best_id and ctx.test_keys and status == "completed":
                 fields["test_mean"] = self._test_pass(ctx, best_id)
         repo.set_run_fields(self.db, self.run_id, **fields)

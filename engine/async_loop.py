@@ -1,0 +1,368 @@
+"""The asynchronous schedule (``[search] schedule = "async"``): no step barrier.
+
+Up to C = P×K proposals are in flight. Whenever one finishes — accepted or not — the next one
+starts at once and chooses its parent from the frontier as it is *then*, so an improvement is
+built on by the very next proposal while the others keep the workers busy. A proposal is
+select → parent minibatch → reflect → child minibatch → (if it improved) validation pass, all
+in its own thread; every improving child is validated (there is no step to choose within).
+Human commands are applied between proposals, in the loop thread.
+
+With ``merge_siblings``, an improving child is not validated at once: it waits with the other
+improving children that arrived meanwhile (siblings, often of one parent), and a *combiner*
+job — one at a time, in one of the C slots — asks the reflection LM for one child keeping all
+their fixes (``engine.sibling_merge``) and validates that merge instead of each of them; when
+the merge loses a gain, the most promising of them is validated in its place. So a validation
+pass, the expensive part of a proposal, carries several fixes at once, while the proposals go on
+around it. A lone waiting child is combined with nothing: it is validated when no proposal that
+could join it is still running.
+
+Records. Proposal n belongs to *wave* n // C. A wave has a Step row (index = wave) with its
+parents, proposals and validated children, its metric calls and cost, the timeline events of
+its candidates, and its workers' utilisation; the row is closed once the wave and every earlier
+wave are done, so ``steps_done`` counts closed waves and the studio, CLI and exports show waves
+where a synchronous run shows steps. Each proposal's candidate keeps the time it started (parent
+chosen) and finished (validation done) and the frontier version it started from.
+
+Budget. A proposal (or merge) starts only when the metric calls for its minibatch tests and a
+validation pass can be reserved as a block (``Budget.reserve_block``); the last proposal of a
+run may start with room for its minibatch tests only. So the budget is never exceeded and the
+run ends without half-validated children when it can.
+
+Reproducibility with a fixed seed — what still holds:
+- proposal n's random choices (its parent sample, its minibatch) come from generators derived
+  from (seed, n), its id from (run, wave, slot, parent, sibling index), its LM request from its
+  prompt and sample index; so two proposals that start from the same frontier are identical,
+  and the same request is answered from the LM cache;
+- every choice is recorded (the frontier version each proposal saw, why its parent was chosen),
+  so a run can always be explained after the fact;
+- with C = 1 the run is the synchronous 1×1 run, exactly.
+What does not hold: *which* frontier proposal n sees depends on which earlier proposals have
+finished when it starts, i.e. on LM and evaluator timing, so two runs with the same seed can
+choose different parents from proposal 2 on, and diverge. Resuming after a crash keeps every
+closed wave; the proposals of waves not yet closed are redone from the frontier as it is then
+(evaluations of texts already evaluated are reused, not paid again).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional
+
+from storage import repo
+from storage.models import Step, utcnow
+
+from engine.context import RunContext
+from engine.proposal import run_proposal
+from engine.runtime_model import async_rate, latencies_from, shape_of, sync_step
+from engine.sampling import EpochSampler
+from engine.selection import make_selector, select_parents
+from engine.sibling_merge import MAX_SIBLINGS, combine, sibling_from_minibatch
+from engine.state import deterministic_id
+from engine.step import step_rng, validate_child
+
+log = logging.getLogger("refract.engine")
+
+Decision = tuple[str, str]  # (status, reason): what the optimizer concludes the run with
+
+
+@dataclass
+class _Job:
+    kind: str  # proposal | merge
+    wave: int
+    slot: int
+    parent_id: str = ""
+    k: int = 0
+    minibatch: list[str] = field(default_factory=list)
+    members: list = field(default_factory=list)  # combiner: the waiting children (id, gain)
+    block: object = None
+    started: float = 0.0
+    started_at: object = None
+    frontier_version: int = 0
+    # filled by the job
+    child_id: Optional[str] = None
+    improved: bool = False
+    gain: float = 0.0
+    validated: bool = False
+    lm_failed: bool = False
+    lm_ok: bool = False
+    evaluable: bool = False
+    validated_id: Optional[str] = None  # combiner: the child or merge it validated
+    ended: float = 0.0
+
+
+@dataclass
+class _Wave:
+    step: Step
+    started: float
+    busy0: float
+    jobs: int = 0
+    done: int = 0
+    ended: float = 0.0
+    children: list[str] = field(default_factory=list)
+    validated: list[str] = field(default_factory=list)
+    metric_calls: int = 0
+    cost_usd: float = 0.0
+
+
+class AsyncLoop:
+    """Runs proposals with up to C in flight until ``gate`` says stop, then drains.
+
+    ``gate()`` applies pending commands and returns a decision to stop, or None to go on.
+    ``after_wave()`` is called in order as each wave closes (bookkeeping, step mode, hooks).
+    """
+
+    def __init__(self, ctx: RunContext, gate: Callable[[], Optional[Decision]], after_wave: Callable[[], None],
+                 max_idle: int) -> None:
+        self.ctx, self.gate, self.after_wave = ctx, gate, after_wave
+        cfg = ctx.cfg.search
+        self.c = cfg.batch_size
+        self.m = min(cfg.minibatch_size, len(ctx.train_keys))
+        self.max_idle = max_idle * self.c
+        self.sampler = EpochSampler(ctx.train_keys, cfg.minibatch_size, cfg.seed)
+        self.selector = make_selector(cfg.selection, cfg.epsilon)
+        self.next_n = ctx.step_index * self.c  # the first proposal of the first wave not closed
+        self.waves: dict[int, _Wave] = {}
+        self.inflight: dict[Future, _Job] = {}
+        self.waiting: list[tuple[str, float]] = []  # improving children not yet validated (id, gain)
+        self.idle = 0
+        self.t0 = time.monotonic()
+        self.busy0 = ctx.evals.executor.busy_seconds()
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def run(self) -> Decision:
+        decision: Optional[Decision] = None
+        with ThreadPoolExecutor(max_workers=self.c, thread_name_prefix="async-proposal") as pool:
+            while True:
+                while len(self.inflight) < self.c:
+                    if decision is None:
+                        decision = self.gate()
+                    if decision is None:
+                        job = self._next_job()
+                        if job is None and not self.inflight and not self.waiting:
+                            decision = ("completed", self._why_no_room())
+                    else:  # stopping: no new proposal, but children that improved still get validated
+                        job = self._combiner(len(self.ctx.val_keys)) if decision[0] != "lost" else None
+                    if job is None:
+                        break
+                    self.inflight[pool.submit(self._run_job, job)] = job
+                if not self.inflight:
+                    break
+                done, _ = wait(list(self.inflight), return_when=FIRST_COMPLETED)
+                for fut in done:
+                    job = self.inflight.pop(fut)
+                    fut.result()  # an engine error in a job propagates (the run fails, recorded)
+                    self._finished(job)
+                if decision is None and self.idle >= self.max_idle:
+                    decision = ("completed", f"no progress: the last {self.idle} proposals made no evaluable "
+                                             "candidate (the reflection LM keeps repeating or failing)")
+        self._close_waves(force=True)
+        return decision or ("completed", "")
+
+    def _why_no_room(self) -> str:
+        b = self.ctx.budget
+        return (f"metric-call budget spent ({b.metric_calls} of {b.cfg.max_metric_calls}; too few left for "
+                "another proposal's minibatch tests)")
+
+    # -- starting ------------------------------------------------------------------------
+
+    def _next_job(self) -> Optional[_Job]:
+        ctx = self.ctx
+        n_val = len(ctx.val_keys)
+        job = self._combiner(n_val)
+        if job is not None:
+            return job
+        block = ctx.budget.reserve_block(2 * self.m + n_val, at_least=None if self.inflight else 2 * self.m)
+        if block is None:
+            return None
+        n = self.next_n
+        wave, slot = divmod(n, self.c)
+        cfg = ctx.cfg.search
+        picks = select_parents(self.selector, ctx.state.view(wave), 1, step_rng(cfg.seed, n), cfg.pin_every)
+        if not picks:
+            self._release(block)
+            return None
+        parent_id, reason = picks[0]
+        k = sum(1 for j in self.inflight.values() if j.kind == "proposal" and j.parent_id == parent_id)
+        self.next_n += 1
+        job = _Job("proposal", wave, slot, parent_id=parent_id, k=k, minibatch=self.sampler.batch(n), block=block)
+        w = self._register(job)
+        w.step.parent_ids = w.step.parent_ids + [parent_id]
+        w.step.parent_reasons = {**w.step.parent_reasons, parent_id: reason}
+        with ctx.state.lock:
+            ctx.state.last_chosen[parent_id] = wave
+        return job
+
+    @property
+    def combining(self) -> bool:
+        """With merge_siblings, children are validated by the combiner, not by their proposal."""
+        return self.ctx.cfg.search.merge_siblings
+
+    def _combiner(self, n_val: int) -> Optional[_Job]:
+        """A combiner job for the waiting children: when two or more wait, or one waits and no
+        proposal that could join it is running; never two combiners at once."""
+        if not self.waiting or any(j.kind == "combine" for j in self.inflight.values()):
+            return None
+        if len(self.waiting) < 2 and any(j.kind == "proposal" for j in self.inflight.values()):
+            return None
+        members = sorted(self.waiting, key=lambda w: (-w[1], w[0]))[:MAX_SIBLINGS]
+        block = self.ctx.budget.reserve_block(len(members) * self.m + n_val, at_least=0)
+        if block is None:  # out of time or money: they stay improved but unvalidated, like a cut step
+            self.waiting = []
+            return None
+        self.waiting = [w for w in self.waiting if w not in members]
+        job = _Job("combine", self.next_n // self.c, -1, members=members, block=block)
+        self._register(job)
+        return job
+
+    def _release(self, block) -> None:
+        with self.ctx.budget.drawing_from(block):
+            pass
+
+    def _register(self, job: _Job) -> _Wave:
+        ctx = self.ctx
+        job.started, job.started_at, job.frontier_version = time.monotonic(), utcnow(), ctx.state.frontier_version
+        w = self.waves.get(job.wave)
+        if w is None:
+            step = repo.get_or_create_step(ctx.db, ctx.run_id, job.wave)
+            step.parent_ids, step.parent_reasons, step.proposal_ids, step.accepted_ids = [], {}, [], []
+            step.started_at = utcnow()
+            w = self.waves[job.wave] = _Wave(step, job.started, ctx.evals.executor.busy_seconds())
+        w.jobs += 1
+        return w
+
+    # -- one job, in its own thread ------------------------------------------------------
+
+    def _run_job(self, job: _Job) -> None:
+        pctx = replace(self.ctx, step_index=job.wave, _lm_failures=0, _lock=threading.Lock())
+        with pctx.budget.drawing_from(job.block):
+            if job.kind == "combine":
+                self._combine_job(pctx, job)
+            else:
+                self._proposal_job(pctx, job)
+        job.ended = time.monotonic()
+
+    def _proposal_job(self, pctx: RunContext, job: _Job) -> None:
+        parent = pctx.state.candidates[job.parent_id]
+        parent_results = pctx.evals.evaluate(parent, job.minibatch, kind="minibatch")
+        outcome = run_proposal(pctx, parent, job.slot, job.k, job.minibatch, parent_results)
+        job.child_id, job.improved, job.gain = outcome.child_id, outcome.improved, outcome.gain
+        if outcome.improved and not self.combining:
+            validate_child(pctx, outcome.child_id)
+            job.validated = True
+        child = pctx.state.candidates[outcome.child_id]
+        job.lm_failed = child.status == "failed" and child.reason.startswith("reflection LM failed")
+        job.lm_ok = child.lm_call_id is not None and not job.lm_failed
+        job.evaluable = bool(child.minibatch_keys) and child.minibatch_score is not None
+        child.started_at, child.frontier_version, child.finished_at = job.started_at, job.frontier_version, utcnow()
+        pctx.save(child)
+
+    def _combine_job(self, pctx: RunContext, job: _Job) -> None:
+        """Merge the waiting children and validate the merge, or (merge lost a gain, or only
+        one child waited) validate the most promising child; the others are passed over."""
+        ids = [cid for cid, _ in job.members]
+        siblings = [s for s in (sibling_from_minibatch(pctx, cid) for cid in ids) if s is not None]
+        chosen = None
+        if len(siblings) >= 2:
+            merge_id = deterministic_id(pctx.run_id, job.wave, *sorted(ids), "merge")
+            chosen = combine(pctx, siblings, merge_id, job.wave)
+            merged = pctx.state.candidates.get(merge_id)
+            if merged is not None:
+                job.child_id = merge_id
+                merged.started_at, merged.frontier_version = job.started_at, job.frontier_version
+                pctx.save(merged)
+        why = (f"improved on its minibatch; combined into the merge {chosen}, which was validated instead"
+               if chosen and chosen not in ids else None)
+        chosen = chosen or ids[0]  # members are ordered most promising first
+        validate_child(pctx, chosen)
+        job.validated_id = chosen
+        for cid in ids:
+            if cid != chosen:
+                child = pctx.state.candidates[cid]
+                child.status = "rejected"
+                child.reason = why or (f"improved on its minibatch; {chosen} was validated instead (it already held "
+                                       "these changes, or their merge lost a gain)")
+                pctx.save(child)
+
+    # -- finishing -----------------------------------------------------------------------
+
+    def _finished(self, job: _Job) -> None:
+        ctx = self.ctx
+        w = self.waves[job.wave]
+        w.done += 1
+        w.metric_calls += job.block.drawn
+        if job.validated_id:
+            w.validated.append(job.validated_id)
+        if job.child_id:
+            w.children.append(job.child_id)
+            if job.validated:
+                w.validated.append(job.child_id)
+            cand = ctx.state.candidates.get(job.child_id)
+            if cand is not None and cand.lm_call_id is not None:
+                call = repo.get_lm_call(ctx.db, cand.lm_call_id)
+                w.cost_usd += call.cost_usd if call else 0.0
+        if job.kind == "proposal":
+            with ctx._lock:  # the run's count of reflection LM failures in a row
+                ctx._lm_failures = ctx._lm_failures + 1 if job.lm_failed else 0 if job.lm_ok else ctx._lm_failures
+            self.idle = 0 if job.evaluable else self.idle + 1
+        if job.kind == "proposal" and job.improved and self.combining:
+            self.waiting.append((job.child_id, job.gain))
+        self._close_waves()
+
+    def _close_waves(self, force: bool = False) -> None:
+        """Close finished waves in order (a wave waits for every earlier one)."""
+        ctx = self.ctx
+        while ctx.step_index in self.waves:
+            w = self.waves[ctx.step_index]
+            if w.done < w.jobs or (not force and self.next_n < (ctx.step_index + 1) * self.c):
+                return
+            self._save_wave(ctx.step_index, w)
+            del self.waves[ctx.step_index]
+            self.after_wave()  # advances ctx.step_index
+
+    def _save_wave(self, index: int, w: _Wave) -> None:
+        ctx = self.ctx
+        now = time.monotonic()
+        w.ended = now
+        step = w.step
+        step.proposal_ids, step.accepted_ids = list(w.children), list(w.validated)
+        step.metric_calls, step.cost_usd = w.metric_calls, w.cost_usd
+        step.ended_at = utcnow()
+        step.seconds = now - w.started
+        busy = ctx.evals.executor.busy_seconds() - w.busy0
+        step.worker_utilisation = min(1.0, busy / (ctx.evals.executor.workers * step.seconds)) if step.seconds > 0 else None
+        step.events = self._wave_events(w)
+        step.predicted_speedup, step.measured_speedup = self._speedups(step, w, now - self.t0)
+        repo.save_step(ctx.db, step)
+        self.t0 = now  # the next wave's share of the run starts here
+
+    def _wave_events(self, w: _Wave) -> list[dict]:
+        tl = self.ctx.timeline
+        mine = set(w.children) | set(w.step.parent_ids)
+        start = w.started - tl.t0
+        with tl._lock:
+            events = [e for e in tl.events if e.get("candidate_id") in mine and e["start"] >= start - 1e-3]
+            tl.events = [e for e in tl.events if e["end"] >= start]  # older events belong to closed waves
+        return [{**e, "start": round(e["start"] - start, 4), "end": round(e["end"] - start, 4)} for e in events]
+
+    def _speedups(self, step: Step, w: _Wave, interval: float) -> tuple[Optional[float], Optional[float]]:
+        """(predicted, measured) speed-up of the wave over as many sequential 1×1 proposals:
+        the 1×1 proposal time is the runtime model's at the latencies measured in the wave; the
+        prediction divides by the model's time per proposal with C in flight, the measurement
+        by the time this wave added to the run (since the previous wave closed)."""
+        ctx = self.ctx
+        events = step.events
+        run = repo.get_run(ctx.db, ctx.run_id)
+        lat = latencies_from([e["end"] - e["start"] for e in events if e["kind"] == "lm"],
+                             [e["end"] - e["start"] for e in events if e["kind"] != "lm"],
+                             run.proposals_accepted / run.proposals_total if run.proposals_total else None,
+                             ctx.cfg.search.minibatch_size, len(ctx.val_keys), ctx.evals.executor.workers)
+        if lat is None or w.jobs == 0 or interval <= 0:
+            return None, None
+        t1, _ = sync_step(type(shape_of(ctx.cfg.search))(), lat)
+        rate, _ = async_rate(self.c, lat)
+        return rate * t1, w.jobs * t1 / interval

@@ -1,0 +1,151 @@
+"""The asynchronous schedule (issue 6): no step barrier, at most C = P×K proposals in flight,
+the budget never exceeded, waves recorded as steps, commands between proposals, sibling merges."""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+
+import pytest
+
+from engine.commands import send_command
+from engine.config import ConfigWarning
+from engine.runs import submit_run
+from engine.testing_lm import install_script, uninstall_script
+from storage import repo
+from tests.support import toy
+from tests.support.harness import assert_consistent_totals, by_content, run_optimizer, run_toy, toy_config
+from tests.test_batching import merging_script
+
+
+@pytest.fixture(autouse=True)
+def _no_script_left_behind():
+    yield
+    uninstall_script()
+
+
+def _async(n=10, c=4, **over):
+    search = {"parents_per_step": c, "proposals_per_parent": 1, "schedule": "async", **over.pop("search", {})}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return toy_config(n, search=search, **over)
+
+
+def _max_overlap(intervals) -> int:
+    points = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    now = peak = 0
+    for _, d in points:
+        now += d
+        peak = max(peak, now)
+    return peak
+
+
+@pytest.mark.parametrize("c", [3, 5])
+def test_at_most_c_proposals_in_flight_and_the_budget_holds(sqlite_db, tmp_path, c):
+    cap = 70
+    cfg = _async(10, c, budget={"max_metric_calls": cap, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, latency=0.15)
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.status == "completed" and "budget spent" in run.status_reason
+    assert run.metric_calls <= cap and run.budget_overshoot == 0
+    assert 2 <= stats.max_in_flight <= c  # LM calls really overlapped, never more than C
+    children = [x for x in repo.list_candidates(sqlite_db, run_id) if x.origin == "reflection"]
+    assert all(x.started_at and x.finished_at and x.finished_at >= x.started_at for x in children)
+    assert 2 <= _max_overlap([(x.started_at, x.finished_at) for x in children]) <= c
+    assert_consistent_totals(sqlite_db, run_id)
+
+
+def test_no_barrier_the_next_proposal_starts_when_one_finishes(sqlite_db, tmp_path):
+    """One slow LM answer does not hold the others back: while it runs, other proposals start
+    and finish (a step barrier would make every proposal wait for it)."""
+    slow = {"done": False}
+
+    def script(messages, params):
+        if not slow["done"]:
+            slow["done"] = True
+            time.sleep(1.2)
+        return toy.script(messages, params)
+
+    cfg = _async(10, 3, budget={"max_metric_calls": 60, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=script, latency=0.05)
+    children = sorted((x for x in repo.list_candidates(sqlite_db, run_id) if x.origin == "reflection"),
+                      key=lambda x: x.started_at)
+    longest = max(children, key=lambda x: x.finished_at - x.started_at)
+    inside = [x for x in children if x is not longest and longest.started_at < x.started_at and x.finished_at < longest.finished_at]
+    assert len(inside) >= 2
+
+
+def test_waves_are_recorded_as_steps_and_proposals_keep_their_frontier_version(sqlite_db, tmp_path):
+    c = 3
+    cfg = _async(10, c, budget={"max_metric_calls": 80, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, latency=0.05)
+    steps = repo.list_steps(sqlite_db, run_id)
+    run = repo.get_run(sqlite_db, run_id)
+    assert steps and all(s.ended_at for s in steps) and run.steps_done == len(steps)
+    assert [s.index for s in steps] == list(range(len(steps)))
+    assert all(1 <= len(s.parent_ids) <= c and len(s.proposal_ids) <= c for s in steps)
+    children = {x.id: x for x in repo.list_candidates(sqlite_db, run_id) if x.origin == "reflection"}
+    assert sorted(i for s in steps for i in s.proposal_ids) == sorted(children)
+    assert all(children[i].step == s.index for s in steps for i in s.proposal_ids)
+    versions = [x.frontier_version for x in sorted(children.values(), key=lambda x: x.started_at)]
+    assert versions == sorted(versions) and versions[-1] > versions[0]  # later proposals saw a newer frontier
+    assert all(s.worker_utilisation is not None and s.events for s in steps[:-1])
+
+
+def test_async_with_one_in_flight_is_the_sync_run(tmp_path):
+    from storage.db import Database
+
+    contents = []
+    for schedule in ("sync", "async"):
+        db = Database(f"sqlite:///{tmp_path / schedule}.db")
+        db.create_all()
+        cfg = _async(8, 1, search={"schedule": schedule}, budget={"max_metric_calls": 60, "stop_at_score": None})
+        run_id, _ = run_toy(db, tmp_path / schedule, cfg)
+        contents.append(sorted(by_content(db, run_id).values()))
+        db.dispose()
+    assert contents[0] == contents[1]
+
+
+def test_human_commands_apply_between_proposals(sqlite_db, tmp_path):
+    """A pause sent while proposals run stops new ones at once; those in flight finish."""
+    install_script(toy.script, latency=0.2)
+    cfg = _async(10, 3, budget={"max_metric_calls": 500, "stop_at_score": None})
+    run_id = submit_run(sqlite_db, cfg)
+    sent = {}
+
+    def pause_soon():
+        while len([x for x in repo.list_candidates(sqlite_db, run_id) if x.origin == "reflection"]) < 2:
+            time.sleep(0.02)
+        sent["id"] = send_command(sqlite_db, run_id, "pause", author="ana")
+
+    t = threading.Thread(target=pause_soon)
+    t.start()
+    status = run_optimizer(sqlite_db, run_id, tmp_path)
+    t.join()
+    assert status == "paused"
+    cmd = next(x for x in repo.list_commands(sqlite_db, run_id) if x.id == sent["id"])
+    assert cmd.status == "applied"
+    children = [x for x in repo.list_candidates(sqlite_db, run_id) if x.origin == "reflection"]
+    started_after = [x for x in children if x.started_at > cmd.applied_at]
+    assert started_after == []
+    assert all(x.finished_at for x in children)  # in-flight proposals were finished, not abandoned
+    assert repo.get_run(sqlite_db, run_id).metric_calls < 500
+
+
+def test_async_sibling_merges_combine_waiting_children(sqlite_db, tmp_path):
+    cfg = _async(10, 4, search={"merge_siblings": True}, budget={"max_metric_calls": 90, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=merging_script, latency=0.1)
+    cands = repo.list_candidates(sqlite_db, run_id)
+    merges = [x for x in cands if x.origin == "merge"]
+    assert merges and any(m.status == "accepted" and m.val_count for m in merges)
+    by_id = {x.id: x for x in cands}
+    for m in merges:
+        assert len(m.parent_ids) >= 2 and all(by_id[p].origin == "reflection" for p in m.parent_ids)
+    # an improving child is validated only through the combiner: itself, or a merge of it
+    improved = [x for x in cands if x.origin == "reflection" and x.reason.startswith("improved")]
+    combined = [x for x in improved if "combined into the merge" in x.reason]
+    assert combined and all(x.val_count == 0 for x in combined)
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.metric_calls <= 90 and run.budget_overshoot == 0
+    assert_consistent_totals(sqlite_db, run_id)
