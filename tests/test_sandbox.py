@@ -435,3 +435,23 @@ def test_host_files_are_invisible_and_the_worker_is_unprivileged(tmp_path):
             assert out.side_info["uid"] == 65534
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("mode", ["auto", "process"])
+def test_subprocesses_that_finish_are_fine_and_leftovers_replace_the_worker(mode):
+    src = ("import subprocess, sys\n"
+           "def evaluate(c):\n"
+           "    if c == 'leave':\n        subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+           "        return 0.5\n"
+           "    out = subprocess.run([sys.executable, '-c', 'print(6 * 7)'], capture_output=True, text=True)\n"
+           "    return float(out.stdout)\n")
+    p = make_pool(src, isolation=mode)
+    try:
+        assert p.submit(EvalTask("run")).result().score == 42.0
+        assert p.submit(EvalTask("run")).result().score == 42.0
+        assert len(p.cold_starts) == 1
+        assert p.submit(EvalTask("leave")).result().score == 0.5  # its result still counts
+        assert p.submit(EvalTask("run")).result().score == 42.0
+        assert len(p.cold_starts) == 2  # the worker with a stray child was replaced
+    finally:
+        p.close()

@@ -82,12 +82,19 @@ class WorkerProcess:
         self.started = time.monotonic()
         self._host_dir = tempfile.mkdtemp(prefix="refract-worker-")
         self._log = open(os.path.join(self._host_dir, "worker.log"), "w+b")
-        argv, env, cwd, user = isolation.command(spec, RUNTIME_DIR / "worker.py", self._host_dir)
-        self.sandboxed = argv[0].endswith("bwrap")
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=cwd,
-            start_new_session=True, user=user, group=user, extra_groups=[] if user is not None else None,
-        )
+        try:
+            argv, env, cwd, user = isolation.command(spec, RUNTIME_DIR / "worker.py", self._host_dir)
+            self.sandboxed = argv[0].endswith("bwrap")
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=cwd,
+                start_new_session=True, user=user, group=user, extra_groups=[] if user is not None else None,
+            )
+        except BaseException:
+            self._log.close()
+            shutil.rmtree(self._host_dir, ignore_errors=True)
+            raise
+        if self.sandboxed:  # the open log is all bubblewrap mode needs: nothing can leak on disk
+            shutil.rmtree(self._host_dir, ignore_errors=True)
         self._rfd, self._wfd = self.proc.stdout.fileno(), self.proc.stdin.fileno()
         os.set_blocking(self._wfd, False)
         self._reader = wire.FrameReader()
@@ -100,13 +107,13 @@ class WorkerProcess:
                        time.monotonic() + spec.startup_seconds)
             reply = self._recv(time.monotonic() + spec.startup_seconds + spec.timeout_seconds, "loading")
         except BaseException:
-            self.kill()
+            self.close()
             raise
         if reply.get("type") == "load_error":
-            self.kill()
+            self.close()
             raise LoadError(str(reply.get("error")), str(reply.get("traceback", "")))
         if reply.get("type") != "ready":
-            self.kill()
+            self.close()
             raise WorkerFailed(f"the worker sent {reply.get('type')!r} instead of 'ready'")
         self.has_validate = bool(reply.get("has_validate"))
         self.cold_start_seconds = time.monotonic() - self.started

@@ -128,9 +128,16 @@ class Worker:
 
     def strays(self) -> bool:
         """True if the evaluator left processes behind (then the engine replaces this worker)."""
-        if not (self.in_pid_namespace or self.forked):
-            return False
         me, group = os.getpid(), os.getpgrp()
+        if not self.in_pid_namespace:
+            try:  # cheap: direct children still running (subprocess.Popen does not run at-fork hooks)
+                with open(f"/proc/self/task/{me}/children") as f:
+                    if f.read().strip():
+                        return True
+            except OSError:
+                pass
+            if not self.forked:
+                return False
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) in (me, 1):
                 continue
@@ -199,7 +206,7 @@ def main() -> None:
         reply = worker.handle(evaluator, msg)
         try:
             chan.send(reply)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, MemoryError) as exc:
             chan.send({"type": "result", "id": msg["id"], "score": 0.0, "side_info": {}, "recycle": False,
                        "error": f"the evaluation's side_info could not be sent: {exc}"})
 
