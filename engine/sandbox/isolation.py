@@ -7,7 +7,7 @@ Two levels, chosen once per process (``mode``):
   environment. Run by root, bubblewrap keeps only CAP_SETUID/SETGID so that the worker can
   become ``nobody`` (65534) before it reads any user input; run by a normal user it uses a user
   namespace and the worker keeps that user's uid.
-- **process**: a plain ``python -I`` child in its own session with rlimits and a scrubbed
+- **process**: a plain ``python -I -B`` child in its own session with rlimits and a scrubbed
   environment; as root it runs as 65534 when the interpreter is readable by that user. It
   does *not* stop file reads or network access (docs/security.md).
 The worker itself sets its rlimits (runtime/worker.py) so both levels get the same limits.
@@ -38,7 +38,6 @@ def base_env(home: str) -> dict:
     """The whole environment of user code: no keys, no proxies, nothing inherited."""
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
         # the pool gives parallelism; one BLAS thread per worker also keeps RLIMIT_AS honest
         "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
     }
@@ -84,7 +83,7 @@ def bwrap_argv(spec, worker: Path) -> list[str]:
                 argv += ["--perms", "0755", "--dir", str(parent)]
         argv += ["--ro-bind", path, path]
     argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str((spec.file_mb + 64) << 20),
-             "--tmpfs", "/tmp", "--chdir", "/tmp", spec.python, "-I", str(worker)]
+             "--tmpfs", "/tmp", "--chdir", "/tmp", spec.python, "-I", "-B", str(worker)]
     if root:
         argv += ["--uid", str(NOBODY)]
     return argv
@@ -140,4 +139,4 @@ def command(spec, worker: Path, host_dir: str):
         else:
             log.warning("running evaluator workers as root: %s is not readable by uid %d and bubblewrap is "
                         "unavailable", spec.python, NOBODY)
-    return [spec.python, "-I", str(worker)], base_env(work), work, user
+    return [spec.python, "-I", "-B", str(worker)], base_env(work), work, user

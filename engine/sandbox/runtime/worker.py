@@ -1,6 +1,6 @@
 """The sandboxed evaluator worker: compiles the evaluator once, then serves requests forever.
 
-Run as ``python -I worker.py [--uid N]`` by ``engine.sandbox.worker_process``. Protocol on
+Run as ``python -I -B worker.py [--uid N]`` by ``engine.sandbox.worker_process``. Protocol on
 fds 0/1 (frames of ``wire``); the worker moves them aside at start so that user code writing
 to fd 1 cannot corrupt them (fd 1 then goes to fd 2, a log file the engine reads on a crash).
 
@@ -25,6 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import outcome  # noqa: E402
 import refract_evaluator  # noqa: E402
 import wire  # noqa: E402
+
+NOBODY = 65534
 
 
 class Channel:
@@ -59,9 +61,14 @@ def drop_privileges(uid: int) -> None:
 
 def apply_limits(limits: dict) -> None:
     mb = 1 << 20
+    processes = limits["processes"]
+    if os.getuid() != NOBODY:
+        # RLIMIT_NPROC counts every process of the uid: a normal user's desktop may already run
+        # hundreds, so a tight limit would break threads; the timeout still ends a fork bomb.
+        processes = max(processes, 4096)
     for name, value in (("RLIMIT_AS", limits["memory_mb"] * mb), ("RLIMIT_FSIZE", limits["file_mb"] * mb),
                         ("RLIMIT_NOFILE", limits["open_files"]), ("RLIMIT_CORE", 0),
-                        ("RLIMIT_NPROC", limits["processes"])):
+                        ("RLIMIT_NPROC", processes)):
         resource.setrlimit(getattr(resource, name), (value, value))
 
 
