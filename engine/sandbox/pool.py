@@ -187,6 +187,8 @@ class LocalPool:
             side = {"traceback": self._load_error.traceback} if self._load_error else {}
             message = start_error or "no evaluator worker is available"
             return (message if kind == "validate" else EvalOutcome(0.0, side, message)), False
+        if kind == "validate" and not proc.has_validate:
+            return None, False  # no validate() in the evaluator file: every candidate is valid
         msg = {"type": kind, "id": next(self._ids), "candidate": task.candidate}
         if kind == "eval":
             msg.update(example=task.example, has_example=task.example is not None)

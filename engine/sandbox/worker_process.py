@@ -109,6 +109,8 @@ class WorkerProcess:
         except BaseException:
             self.close()
             raise
+        if not isinstance(reply, dict):
+            reply = {"type": type(reply).__name__}
         if reply.get("type") == "load_error":
             self.close()
             raise LoadError(str(reply.get("error")), str(reply.get("traceback", "")))
