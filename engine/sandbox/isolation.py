@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
