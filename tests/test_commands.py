@@ -387,3 +387,56 @@ def test_commands_refused_when_sent(sqlite_db, tmp_path):
     with pytest.raises(CommandError, match="the feedback is empty"):
         send_command(sqlite_db, other, "feedback", {"candidate_id": foreign.id, "text": ""})
     assert repo.list_commands(sqlite_db, run_id) == []
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "engine/state.py PoolState.view: pinned = candidates that are pinned AND have validation scores, so a "
+    "pinned rejected proposal (never validated) is never eligible; the pin command still says 'pinned'. "
+    "Proposed fix: applying a pin to a candidate without validation scores runs its validation pass first "
+    "(as edit does). See the test report."))
+def test_pinning_a_rejected_proposal_makes_it_a_parent(sqlite_db, tmp_path):
+    """DESIGN.md: pinned candidates are always eligible. A rejected proposal a person pins (it
+    lost on a 3-example minibatch, but they believe in it) must become a parent within
+    pin_every steps, not be reported "pinned" and then ignored."""
+
+    def stubborn(messages, params):  # never improves: every proposal is rejected
+        from tests.support import toy as t
+        return "```\n" + t.current_version(messages[1]["content"]) + " extra\n```"
+
+    install_script(stubborn)
+    run_id = _submit(sqlite_db, 4, search={"parents_per_step": 1, "proposals_per_parent": 1, "pin_every": 2},
+                     budget={"max_steps": 4, "stop_at_score": None})
+    pinned = []
+
+    def pin_rejected(ctx):
+        [rejected] = [c for c in ctx.state.candidates.values() if c.status == "rejected"]
+        pinned.append(rejected.id)
+        send_command(ctx.db, ctx.run_id, "pin", {"candidate_id": rejected.id}, author="ana")
+
+    run_optimizer(sqlite_db, run_id, tmp_path, on_step=_at(1, pin_rejected))
+    steps = repo.list_steps(sqlite_db, run_id)
+    assert any(pinned[0] in s.parent_ids for s in steps[1:3]), [s.parent_ids for s in steps]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "engine/commands.py: pin (and veto) of a failed proposal, which has no text, is applied and reported "
+    "'<id> pinned' although it can never be a parent. See the test report."))
+def test_pinning_a_failed_proposal_is_refused_with_a_reason(sqlite_db, tmp_path):
+    def unfenced(messages, params):
+        return "no fence here"
+
+    install_script(unfenced)
+    run_id = _submit(sqlite_db, 4, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                     budget={"max_steps": 3, "stop_at_score": None})
+    hook = _at(1, lambda ctx: send_command(ctx.db, ctx.run_id, "pause"))
+    run_optimizer(sqlite_db, run_id, tmp_path, on_step=hook)
+    [failed] = [c for c in repo.list_candidates(sqlite_db, run_id) if c.status == "failed"]
+    assert failed.content == {}
+    try:
+        send_command(sqlite_db, run_id, "pin", {"candidate_id": failed.id})
+    except CommandError as exc:  # refused when sent: fine
+        assert "failed" in str(exc) or "no text" in str(exc)
+        return
+    run_optimizer(sqlite_db, run_id, tmp_path)
+    cmd = repo.list_commands(sqlite_db, run_id)[-1]
+    assert cmd.status == "rejected", cmd.result  # applied "pinned" to a candidate with no text is a lie

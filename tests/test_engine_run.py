@@ -56,6 +56,10 @@ def test_every_step_makes_p_times_k_proposals(sqlite_db, tmp_path, p, k):
             assert cands[cid].origin == "reflection" and cands[cid].step == s.index
             assert cands[cid].parent_ids[0] in s.parent_ids
         assert set(s.accepted_ids) <= set(s.proposal_ids)
+        # a parent's minibatch scores come from its validation pass (train = val here): only the
+        # step's own children are sent to the pool
+        evaluated = {e["candidate_id"] for e in s.events if e["kind"] != "lm"}
+        assert evaluated <= set(s.proposal_ids), evaluated - set(s.proposal_ids)
     reflection_children = [c for c in cands.values() if c.origin == "reflection"]
     assert len(reflection_children) == 3 * p * k  # every proposal is a row, whatever became of it
     run = repo.get_run(sqlite_db, run_id)

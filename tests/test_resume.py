@@ -127,3 +127,70 @@ def test_kill_9_mid_step_and_a_second_worker_finishes_the_run(tmp_path, moment):
     assert_consistent_totals(db, run_id)
     assert run.cost_usd > at_kill.cost_usd > 0
     db.dispose()
+
+
+# ---------------------------------------------------------------- leases, in process
+
+
+def _start(db, tmp_path, run_id, worker_id, lease):
+    import threading
+
+    from engine.worker import Worker
+    from tests.support.harness import lm_client
+
+    worker = Worker(db, lease_seconds=lease, lm=lm_client(tmp_path), worker_id=worker_id)
+    assert repo.claim_run(db, worker_id, lease, run_id=run_id) == run_id
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(status=worker.run_claimed(run_id)), daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_heartbeats_keep_the_lease_so_no_other_worker_can_claim_a_live_run(sqlite_db, tmp_path):
+    from engine.testing_lm import install_script, uninstall_script
+    from tests.support import toy
+
+    install_script(toy.script, latency=0.3)
+    try:
+        run_id = submit_run(sqlite_db, toy_config(8, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                                                  budget={"max_steps": 6, "stop_at_score": None}))
+        thread, result = _start(sqlite_db, tmp_path, run_id, "w1", lease=0.9)
+        attempts = 0
+        t0 = time.monotonic()
+        while thread.is_alive():
+            assert repo.claim_run(sqlite_db, "intruder", 5, run_id=run_id) is None
+            attempts += 1
+            time.sleep(0.1)
+        thread.join()
+        assert time.monotonic() - t0 > 3 * 0.9  # the run outlived its lease several times over
+        assert attempts > 20
+        assert result["status"] == "completed"
+        run = repo.get_run(sqlite_db, run_id)
+        assert run.steps_done == 6 and run.lease_owner is None  # released at the end
+    finally:
+        uninstall_script()
+
+
+def test_a_worker_that_loses_its_lease_stops_touching_the_run(sqlite_db, tmp_path):
+    from datetime import timedelta
+
+    from engine.testing_lm import install_script, uninstall_script
+    from tests.support import toy
+
+    install_script(toy.script, latency=0.3)
+    try:
+        run_id = submit_run(sqlite_db, toy_config(8, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                                                  budget={"max_steps": 30, "stop_at_score": None}))
+        thread, result = _start(sqlite_db, tmp_path, run_id, "w1", lease=0.9)
+        _wait(lambda: repo.get_run(sqlite_db, run_id).steps_done >= 1, 60, "the first step")
+        # another worker took the run over (w1 was believed dead)
+        repo.set_run_fields(sqlite_db, run_id, lease_owner="w2", lease_expires_at=utcnow() + timedelta(seconds=60))
+        at_theft = repo.get_run(sqlite_db, run_id).steps_done
+        thread.join(30)
+        assert not thread.is_alive() and result["status"] == "lost"
+        run = repo.get_run(sqlite_db, run_id)
+        assert run.lease_owner == "w2"  # w1 did not release (or overwrite) the new owner's lease
+        assert run.status == "running" and run.finished_at is None  # and did not finish the run
+        assert run.steps_done <= at_theft + 2  # at most the step in flight when it noticed
+    finally:
+        uninstall_script()
