@@ -23,10 +23,11 @@ wave are done, so ``steps_done`` counts closed waves and the studio, CLI and exp
 where a synchronous run shows steps. Each proposal's candidate keeps the time it started (parent
 chosen) and finished (validation done) and the frontier version it started from.
 
-Budget. A proposal (or merge) starts only when the metric calls for its minibatch tests and a
-validation pass can be reserved as a block (``Budget.reserve_block``); the last proposal of a
-run may start with room for its minibatch tests only. So the budget is never exceeded and the
-run ends without half-validated children when it can.
+Budget. A proposal starts only when the metric calls for its minibatch tests can be reserved
+as a block (``Budget.reserve_block``) while leaving room for one validation pass, as a
+synchronous step plans its batch; a combiner reserves its merge test and one validation pass.
+Validation passes beyond a proposal's block draw from what is left, so near the end of the
+budget a pass may be cut short (recorded as such). The budget is never exceeded.
 
 Reproducibility with a fixed seed — what still holds:
 - proposal n's random choices (its parent sample, its minibatch) come from generators derived
@@ -60,7 +61,7 @@ from engine.proposal import run_proposal
 from engine.runtime_model import async_rate, latencies_from, shape_of, sync_step
 from engine.sampling import EpochSampler
 from engine.selection import make_selector, select_parents
-from engine.sibling_merge import MAX_SIBLINGS, combine, sibling_from_minibatch
+from engine.sibling_merge import MAX_SIBLINGS, ancestors, combine, sibling_from_minibatch, sibling_from_validation
 from engine.state import deterministic_id
 from engine.step import step_rng, validate_child
 
@@ -161,12 +162,14 @@ class AsyncLoop:
                     decision = ("completed", f"no progress: the last {self.idle} proposals made no evaluable "
                                              "candidate (the reflection LM keeps repeating or failing)")
         self._close_waves(force=True)
+        if decision is not None and decision[1].startswith("metric-call budget spent"):
+            decision = ("completed", self._why_no_room())  # the counts after the proposals in flight finished
         return decision or ("completed", "")
 
     def _why_no_room(self) -> str:
         b = self.ctx.budget
         return (f"metric-call budget spent ({b.metric_calls} of {b.cfg.max_metric_calls}; too few left for "
-                "another proposal's minibatch tests)")
+                f"another proposal's minibatch tests, {2 * self.m})")
 
     # -- starting ------------------------------------------------------------------------
 
@@ -176,7 +179,9 @@ class AsyncLoop:
         job = self._combiner(n_val)
         if job is not None:
             return job
-        block = ctx.budget.reserve_block(2 * self.m + n_val, at_least=None if self.inflight else 2 * self.m)
+        # a proposal's block holds its minibatch tests; room for one validation pass is kept
+        # free (as a synchronous step keeps it for its whole batch), from which validations draw
+        block = ctx.budget.reserve_block(2 * self.m, keep_free=n_val if self.inflight else 0)
         if block is None:
             return None
         n = self.next_n
@@ -266,6 +271,9 @@ class AsyncLoop:
         one child waited) validate the most promising child; the others are passed over."""
         ids = [cid for cid, _ in job.members]
         siblings = [s for s in (sibling_from_minibatch(pctx, cid) for cid in ids) if s is not None]
+        best = self._best_since(pctx, siblings)
+        if best is not None:
+            siblings = [best] + siblings[: MAX_SIBLINGS - 1]
         chosen = None
         if len(siblings) >= 2:
             merge_id = deterministic_id(pctx.run_id, job.wave, *sorted(ids), "merge")
@@ -287,6 +295,20 @@ class AsyncLoop:
                 child.reason = why or (f"improved on its minibatch; {chosen} was validated instead (it already held "
                                        "these changes, or their merge lost a gain)")
                 pctx.save(child)
+
+    @staticmethod
+    def _best_since(pctx: RunContext, siblings: list) -> Optional[object]:
+        """The current best, as one more version to combine, when it descends from the waiting
+        children's parent (they started from a frontier that has moved on since): so the merge
+        builds on the best instead of forking an older version."""
+        best_id, _ = pctx.state.best()
+        parents = {s.parent.id for s in siblings}
+        if best_id is None or len(parents) != 1 or best_id in parents | {s.cand.id for s in siblings}:
+            return None
+        base_id = parents.pop()
+        if base_id not in ancestors(pctx.state.candidates, best_id):
+            return None
+        return sibling_from_validation(pctx, best_id, base_id)
 
     # -- finishing -----------------------------------------------------------------------
 

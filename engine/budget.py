@@ -86,12 +86,13 @@ class Budget:
             if charged:
                 self.metric_calls += 1
 
-    def reserve_block(self, calls: int, at_least: Optional[int] = None) -> Optional["Block"]:
+    def reserve_block(self, calls: int, at_least: Optional[int] = None, keep_free: int = 0) -> Optional["Block"]:
         """Reserve ``calls`` metric calls (or, if fewer are left, all that are left as long as
-        that is ``at_least``) for work that one thread will do; None when not available."""
+        that is ``at_least``) for work that one thread will do, leaving ``keep_free`` calls
+        unreserved for work that draws from no block; None when not available."""
         with self._lock:
             cap = self.cfg.max_metric_calls
-            n = calls if cap is None else min(calls, cap - self.metric_calls - self.reserved)
+            n = calls if cap is None else min(calls, cap - self.metric_calls - self.reserved - keep_free)
             if n < (calls if at_least is None else at_least) or self._out_of_time_or_money():
                 return None
             self.reserved += n

@@ -62,6 +62,10 @@ class EvaluationService:
         self._inflight: dict[tuple[str, str], tuple[Future, Future]] = {}
         self._lock = threading.Lock()
         self._recorder = _Recorder(db, budget)
+        # At most 2·W validation evaluations queued or running, over all passes: the minibatch
+        # tests that stand between a proposal and its next LM call then wait behind a wave or
+        # two, not behind whole validation passes (asynchronous runs overlap them).
+        self._validation_slots = threading.Semaphore(2 * executor.workers)
 
     def close(self) -> None:
         self._recorder.close()
@@ -69,25 +73,35 @@ class EvaluationService:
     def evaluate(self, cand: Candidate, keys: list[str], kind: str = "eval", charge: bool = True,
                  keep_going: Callable[[dict[str, Scored]], bool] | None = None) -> dict[str, Scored]:
         """Scores of ``cand`` on ``keys`` (in any order). ``keep_going(results_so_far)`` is asked
-        after each result; when it says False, queued evaluations are cancelled (early stop)."""
+        after each result; when it says False, queued evaluations are cancelled (early stop).
+        Validation passes are fed to the pool a few at a time (see ``_validation_slots``)."""
         results = self._known(cand, keys)
+        todo = [k for k in keys if k not in results]
         pending: dict[Future, str] = {}
-        for key in keys:
-            if key not in results:
-                fut = self._dispatch(cand, key, kind, charge)
-                if fut is not None:
-                    pending[fut] = key
+        slots = self._validation_slots if kind == "validation" else None
         stop = keep_going is not None and not keep_going(results)
-        while pending:
+        while True:
+            while todo and not stop and (slots is None or slots.acquire(blocking=not pending)):
+                key = todo.pop(0)
+                fut = self._dispatch(cand, key, kind, charge)
+                if fut is None:  # refused by the budget
+                    if slots is not None:
+                        slots.release()
+                    continue
+                pending[fut] = key
             if stop:
                 for fut in list(pending):
                     if self._cancel(cand.id, pending[fut]):
                         pending.pop(fut)
-                if not pending:
-                    break
+                        if slots is not None:
+                            slots.release()
+            if not pending:
+                break
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for fut in finished:
                 key = pending.pop(fut)
+                if slots is not None:
+                    slots.release()
                 if not fut.cancelled():
                     results[key] = fut.result()
             if keep_going is not None and not stop:

@@ -110,6 +110,22 @@ def divergent_siblings(ctx: RunContext, newest_id: str, tried: list[frozenset]) 
             if all(k in base_results for k in s)]
 
 
+def sibling_from_validation(ctx: RunContext, cand_id: str, base_id: str) -> Optional[Sibling]:
+    """A validated candidate as a Sibling over ``base_id`` (one of its ancestors): the
+    validation examples it gained on (at most two minibatches' worth, largest gains first)."""
+    state = ctx.state
+    with state.lock:
+        mine, theirs = dict(state.scores.get(cand_id, {})), dict(state.scores.get(base_id, {}))
+    gained = sorted((k for k in mine if k in theirs and mine[k] > theirs[k] + 1e-12),
+                    key=lambda k: (theirs[k] - mine[k], k))[: 2 * ctx.cfg.search.minibatch_size]
+    base_results = ctx.evals.known(state.candidates[base_id], gained)
+    keys = [k for k in gained if k in base_results]
+    if not keys:
+        return None
+    return Sibling(state.candidates[cand_id], state.candidates[base_id], {k: mine[k] for k in keys},
+                   {k: base_results[k] for k in keys})
+
+
 def changed_components(sib: Sibling) -> list[str]:
     return [c for c in sib.cand.content if sib.cand.content[c] != sib.parent.content.get(c)]
 

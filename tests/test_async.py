@@ -140,8 +140,9 @@ def test_async_sibling_merges_combine_waiting_children(sqlite_db, tmp_path):
     merges = [x for x in cands if x.origin == "merge"]
     assert merges and any(m.status == "accepted" and m.val_count for m in merges)
     by_id = {x.id: x for x in cands}
-    for m in merges:
-        assert len(m.parent_ids) >= 2 and all(by_id[p].origin == "reflection" for p in m.parent_ids)
+    for m in merges:  # waiting children, plus the best when it moved on since their parent
+        assert len(m.parent_ids) >= 2 and any(by_id[p].origin == "reflection" for p in m.parent_ids)
+        assert all(by_id[p].status == "accepted" for p in m.parent_ids if by_id[p].origin != "reflection")
     # an improving child is validated only through the combiner: itself, or a merge of it
     improved = [x for x in cands if x.origin == "reflection" and x.reason.startswith("improved")]
     combined = [x for x in improved if "combined into the merge" in x.reason]
