@@ -137,5 +137,5 @@ def command(spec, worker: Path, host_dir: str):
             os.chown(work, NOBODY, NOBODY)
         else:
             log.warning("running evaluator workers as root: %s is not readable by uid %d and bubblewrap is "
-                        "unavailable", spec.python, NOBODY)
+                        "not in use", spec.python, NOBODY)
     return [spec.python, "-I", "-B", str(worker)], base_env(work), work, user
