@@ -108,12 +108,13 @@ class PoolState:
             self.frontier_version += 1
 
     def tried_texts(self, parent_id: str) -> list[str]:
-        """Texts already proposed for this parent (rejected or failed), oldest first."""
+        """Texts already proposed for this parent (whatever became of them), oldest first. A
+        proposal that failed before it had a text (LM error, unusable answer) tried nothing."""
         with self.lock:
             out = []
             for c in self.candidates.values():
-                if parent_id in c.parent_ids and c.origin == "reflection" and c.component:
-                    out.append(c.content.get(c.component, ""))
+                if parent_id in c.parent_ids and c.origin == "reflection" and c.component and c.content.get(c.component):
+                    out.append(c.content[c.component])
             return out
 
     def claim(self, parent_id: str, chash: str) -> bool:
