@@ -457,3 +457,21 @@ def test_resuming_a_completed_run_is_a_no_op_for_the_pool(sqlite_db, tmp_path):
     after = repo.get_run(sqlite_db, run_id)
     assert after.metric_calls == before.metric_calls and after.steps_done == 2
     assert_consistent_totals(sqlite_db, run_id)
+
+
+def test_failed_proposals_do_not_show_as_empty_tried_texts(sqlite_db, tmp_path):
+    """A proposal that failed before it had any text (LM error, no fence) has nothing to show
+    under "Already tried": the next prompt must not list an empty block."""
+    answers = iter(["no fence at all", "```\nstart extra\n```"])
+
+    def script(messages, params):
+        return next(answers, "```\nstart more\n```")
+
+    cfg = toy_config(4, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                     budget={"max_steps": 3, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=script)
+    prompts = [m[1]["content"] for m, _ in stats.calls]
+    assert len(prompts) == 3
+    assert "Already tried" not in prompts[1], prompts[1][prompts[1].find("## Already"):]
+    tried = prompts[2][prompts[2].index("## Already tried"):prompts[2].index("## Task")]
+    assert "start extra" in tried and "```\n\n```" not in tried
