@@ -135,6 +135,9 @@ class RunConfig(_Strict):
                 raise ValueError(f"{name}: the {name} is empty; give at least one example or leave it out")
         if self.testset and not self.dataset:
             raise ValueError("testset: a testset needs a dataset (the search never sees the test set); give a dataset too")
+        if self.valset and not self.dataset:
+            raise ValueError("valset: a valset needs a dataset (the examples the reflection LM learns from); "
+                             "give a dataset, or give these examples as the dataset (it is then also the valset)")
         return self
 
     @property
@@ -167,7 +170,7 @@ def _format_errors(exc: ValidationError) -> str:
 
 def parse_config(data: dict, base_dir: Path | None = None) -> RunConfig:
     """Validate a config dict (as parsed from TOML); read the files it names."""
-    from engine.datasets import DatasetError, load_dataset
+    from engine.datasets import DatasetError, load_dataset, read_text_file
 
     data = dict(data)
     base = base_dir or Path.cwd()
@@ -177,9 +180,11 @@ def parse_config(data: dict, base_dir: Path | None = None) -> RunConfig:
     elif "evaluator_file" in data:
         path = base / str(data["evaluator_file"])
         try:
-            data["evaluator"] = path.read_text()
+            data["evaluator"] = read_text_file(path)
         except OSError as exc:
             problems.append(f"evaluator_file: cannot read {path}: {exc.strerror}")
+        except ValueError as exc:
+            problems.append(f"evaluator_file: {exc}")
     elif "evaluator" not in data:
         problems.append("evaluator: missing; give evaluator_file = \"evaluator.py\" or evaluator = \"\"\"…\"\"\"")
     for key in ("dataset", "valset", "testset"):

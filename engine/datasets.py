@@ -48,11 +48,24 @@ def parse_dataset(text: str, fmt: str, name: str = "dataset") -> list[Any]:
     return rows
 
 
+def read_text_file(path: Path) -> str:
+    """A user's file as text: UTF-8, with or without the byte-order mark that spreadsheet
+    programs and Windows editors write. OSError when unreadable; ValueError when not UTF-8."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at position {exc.start}); "
+                         "save the file as UTF-8") from None
+
+
 def load_dataset(path: Path) -> list[Any]:
     try:
-        text = path.read_text()
+        text = read_text_file(path)
     except OSError as exc:
         raise DatasetError(f"cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise DatasetError(str(exc)) from None
     return parse_dataset(text, path.suffix, name=str(path))
 
 
