@@ -324,3 +324,44 @@ def test_example_ids_come_from_rows_and_duplicates_stay_distinct(sqlite_db):
     assert keys[0] == ("a", "train") and keys[1] == ("train-1", "train")
     assert len({k for k, _ in keys}) == 4
 
+
+
+class TestFileEncodings:
+    """Files saved by spreadsheet programs and Windows editors: a UTF-8 byte-order mark, or not
+    UTF-8 at all."""
+
+    def test_csv_with_a_byte_order_mark(self, tmp_path):
+        (tmp_path / "train.csv").write_bytes("id,answer\nc0,yes\n".encode("utf-8-sig"))
+        cfg = parse_config(_minimal(dataset=None, dataset_file="train.csv"), tmp_path)
+        assert cfg.dataset == [{"id": "c0", "answer": "yes"}]  # not {"\ufeffid": ...}
+
+    def test_jsonl_with_a_byte_order_mark(self, tmp_path):
+        (tmp_path / "train.jsonl").write_bytes(b"\xef\xbb\xbf" + _jsonl(_rows("t", 2)).encode())
+        cfg = parse_config(_minimal(dataset=None, dataset_file="train.jsonl"), tmp_path)
+        assert [r["id"] for r in cfg.dataset] == ["t0", "t1"]
+
+    def test_evaluator_file_with_a_byte_order_mark(self, tmp_path, sqlite_db):
+        (tmp_path / "evaluator.py").write_bytes(EVALUATOR.encode("utf-8-sig"))
+        data = _minimal(evaluator=None, evaluator_file="evaluator.py")
+        submit_run(sqlite_db, parse_config(data, tmp_path))  # compiles
+
+    def test_dataset_that_is_not_utf8_names_the_file(self, tmp_path):
+        (tmp_path / "train.csv").write_bytes("id,answer\nc0,café\n".encode("latin-1"))
+        msg = _error(_minimal(dataset=None, dataset_file="train.csv"), tmp_path)
+        assert msg.startswith(f"dataset_file: {tmp_path / 'train.csv'}") and "UTF-8" in msg
+
+    def test_evaluator_that_is_not_utf8_names_the_file(self, tmp_path):
+        (tmp_path / "evaluator.py").write_bytes("# café\n".encode("latin-1") + EVALUATOR.encode())
+        msg = _error(_minimal(evaluator=None, evaluator_file="evaluator.py"), tmp_path)
+        assert msg.startswith("evaluator_file: ") and "UTF-8" in msg
+
+
+def test_valset_without_a_dataset_is_not_called_single_task():
+    """The engine runs a valset-only config on the valset's examples (evaluate(candidate,
+    example)), so its mode must not say single-task (the studio shows the mode)."""
+    try:
+        cfg = parse_config(_minimal(dataset=None, valset=_rows("v", 3)))
+    except ConfigError as exc:
+        assert str(exc).startswith("valset: ")
+        return
+    assert cfg.mode != "single-task"
