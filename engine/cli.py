@@ -84,6 +84,15 @@ def _summary(db, run_id) -> int:
     meas = [s.measured_speedup for s in steps if s.measured_speedup]
     if pred and meas:
         print(f"batch speed-up: predicted {sum(pred) / len(pred):.2f}x, measured {sum(meas) / len(meas):.2f}x")
+    from engine.runtime_model import run_prediction
+
+    model = run_prediction(db, run_id)
+    if model:
+        lat = model["latencies"]
+        print(f"wall-clock: measured {model['measured']:.1f} s, predicted {model['predicted']:.1f} s by the runtime model "
+              f"(LM {lat.lm:.2f} s, evaluator {lat.eval * 1000:.0f} ms, {lat.accept:.0%} of proposals improve, "
+              f"{lat.n_val} validation examples, {lat.workers} workers); {model['speedup']:.2f}x faster per metric call "
+              "than 1×1 predicted")
     return 0 if run.status in ("completed", "stopped", "paused") else 1
 
 

@@ -22,7 +22,9 @@ Asynchronous schedule (C proposals in flight, no barrier): each proposal takes
 proposals per second and ``c`` metric calls per proposal; solved for X. The pool caps X at
 ``W / (c·T)``.
 
-A run = the seed's validation pass + (metric calls − V) / (calls per step) steps.
+A whole run adds what these averages miss — the budget's tail (trimmed steps, fewer
+proposals in flight), proposals queueing behind each other's evaluations, merges — so its
+wall-clock is predicted by replaying the schedule (``engine.runtime_sim``).
 """
 
 from __future__ import annotations
@@ -110,28 +112,23 @@ def async_rate(c_in_flight: int, lat: Latencies) -> tuple[float, float]:
     return lo, calls
 
 
-def predict_run_seconds(shape: Shape, lat: Latencies, metric_calls: float) -> float:
-    """Wall-clock to spend ``metric_calls`` (the seed's validation pass included)."""
-    seed = _waves(lat.n_val, lat.workers) * lat.eval
-    rest = max(0.0, metric_calls - lat.n_val)
-    if shape.schedule == "async":
-        rate, calls = async_rate(shape.k, lat)
-        return seed + (rest / calls / rate if rate > 0 and calls > 0 else 0.0)
-    seconds, calls = sync_step(shape, lat)
-    return seed + (rest / calls * seconds if calls > 0 else 0.0)
+def predict_run_seconds(shape: Shape, lat: Latencies, budget: int) -> tuple[float, int]:
+    """(wall-clock, metric calls) of a run that spends ``budget`` metric calls, the seed's
+    validation pass included: the schedule replayed by ``engine.runtime_sim``."""
+    from engine.runtime_sim import simulate_async, simulate_sync
+
+    if shape.schedule == "async" and shape.k > 1:
+        return simulate_async(shape.k, shape.merge_siblings, lat, budget)
+    return simulate_sync(shape.parents, shape.per_parent, shape.accept, shape.top_k, shape.merge_siblings, lat, budget)
 
 
-def predict_speedup(shape: Shape, lat: Latencies) -> float:
-    """How much faster this shape spends metric calls than 1×1 (same latencies): the ratio
-    of their predicted seconds per metric call."""
-    one = sync_step(Shape(), replace(lat))
-    if shape.schedule == "async":
-        rate, calls = async_rate(shape.k, lat)
-        per_call = 1 / (rate * calls) if rate > 0 else float("inf")
-    else:
-        s, c = sync_step(shape, lat)
-        per_call = s / c
-    return (one[0] / one[1]) / per_call if per_call > 0 else float(shape.k)
+def predict_speedup(shape: Shape, lat: Latencies, budget: Optional[int] = None) -> float:
+    """How much faster this shape spends metric calls than 1×1 at the same latencies: the
+    ratio of their simulated seconds per metric call over a run of ``budget`` calls."""
+    budget = budget or 20 * (2 * lat.minibatch + lat.n_val)
+    t1, c1 = predict_run_seconds(Shape(), lat, budget)
+    tk, ck = predict_run_seconds(shape, lat, budget)
+    return (t1 / c1) / (tk / ck) if tk > 0 and c1 > 0 else float(shape.k)
 
 
 def predict_step_speedup(shape: Shape, lat: Latencies) -> float:
@@ -155,3 +152,32 @@ def latencies_from(lm: list[float], evals: list[float], accept: Optional[float],
     a = 0.5 if accept is None else accept
     return Latencies(lm=sum(lm) / len(lm), eval=sum(evals) / len(evals), accept=a, minibatch=minibatch,
                      n_val=n_val, workers=workers, **extra)
+
+
+def run_prediction(db, run_id: str) -> Optional[dict]:
+    """Predicted against measured wall-clock of a stored run, the prediction made from the
+    run's own measurements: {"measured", "predicted", "speedup", "latencies"}, or None
+    while nothing has been measured yet. (The measurement includes the workers' start-up.)"""
+    from sqlmodel import select
+
+    from engine.config import RunConfig
+    from storage import repo
+    from storage.models import LMCall
+
+    run = repo.get_run(db, run_id)
+    cfg = RunConfig.model_validate(run.config)
+    split = {ex.pk: ex.split for ex in repo.get_examples(db, run_id)}
+    n_val = sum(1 for s in split.values() if s == "val") or sum(1 for s in split.values() if s == "train")
+    with db.read() as s:
+        lm = [c.seconds for c in s.exec(select(LMCall).where(LMCall.run_id == run_id))
+              if c.purpose in ("reflection", "merge") and not c.cached and not c.error]
+    evals = [e.seconds for e in repo.evaluations_for(db, run_id) if not e.cached and split.get(e.example_pk) != "test"]
+    merges = [c for c in repo.list_candidates(db, run_id) if c.origin == "merge" and c.minibatch_score is not None]
+    extra = {"merge_pass": sum(c.status == "accepted" for c in merges) / len(merges)} if merges else {}
+    lat = latencies_from(lm, evals, run.proposals_accepted / run.proposals_total if run.proposals_total else None,
+                         min(cfg.search.minibatch_size, len(cfg.dataset or [None])), n_val, cfg.executor.workers, **extra)
+    if lat is None:
+        return None
+    shape = shape_of(cfg.search)
+    predicted, _ = predict_run_seconds(shape, lat, run.metric_calls)
+    return {"measured": run.seconds, "predicted": predicted, "speedup": predict_speedup(shape, lat), "latencies": lat}
