@@ -190,3 +190,11 @@ def test_steering_commands_are_queued_for_the_engine(cli, project, tmp_path):
     [cmd] = repo.list_commands(db, run_id)
     assert (cmd.kind, cmd.author, cmd.reason, cmd.status) == ("pause", "ana", "lunch", "pending")
     db.dispose()
+
+
+def test_run_whose_evaluator_fails_everywhere_exits_1_with_the_reason(cli, project, tmp_path):
+    (project / "evaluator.py").write_text("def evaluate(candidate, example):\n    return {}['missing']\n")
+    res = cli("run", project / "run.toml", "--db", _url(tmp_path), "--quiet")
+    assert res.returncode == 1, (res.stdout, res.stderr)
+    assert "status failed: the evaluator failed on every validation example for the seed" in res.stdout
+    assert "KeyError" in res.stdout

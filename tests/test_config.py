@@ -356,12 +356,6 @@ class TestFileEncodings:
         assert msg.startswith("evaluator_file: ") and "UTF-8" in msg
 
 
-def test_valset_without_a_dataset_is_not_called_single_task():
-    """The engine runs a valset-only config on the valset's examples (evaluate(candidate,
-    example)), so its mode must not say single-task (the studio shows the mode)."""
-    try:
-        cfg = parse_config(_minimal(dataset=None, valset=_rows("v", 3)))
-    except ConfigError as exc:
-        assert str(exc).startswith("valset: ")
-        return
-    assert cfg.mode != "single-task"
+def test_valset_without_a_dataset_is_refused():
+    """The engine would search on the valset's examples while the mode said single-task."""
+    assert _error(_minimal(dataset=None, valset=_rows("v", 3))).startswith("valset: a valset needs a dataset")

@@ -475,3 +475,37 @@ def test_failed_proposals_do_not_show_as_empty_tried_texts(sqlite_db, tmp_path):
     assert "Already tried" not in prompts[1], prompts[1][prompts[1].find("## Already"):]
     tried = prompts[2][prompts[2].index("## Already tried"):prompts[2].index("## Task")]
     assert "start extra" in tried and "```\n\n```" not in tried
+
+
+@pytest.mark.parametrize("accept,validated", [("best", 1), ("top_k", 2)])
+def test_accept_rule_limits_the_validation_passes_of_a_step(sqlite_db, tmp_path, accept, validated):
+    cfg = toy_config(8, search={"parents_per_step": 2, "proposals_per_parent": 2, "accept": accept, "top_k": 2},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg)
+    [step] = repo.list_steps(sqlite_db, run_id)
+    children = {c.id: c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"}
+    improved = [c for c in children.values() if c.minibatch_score > c.parent_minibatch_score]
+    assert len(improved) == 4  # the toy's every first proposal improves
+    assert len(step.accepted_ids) == validated
+    for cid, c in children.items():
+        if cid in step.accepted_ids:
+            assert c.status == "accepted" and c.val_count == 8
+        else:
+            assert c.status == "rejected"
+            assert c.reason == f"improved on its minibatch but not selected (accept = {accept!r})"
+            assert c.val_count == 0  # no validation pass paid: only its minibatch test
+            assert len(repo.evaluations_for(sqlite_db, run_id, [cid])) == len(c.minibatch_keys) == 3
+    # the chosen ones are those with the largest minibatch gain
+    gains = sorted((c.minibatch_score - c.parent_minibatch_score for c in improved), reverse=True)
+    chosen = sorted((children[c].minibatch_score - children[c].parent_minibatch_score for c in step.accepted_ids),
+                    reverse=True)
+    assert chosen == gains[:validated]
+    assert_consistent_totals(sqlite_db, run_id)
+
+
+def test_seed_the_lm_cannot_write_fails_the_run_with_the_reason(sqlite_db, tmp_path):
+    cfg = toy_config(4, seed_candidate=None, objective="List the NATO words.")
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=lambda m, p: "   ")
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.status == "failed"
+    assert run.status_reason == "the reflection LM could not write a seed from the objective: the answer is empty"
