@@ -12,10 +12,12 @@ import pytest
 from engine.budget import Budget
 from engine.commands import send_command
 from engine.config import BudgetConfig, ConfigError, ConfigWarning, parse_config
-from engine.testing_lm import uninstall_script
+from engine.runs import submit_run
+from engine.testing_lm import install_script, uninstall_script
 from storage import repo
 from tests.support import toy
-from tests.support.harness import assert_consistent_totals, evaluations, run_optimizer, run_toy, toy_config, toy_data
+from tests.support.harness import (assert_consistent_totals, evaluations, lm_calls, run_optimizer, run_toy, toy_config,
+                                   toy_data)
 
 WORDS = " ".join(toy.WORDS[:8])
 
@@ -127,10 +129,10 @@ def test_sibling_merge_is_an_origin_merge_candidate_whose_parents_are_the_siblin
     assert len(merge_calls) == 1
     prompt = merge_calls[0][1]["content"]
     assert "## Base version" in prompt and prompt.count("Full text:") == 3 and "What it fixed:" in prompt
-    calls = [c for c in repo.list_steps(sqlite_db, run_id)]
-    assert calls[0].accepted_ids == [merged.id] and merged.id in calls[0].proposal_ids
-    lm = [c for c in __import__("tests.support.harness", fromlist=["lm_calls"]).lm_calls(sqlite_db, run_id) if c.purpose == "merge"]
-    assert len(lm) == 1 and lm[0].candidate_id == merged.id
+    step = repo.list_steps(sqlite_db, run_id)[0]
+    assert step.accepted_ids == [merged.id] and merged.id in step.proposal_ids
+    merge_lm = [c for c in lm_calls(sqlite_db, run_id) if c.purpose == "merge"]
+    assert len(merge_lm) == 1 and merge_lm[0].candidate_id == merged.id
     assert_consistent_totals(sqlite_db, run_id)
 
 
@@ -240,9 +242,6 @@ def test_an_early_stopped_validation_pass_is_recorded_with_why(sqlite_db, tmp_pa
     results it can neither enter the frontier nor beat the best, so its pass stops early."""
     cfg = toy_config(8, seed_candidate=WORDS, search={"max_score": 1.0},
                      budget={"max_steps": 1, "stop_at_score": None}, executor={"workers": 2})
-    from engine.runs import submit_run
-    from engine.testing_lm import install_script
-
     install_script(toy.script)
     run_id = submit_run(sqlite_db, cfg)
     send_command(sqlite_db, run_id, "inject", {"content": "nothing useful"}, author="ana")
@@ -258,9 +257,6 @@ def test_an_early_stopped_validation_pass_is_recorded_with_why(sqlite_db, tmp_pa
 
 def test_no_early_stop_without_a_known_maximum(sqlite_db, tmp_path):
     cfg = toy_config(8, seed_candidate=WORDS, budget={"max_steps": 1, "stop_at_score": None})
-    from engine.runs import submit_run
-    from engine.testing_lm import install_script
-
     install_script(toy.script)
     run_id = submit_run(sqlite_db, cfg)
     send_command(sqlite_db, run_id, "inject", {"content": "nothing useful"}, author="ana")

@@ -1,0 +1,355 @@
+"""Benchmark: batching without quality loss (issue 6) → docs/benchmarks-batching.md (+ plot).
+
+Every configuration spends the same metric-call budget on the same synthetic incremental task
+(``bench/incremental_task.py``) with the same simulated reflection LM (1 s per call, through
+litellm's ``scripted`` provider) and the same evaluator (a 50 ms sleep, in W = 4 sandboxed
+workers for Refract, in GEPA's 4 evaluation threads for GEPA). Each row is run with 3 seeds (the
+seed changes the task, the LM's randomness and the search's). Reported per configuration: mean
+and spread (min–max) of wall-clock per metric call, best validation score, held-out test score
+of the best candidate, budget overshoot, worker utilisation, and the runtime model's predicted
+wall-clock next to the measured one.
+
+    .venv/bin/python -m bench.batching                # everything (≈ 15 min), writes the docs
+    .venv/bin/python -m bench.batching --only "4×1 all" --seeds 1 --no-write   # one row, quick look
+
+Needs ``pip install -r requirements-bench.txt`` (gepa 0.1.4, for the GEPA rows only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.lm import LMClient  # noqa: E402  (first: offline price map)
+
+from bench import incremental_task as task  # noqa: E402
+from engine.config import ConfigWarning, parse_config  # noqa: E402
+from engine.optimizer import Optimizer  # noqa: E402
+from engine.runs import submit_run  # noqa: E402
+from engine.runtime_model import Latencies, predict_run_seconds, shape_of  # noqa: E402
+from engine.sandbox import make_executor  # noqa: E402
+from engine.testing_lm import install_script  # noqa: E402
+from storage import repo  # noqa: E402
+from storage.db import Database  # noqa: E402
+from storage.models import Candidate, Evaluation, LMCall  # noqa: E402
+
+W, BUDGET, MINIBATCH = 4, 240, 3
+# latencies of the simulated LM and evaluator; overridable only to explore quality quickly
+LM_SECONDS = float(os.environ.get("BENCH_LM_SECONDS", 1.0))
+EVAL_SECONDS = float(os.environ.get("BENCH_EVAL_SECONDS", 0.05))
+DOC = ROOT / "docs" / "benchmarks-batching.md"
+PLOT = ROOT / "docs" / "benchmarks-batching.png"
+RAW = ROOT / "docs" / "benchmarks-batching.json"
+
+
+@dataclass
+class Config:
+    name: str
+    search: dict = field(default_factory=dict)
+    gepa: Optional[tuple[int, int]] = None  # (P, N) of GEPA's PxNSampling
+    budget: dict = field(default_factory=dict)
+    price: float = 0.0
+
+
+def _shape(p: int, k: int, **extra) -> dict:
+    return {"parents_per_step": p, "proposals_per_parent": k, **extra}
+
+
+CONFIGS = [
+    Config("1×1", _shape(1, 1)),
+    Config("2×2 all", _shape(2, 2)),
+    Config("4×1 all", _shape(4, 1)),
+    Config("8×1 all", _shape(8, 1)),
+    Config("4×1 best", _shape(4, 1, accept="best")),
+    Config("4×1 top_k=2", _shape(4, 1, accept="top_k", top_k=2)),
+    Config("4×1 merge", _shape(4, 1, merge_siblings=True)),
+    Config("async C=4", _shape(4, 1, schedule="async")),
+    Config("async C=8", _shape(8, 1, schedule="async")),
+    Config("async C=4 merge", _shape(4, 1, schedule="async", merge_siblings=True)),
+    Config("async C=8 merge", _shape(8, 1, schedule="async", merge_siblings=True)),
+    Config("GEPA 1×1", gepa=(1, 1)),
+    Config("GEPA 4×1", gepa=(4, 1)),
+    Config("GEPA 8×1", gepa=(8, 1)),
+]
+# Dollar caps: the cost budget binds (metric calls are plentiful), LM priced per token.
+DOLLAR_CONFIGS = [
+    Config("$ cap, 4×1 all", _shape(4, 1), budget={"max_metric_calls": 100_000, "max_cost_usd": 0.25}, price=2e-5),
+    Config("$ cap, async C=8", _shape(8, 1, schedule="async"), budget={"max_metric_calls": 100_000, "max_cost_usd": 0.25},
+           price=2e-5),
+]
+
+
+# -- one Refract run ------------------------------------------------------------------------------
+
+def run_refract(cfg: Config, seed: int, workdir: Path) -> dict:
+    t = task.make_task(seed)
+    task.set_seed(seed)
+    data = {
+        "name": f"bench {cfg.name} seed {seed}",
+        "objective": "Answer every customer request the way the support policy requires.",
+        "artifact_kind": "a support-assistant system prompt made of rule lines",
+        "seed_candidate": t["seed"], "evaluator": task.evaluator_source(EVAL_SECONDS),
+        "dataset": t["train"], "valset": t["val"],
+        "search": {"minibatch_size": MINIBATCH, "seed": seed, "max_score": 1.0, **cfg.search},
+        "budget": {"max_metric_calls": BUDGET, **cfg.budget},
+        "reflection_lm": {"model": "scripted/bench", "num_retries": 0, "max_concurrency": 16},
+        "executor": {"workers": W},
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        run_cfg = parse_config(data)
+    db = Database(f"sqlite:///{workdir / 'refract.db'}")
+    db.create_all()
+    install_script(task.simulated_lm, latency=LM_SECONDS, price_per_token=cfg.price)
+    run_id = submit_run(db, run_cfg)
+    executors = []
+
+    def factory(*args, **kwargs):
+        ex = make_executor(*args, **kwargs)
+        ex.wait_ready()  # the pool's cold start is not part of the search's wall-clock
+        executors.append(ex)
+        return ex
+
+    opt = Optimizer(db, run_id, lm=LMClient(workdir / "lm-cache"), executor_factory=factory)
+    box: dict = {}
+    original = opt._seed
+
+    def timed_seed(ctx):  # the clock starts when the workers are ready and the seed is evaluated
+        box["t0"], box["busy0"] = time.monotonic(), ctx.evals.executor.busy_seconds()
+        return original(ctx)
+
+    opt._seed = timed_seed
+    status = opt.run()
+    wall = time.monotonic() - box["t0"]
+    busy = executors[0].busy_seconds() - box["busy0"]
+    run = repo.get_run(db, run_id)
+    best = repo.get_candidate(db, run.best_candidate_id)
+    lat = measured_latencies(db, run_id, run, len(t["val"]))
+    predicted = predict_run_seconds(shape_of(run_cfg.search), lat, BUDGET)[0] if lat else None
+    cap_usd = cfg.budget.get("max_cost_usd")
+    out = {"config": cfg.name, "seed": seed, "status": status, "reason": run.status_reason, "wall": wall,
+           "metric_calls": run.metric_calls, "per_call": wall / max(run.metric_calls, 1), "best_val": run.best_val_mean,
+           "test": task.score(best.content["text"], t["test"]), "overshoot": run.budget_overshoot / BUDGET,
+           "cost": run.cost_usd, "cost_overshoot": max(0.0, run.cost_usd - cap_usd) / cap_usd if cap_usd else None,
+           "utilisation": busy / (W * wall), "predicted": predicted, "steps": run.steps_done,
+           "proposals": run.proposals_total, "accepted": run.proposals_accepted,
+           "latencies": lat.__dict__ if lat else None, "merges": merge_counts(db, run_id)}
+    db.dispose()
+    return out
+
+
+def measured_latencies(db: Database, run_id: str, run, n_val: int) -> Optional[Latencies]:
+    """The runtime model's inputs, as measured in the run."""
+    from sqlmodel import select
+
+    with db.read() as s:
+        lm = [c.seconds for c in s.exec(select(LMCall).where(LMCall.run_id == run_id)) if not c.cached and not c.error]
+        ev = [e.seconds for e in s.exec(select(Evaluation).where(Evaluation.run_id == run_id)) if not e.cached]
+        merges = list(s.exec(select(Candidate).where(Candidate.run_id == run_id, Candidate.origin == "merge")))
+    if not lm or not ev:
+        return None
+    tested = [m for m in merges if m.minibatch_score is not None]
+    merge_pass = (sum(1 for m in tested if m.status == "accepted") / len(tested)) if tested else 0.8
+    cfg = json.loads(json.dumps(run.config))["search"]
+    return Latencies(lm=statistics.mean(lm), eval=statistics.mean(ev),
+                     accept=run.proposals_accepted / max(run.proposals_total, 1), minibatch=cfg["minibatch_size"],
+                     n_val=n_val, workers=W, merge_pass=merge_pass)
+
+
+def merge_counts(db: Database, run_id: str) -> dict:
+    merges = [c for c in repo.list_candidates(db, run_id) if c.origin == "merge"]
+    return {"tried": len(merges), "accepted": sum(1 for m in merges if m.status == "accepted")}
+
+
+# -- one GEPA run -------------------------------------------------------------------------------
+
+def run_gepa(cfg: Config, seed: int, workdir: Path) -> dict:
+    from gepa.optimize_anything import EngineConfig, GEPAConfig, ReflectionConfig, optimize_anything
+    from gepa.strategies.proposal_sampling import PxNSampling
+
+    t = task.make_task(seed)
+    task.set_seed(seed)
+    install_script(task.simulated_lm, latency=LM_SECONDS)
+    namespace: dict = {}
+    exec(task.evaluator_source(EVAL_SECONDS), namespace)
+    evaluate = namespace["evaluate"]
+    busy = [0.0]
+    lock = threading.Lock()
+    calls = [0]
+
+    def timed(candidate, example):
+        t0 = time.monotonic()
+        try:
+            return evaluate(candidate, example)
+        finally:
+            with lock:
+                busy[0] += time.monotonic() - t0
+                calls[0] += 1
+
+    p, n = cfg.gepa
+    engine = EngineConfig(max_metric_calls=BUDGET, seed=seed, parallel=True, max_workers=W, run_dir=str(workdir / "gepa"),
+                          sampling_strategy=None if (p, n) == (1, 1) else PxNSampling(p, n), display_progress_bar=False)
+    gcfg = GEPAConfig(engine=engine, reflection=ReflectionConfig(reflection_lm="scripted/bench",
+                                                                  reflection_minibatch_size=MINIBATCH))
+    t0 = time.monotonic()
+    with contextlib.redirect_stdout(io.StringIO()):  # GEPA logs every iteration to stdout
+        result = optimize_anything(seed_candidate=t["seed"], evaluator=timed, dataset=t["train"], valset=t["val"],
+                                   objective="Answer every customer request the way the support policy requires.",
+                                   config=gcfg)
+    wall = time.monotonic() - t0
+    best = result.best_candidate if isinstance(result.best_candidate, str) else next(iter(result.best_candidate.values()))
+    n_calls = calls[0]
+    return {"config": cfg.name, "seed": seed, "status": "completed", "reason": "", "wall": wall,
+            "metric_calls": n_calls, "per_call": wall / max(n_calls, 1), "best_val": task.score(best, t["val"]),
+            "test": task.score(best, t["test"]), "overshoot": max(0, n_calls - BUDGET) / BUDGET, "cost": 0.0,
+            "cost_overshoot": None, "utilisation": busy[0] / (W * wall), "predicted": None,
+            "steps": None, "proposals": None, "accepted": None, "latencies": None, "merges": None}
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+def _agg(rows: list[dict], key: str, fmt: str = "{:.3f}", scale: float = 1.0) -> str:
+    vals = [r[key] * scale for r in rows if r.get(key) is not None]
+    if not vals:
+        return "—"
+    mean = statistics.mean(vals)
+    if len(vals) == 1:
+        return fmt.format(mean)
+    return f"{fmt.format(mean)} ({fmt.format(min(vals))}–{fmt.format(max(vals))})"
+
+
+def summarize(results: list[dict]) -> dict[str, dict]:
+    out = {}
+    for name in dict.fromkeys(r["config"] for r in results):
+        rows = [r for r in results if r["config"] == name]
+        pred = [r["predicted"] / r["wall"] - 1 for r in rows if r.get("predicted")]
+        out[name] = {
+            "rows": rows,
+            "per_call_ms": statistics.mean(r["per_call"] for r in rows) * 1000,
+            "best_val": statistics.mean(r["best_val"] or 0 for r in rows),
+            "min_val": min(r["best_val"] or 0 for r in rows),
+            "wall": statistics.mean(r["wall"] for r in rows),
+            "utilisation": statistics.mean(r["utilisation"] for r in rows),
+            "max_overshoot": max(r["overshoot"] for r in rows),
+            "pred_err": max((abs(e) for e in pred), default=None),
+        }
+    return out
+
+
+def table(results: list[dict]) -> list[str]:
+    s = summarize(results)
+    base = s["1×1"]["per_call_ms"] if "1×1" in s else None
+    lines = ["| configuration | wall-clock per metric call (ms) | speed-up per call vs 1×1 | best val | test | "
+             "metric calls | overshoot | workers busy | wall-clock (s) | predicted (s) | predicted − measured |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, agg in s.items():
+        rows = agg["rows"]
+        speed = f"{base / agg['per_call_ms']:.2f}×" if base else "—"
+        errs = [r["predicted"] / r["wall"] - 1 for r in rows if r.get("predicted")]
+        err = (f"{statistics.mean(errs) * 100:+.0f} % ({min(errs) * 100:+.0f}…{max(errs) * 100:+.0f})" if errs else "—")
+        lines.append(
+            f"| {name} | {_agg(rows, 'per_call', '{:.0f}', 1000)} | {speed} | {_agg(rows, 'best_val')} | {_agg(rows, 'test')} | "
+            f"{_agg(rows, 'metric_calls', '{:.0f}')} | {_agg(rows, 'overshoot', '{:.1f}', 100)} % | "
+            f"{_agg(rows, 'utilisation', '{:.0f}', 100)} % | {_agg(rows, 'wall', '{:.1f}')} | {_agg(rows, 'predicted', '{:.1f}')} | {err} |")
+    return lines
+
+
+def dollar_table(results: list[dict]) -> list[str]:
+    lines = ["| configuration | seed | cost cap ($) | spent ($) | overshoot | metric calls | status |", "|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['config']} | {r['seed']} | 0.25 | {r['cost']:.4f} | {r['cost_overshoot'] * 100:.1f} % | "
+                     f"{r['metric_calls']} | {r['reason']} |")
+    return lines
+
+
+def plot(results: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = summarize(results)
+    fig, ax = plt.subplots(figsize=(8.5, 5.5))
+    for name, agg in s.items():
+        xs = [r["per_call"] * 1000 for r in agg["rows"]]
+        ys = [r["best_val"] or 0 for r in agg["rows"]]
+        marker = "s" if name.startswith("GEPA") else ("D" if name.startswith("async") else "o")
+        pts = ax.scatter(xs, ys, marker=marker, alpha=0.35)
+        ax.scatter([statistics.mean(xs)], [statistics.mean(ys)], marker=marker, s=90, color=pts.get_facecolor()[0],
+                   edgecolor="black", label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("wall-clock per metric call (ms, log scale) — left is faster")
+    ax.set_ylabel(f"best validation score at {BUDGET} metric calls — up is better")
+    ax.set_title(f"Batching vs quality (W={W}, {LM_SECONDS:g} s LM, {EVAL_SECONDS * 1000:.0f} ms evaluator; "
+                 "small = one seed, large = mean)", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="lower left", ncol=2)
+    fig.tight_layout()
+    fig.savefig(PLOT, dpi=120)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--only", action="append", help="run only these configurations (repeatable)")
+    ap.add_argument("--no-write", action="store_true", help="print the table, do not write docs/")
+    ap.add_argument("--no-dollars", action="store_true")
+    ap.add_argument("--report-only", action="store_true", help="rebuild the docs from the saved raw results")
+    args = ap.parse_args(argv)
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    if args.report_only:
+        raw = json.loads(RAW.read_text())
+        results, dollars = raw["results"], raw["dollars"]
+    else:
+        configs = [c for c in CONFIGS if not args.only or c.name in args.only]
+        results, dollars = [], []
+        for seed in range(args.seeds):
+            for cfg in configs:
+                results.append(_run(cfg, seed))
+        if not args.no_dollars and not args.only:
+            for seed in range(args.seeds):
+                for cfg in DOLLAR_CONFIGS:
+                    dollars.append(_run(cfg, seed))
+    print("\n".join(table(results)))
+    if dollars:
+        print("\n".join(dollar_table(dollars)))
+    if not args.no_write:
+        RAW.write_text(json.dumps({"results": results, "dollars": dollars}, indent=1))
+        from bench.batching_report import ANALYSIS, SETUP, write_doc
+
+        plot(results)
+        write_doc(DOC, table(results), dollar_table(dollars), summarize(results), results, dollars, SETUP, ANALYSIS)
+    return 0
+
+
+def _run(cfg: Config, seed: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="refract-bench-") as d:
+        t0, load = time.monotonic(), os.getloadavg()[0]
+        r = run_gepa(cfg, seed, Path(d)) if cfg.gepa else run_refract(cfg, seed, Path(d))
+        r["load"] = load
+        print(f"{cfg.name:18} seed {seed}: {r['wall']:6.1f} s  {r['metric_calls']:4d} calls  best val "
+              f"{(r['best_val'] or 0):.3f}  test {r['test']:.3f}  busy {r['utilisation']:.0%}  "
+              f"pred {r['predicted'] or 0:6.1f} s  [{time.monotonic() - t0:.0f} s]  {r['reason'][:60]}", flush=True)
+        return r
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,180 @@
+"""A synthetic *incremental* task and a simulated reflection LM for the batching benchmark.
+
+The artifact is a support-assistant prompt made of rule lines ``- [R07] when …, …``. There are
+48 failure modes (R00–R47) with long-tailed frequencies (Zipf): a few are common, most are rare.
+Each example (a customer request) needs one to three of them; its score is the fraction of its
+needed rules that the prompt has. The evaluator says which behaviour was missing and why, as a
+real evaluator's side information would, and sleeps to simulate its latency.
+
+The simulated reflection LM reads the current prompt (the first fenced block of the prompt it is
+given — Refract's and GEPA's reflection prompts both put it there) and the "Missing behaviour"
+lines of the feedback, and like a real LM it is imperfect:
+- usually it adds the rule for one (sometimes two) of the failures it was shown, chosen at
+  random, so siblings that saw the same failures often fix different ones;
+- sometimes it only rewords (no fix), sometimes it drops an existing rule while fixing one
+  (a hidden regression), sometimes it just drops a rule;
+- asked to combine versions (Refract's merge prompt) it takes the union of their rules, but
+  now and then loses one of them.
+Its randomness comes from (the prompt, the sample index, the benchmark seed), so a run is
+repeatable. It answers through litellm (the ``scripted`` provider of ``engine.testing_lm``)
+with a fixed latency, like any provider.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+
+N_MODES = 48
+ZIPF = 1.5
+TOPICS = ["a late order", "a refund", "a damaged item", "a password reset", "an invoice", "a cancellation",
+          "a delivery address change", "a discount code", "a warranty claim", "an account deletion",
+          "a subscription upgrade", "a missing parcel"]
+ACTIONS = ["give the exact policy and its time limit", "offer the self-service link first",
+           "escalate to a human when the customer is upset", "ask for the order number before anything else"]
+MODES = {f"R{i:02d}": f"when the customer mentions {TOPICS[i % 12]}, {ACTIONS[i // 12]}" for i in range(N_MODES)}
+RULE = re.compile(r"^- \[(R\d\d)\] .*$", re.M)
+TAG = re.compile(r"\[(R\d\d)\]")
+MISSING = re.compile(r"Missing behaviour \[(R\d\d)\]")
+FENCE = re.compile(r"(`{3,})[^\n`]*\n(.*?)\n\1", re.S)
+
+HEADER = "You are the support assistant of ACME. Be brief and friendly.\nRules:"
+
+EVALUATOR = '''
+import re
+import time
+
+LATENCY = {latency!r}
+MODES = {modes!r}
+TAG = re.compile(r"\\[(R\\d\\d)\\]")
+
+
+def evaluate(candidate, example):
+    time.sleep(LATENCY)
+    have = set(TAG.findall(candidate))
+    needs = example["needs"]
+    missing = [t for t in needs if t not in have]
+    score = 1.0 - len(missing) / len(needs)
+    if missing:
+        feedback = "; ".join(f"Missing behaviour [{{t}}]: the answer did not {{MODES[t]}}" for t in missing)
+    else:
+        feedback = "All requirements met."
+    return score, {{"request": example["request"], "feedback": feedback}}
+'''
+
+
+def evaluator_source(latency: float) -> str:
+    return EVALUATOR.format(latency=latency, modes=MODES)
+
+
+def rule_line(tag: str) -> str:
+    return f"- [{tag}] {MODES[tag][0].upper()}{MODES[tag][1:]}."
+
+
+def _weights() -> list[float]:
+    return [1 / (i + 1) ** ZIPF for i in range(N_MODES)]
+
+
+def make_examples(n: int, rng: random.Random, prefix: str) -> list[dict]:
+    tags, weights = list(MODES), _weights()
+    out = []
+    for i in range(n):
+        k = rng.choices([1, 2, 3], weights=[0.4, 0.4, 0.2])[0]
+        needs: list[str] = []
+        while len(needs) < k:
+            t = rng.choices(tags, weights=weights)[0]
+            if t not in needs:
+                needs.append(t)
+        topic = TOPICS[int(needs[0][1:]) % 12]
+        out.append({"id": f"{prefix}{i:03d}", "request": f"Customer writes about {topic} (case {prefix}{i})",
+                    "needs": sorted(needs)})
+    return out
+
+
+def make_task(seed: int, n_train: int = 48, n_val: int = 16, n_test: int = 48) -> dict:
+    """Train / val / test examples and a seed prompt (3 of the 8 most common rules), from ``seed``."""
+    rng = random.Random(f"incremental-task:{seed}")
+    seed_tags = sorted(rng.sample([f"R{i:02d}" for i in range(8)], 3))
+    seed_prompt = HEADER + "\n" + "\n".join(rule_line(t) for t in seed_tags)
+    return {"train": make_examples(n_train, rng, "tr"), "val": make_examples(n_val, rng, "va"),
+            "test": make_examples(n_test, rng, "te"), "seed": seed_prompt}
+
+
+def score(candidate: str, examples: list[dict]) -> float:
+    have = set(TAG.findall(candidate))
+    return sum(1 - len([t for t in ex["needs"] if t not in have]) / len(ex["needs"]) for ex in examples) / len(examples)
+
+
+# -- the simulated reflection LM --------------------------------------------------------------
+
+P_REWORD = 0.12  # answers with a reworded prompt, no fix
+P_DROP = 0.06  # drops an existing rule, no fix
+P_SLOPPY = 0.10  # fixes, but drops an existing rule too
+P_TWO = 0.35  # fixes two failures instead of one
+P_MERGE_LOSS = 0.15  # a merge loses one of the versions' rules
+STYLE = ["Keep answers under five sentences.", "Use the customer's first name.", "Never promise dates you cannot keep.",
+         "Close with a short summary.", "Avoid jargon.", "Thank the customer for their patience."]
+
+_seed = [0]
+
+
+def set_seed(seed: int) -> None:
+    _seed[0] = seed
+
+
+def _rng(text: str, params: dict) -> random.Random:
+    h = hashlib.sha256(f"{_seed[0]}|{params.get('sample_index', 0)}|{text}".encode()).hexdigest()
+    return random.Random(h)
+
+
+def _rules(text: str) -> list[str]:
+    return [m.group(0) for m in RULE.finditer(text)]
+
+
+def _with(text: str, add: list[str], drop: list[str]) -> str:
+    lines = [ln for ln in text.splitlines() if ln not in drop]
+    return "\n".join(lines + add)
+
+
+def reflect(prompt: str, rng: random.Random) -> str:
+    blocks = FENCE.findall(prompt)
+    if not blocks:
+        return "I cannot find the current version."
+    current = blocks[0][1]
+    rest = prompt[prompt.index(current) + len(current):]
+    have = set(TAG.findall(current))
+    missing = list(dict.fromkeys(t for t in MISSING.findall(rest) if t not in have))
+    rules = _rules(current)
+    roll = rng.random()
+    if not missing or roll < P_REWORD:
+        new, why = _with(current, [f"- {rng.choice(STYLE)}"], []), "I made the tone clearer."
+    elif roll < P_REWORD + P_DROP and rules:
+        new, why = _with(current, [], [rng.choice(rules)]), "I simplified the rules."
+    else:
+        picks = rng.sample(missing, min(len(missing), 2 if rng.random() < P_TWO else 1))
+        drop = [rng.choice(rules)] if rules and rng.random() < P_SLOPPY / (1 - P_REWORD - P_DROP) else []
+        new, why = _with(current, [rule_line(t) for t in picks], drop), f"I added rules for {', '.join(picks)}."
+    return f"{why}\n```\n{new}\n```"
+
+
+def merge(prompt: str, rng: random.Random) -> str:
+    base = re.search(r"## Base version[^\n]*\n(`{3,})\n(.*?)\n\1", prompt, re.S)
+    versions = [m.group(2) for m in re.finditer(r"Full text:\n(`{3,})\n(.*?)\n\1", prompt, re.S)]
+    if not versions:
+        return "There is nothing to combine."
+    start = base.group(2) if base else versions[0]
+    seen = set(_rules(start))
+    added = [r for v in versions for r in _rules(v) if r not in seen and not seen.add(r)]
+    if added and rng.random() < P_MERGE_LOSS:
+        added.remove(rng.choice(added))
+    return "I combined the versions.\n```\n" + _with(start, added, []) + "\n```"
+
+
+def simulated_lm(messages: list[dict], params: dict) -> str:
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    user = messages[-1]["content"]
+    rng = _rng(user, params)
+    if "You combine improvements" in system:
+        return merge(user, rng)
+    return reflect(user, rng)
