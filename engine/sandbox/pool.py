@@ -140,7 +140,8 @@ class LocalPool:
             return None, str(exc)
         except (WorkerFailed, OSError) as exc:
             log.warning("evaluator worker %d failed to start: %s", slot, exc)
-            return None, f"the evaluator worker failed to start: {exc}"
+            stderr = getattr(exc, "side_info", {}).get("stderr")
+            return None, f"the evaluator worker failed to start: {exc}" + (f"\n{stderr}" if stderr else "")
         with self._lock:
             self._procs[slot] = proc
             self.cold_starts.append(proc.cold_start_seconds)

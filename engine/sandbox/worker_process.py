@@ -164,7 +164,7 @@ class WorkerProcess:
             except OSError:
                 chunk = b""
             if not chunk:
-                raise self._fail(self._death_message())
+                raise self._fail(self._death_message(doing))
             try:
                 self._pending.extend(self._reader.feed(chunk))
             except wire.FrameError as exc:
@@ -178,7 +178,7 @@ class WorkerProcess:
         return (f"the evaluation timed out after {self.spec.timeout_seconds:g} s ([executor] timeout_seconds); "
                 "its worker was killed and replaced")
 
-    def _death_message(self) -> str:
+    def _death_message(self, doing: str = "evaluating") -> str:
         try:
             code = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
@@ -194,6 +194,8 @@ class WorkerProcess:
             if sig == signal.SIGKILL:
                 return "the worker was killed (SIGKILL), e.g. by the system running out of memory"
             return f"the worker died from {_signal_name(sig)}"
+        if doing == "loading":
+            return f"the worker exited with code {code} while starting (see side_info['stderr'])"
         return (f"the worker exited with code {code} during the evaluation "
                 "(os._exit() or a fatal error in native code)")
 
