@@ -70,6 +70,11 @@ class LocalRuntime:
                 f"(weights + a {n_ctx}-token context), {available / 1e9:.1f} GB available. Close other "
                 f"programs, lower REFRACT_LOCAL_CTX, or configure a hosted model instead."
             )
+        # Threads that sleep instead of spinning while they wait: the evaluator workers share
+        # these cores, and measured with one busy process beside it, spinning threads fell to
+        # 0.4-0.9 generated tokens/s against 10-14 with passive waiting (docs/benchmarks-local-lm.md).
+        # OpenMP reads this once, when the library loads.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import xllamacpp  # imported here: importing engine.lm must stay cheap
 
         params = xllamacpp.CommonParams()
@@ -78,6 +83,7 @@ class LocalRuntime:
         params.n_parallel = 1  # one slot: the whole context for one request at a time
         params.cpuparams.n_threads = _cpu_count()
         params.cpuparams_batch.n_threads = _cpu_count()
+        params.cpuparams.poll = params.cpuparams_batch.poll = 0  # see OMP_WAIT_POLICY above
         params.verbosity = 0
         self._http_key = secrets.token_urlsafe(24)
         params.api_keys = [self._http_key]
