@@ -76,8 +76,10 @@ class Optimizer:
 
         def handle(messages: list, model: Optional[str], params: dict, task: EvalTask) -> str:
             lm_cfg = ctx.cfg.task_lm or ctx.cfg.reflection_lm
-            if model:
-                lm_cfg = lm_cfg.model_copy(update={"model": model})
+            # the engine's key pays for these calls: an evaluator may not pick another model
+            if model and model != lm_cfg.model:
+                raise RuntimeError(f"lm(model={model!r}) is refused: evaluators may only call the run's task model "
+                                   f"{lm_cfg.model!r}; set [task_lm] model in the run config to change it")
             if params:
                 allowed = {k: v for k, v in params.items() if k in ("temperature", "max_tokens")}
                 lm_cfg = lm_cfg.model_copy(update=allowed)
