@@ -509,3 +509,16 @@ def test_seed_the_lm_cannot_write_fails_the_run_with_the_reason(sqlite_db, tmp_p
     run = repo.get_run(sqlite_db, run_id)
     assert run.status == "failed"
     assert run.status_reason == "the reflection LM could not write a seed from the objective: the answer is empty"
+
+
+def test_a_wide_step_on_every_backend(db, tmp_path):
+    """4x2: eight proposals writing at once, plus the recorder and the validation passes, on
+    SQLite and on PostgreSQL."""
+    cfg = toy_config(8, search={"parents_per_step": 4, "proposals_per_parent": 2},
+                     budget={"max_steps": 2, "stop_at_score": None})
+    run_id, stats = run_toy(db, tmp_path, cfg, latency=0.1)
+    run = repo.get_run(db, run_id)
+    assert run.status == "completed" and run.steps_done == 2
+    assert stats.max_in_flight >= 4  # concurrent (exactly 8 depends on thread start-up under load)
+    assert [len(s.proposal_ids) for s in repo.list_steps(db, run_id)] == [8, 8]
+    assert_consistent_totals(db, run_id)
