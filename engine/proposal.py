@@ -105,13 +105,16 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
         content = dict(parent.content)
         content[component] = parsed.text
         chash = content_hash(content)
-        if not ctx.state.claim(parent.id, chash):
-            return _fail(ctx, child, "repeats an earlier proposal for this parent")
-        child.content, child.content_hash = content, chash
+        # validated before it is claimed: an invalid text is not "taken" for this parent, so
+        # an LM that repeats it on the retry (or a sibling that proposes it) fails as invalid
         problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
         if problem is None:
+            if not ctx.state.claim(parent.id, chash):
+                return _fail(ctx, child, "repeats an earlier proposal for this parent")
+            child.content, child.content_hash = content, chash
             repo.bump_run(ctx.db, ctx.run_id, proposals_valid=1)
             return ctx.save(child)
+        child.content, child.content_hash = content, chash  # kept as lineage if the retry fails too
         if attempt == 0:
             messages = messages + [{"role": "assistant", "content": res.text},
                                    {"role": "user", "content": f"That version is invalid: {problem}\nFix it and answer again with one fenced code block."}]
