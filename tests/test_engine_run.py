@@ -522,3 +522,37 @@ def test_a_wide_step_on_every_backend(db, tmp_path):
     assert stats.max_in_flight >= 4  # concurrent (exactly 8 depends on thread start-up under load)
     assert [len(s.proposal_ids) for s in repo.list_steps(db, run_id)] == [8, 8]
     assert_consistent_totals(db, run_id)
+
+
+NO_DIGITS_EVALUATOR = toy.EVALUATOR + '''
+
+def validate(candidate):
+    if any(ch.isdigit() for ch in candidate):
+        return "digits are not allowed; use words only"
+'''
+
+
+@pytest.mark.parametrize("learns", [True, False])
+def test_invalid_proposal_gets_one_retry_with_the_message_and_costs_no_evaluation(sqlite_db, tmp_path, learns):
+    def script(messages, params):
+        current = toy.current_version(messages[1]["content"])
+        told = any("That version is invalid: digits are not allowed" in m["content"] for m in messages)
+        return f"```\n{current} {'alpha' if told and learns else 'w0 42'}\n```"
+
+    cfg = toy_config(4, evaluator=NO_DIGITS_EVALUATOR, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=script)
+    assert len(stats.calls) == 2  # the proposal and its one retry
+    retry_messages = stats.calls[1][0]
+    assert retry_messages[-2] == {"role": "assistant", "content": "```\nstart w0 42\n```"}
+    [child] = [c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"]
+    evaluated = {ev.candidate_id for ev, _, _ in evaluations(sqlite_db, run_id)}
+    run = repo.get_run(sqlite_db, run_id)
+    if learns:
+        assert child.content == {"text": "start alpha"} and child.status == "accepted"
+        assert (run.proposals_total, run.proposals_parsed, run.proposals_valid) == (1, 1, 1)
+    else:
+        assert child.status == "failed"
+        assert child.reason == "invalid candidate (validate): digits are not allowed; use words only"
+        assert child.id not in evaluated  # the invalid text cost no metric call
+        assert (run.proposals_total, run.proposals_parsed, run.proposals_valid) == (1, 1, 0)
