@@ -8,9 +8,9 @@ block use it first, so a proposal is only started when the calls to test and val
 there, and what it does not use goes back at the end.
 
 Dollars cannot be reserved exactly (an LM call's cost is known only afterwards): ``may_call_lm``
-reserves the cost of the most expensive call seen so far, and the ``add_cost`` of the same
+reserves 1.5 × the cost of the most expensive call seen so far, and the ``add_cost`` of the same
 thread settles that reservation with the real cost. So concurrent LM calls together stay under
-``max_cost_usd`` unless one call costs more than any before it. Until the first priced call is
+``max_cost_usd`` unless calls grow by more than half at once. Until the first priced call is
 known, only one call at a time may be in flight when a dollar cap is set. The wall-clock budget
 counts only time the run was active.
 """
@@ -23,6 +23,11 @@ from contextlib import contextmanager
 from typing import Iterator, Optional
 
 from engine.config import BudgetConfig
+
+
+# An LM call is assumed to cost up to this multiple of the most expensive call so far (prompts
+# grow as candidates and feedback grow): concurrent calls then stay under the dollar cap.
+LM_COST_MARGIN = 1.5
 
 
 class Block:
@@ -124,9 +129,10 @@ class Budget:
                 # the price of a call is unknown until one has been settled: one at a time until then
                 while self._lm_calls_settled == 0 and self._lm_reserved and me not in self._lm_reserved:
                     self._lock.wait(timeout=1.0)
-            if self._out_of_time_or_money(extra=self.max_call_cost):
+            estimate = self.max_call_cost * LM_COST_MARGIN
+            if self._out_of_time_or_money(extra=estimate):
                 return False
-            self._lm_reserved[me] = self.max_call_cost
+            self._lm_reserved[me] = estimate
             return True
 
     def add_cost(self, usd: float) -> None:
@@ -161,8 +167,9 @@ class Budget:
         if c.max_metric_calls is not None and self.metric_calls + min_step_calls > c.max_metric_calls:
             return (f"metric-call budget spent ({self.metric_calls} of {c.max_metric_calls}; a proposal needs up to "
                     f"{min_step_calls} for its minibatch tests)")
-        if c.max_cost_usd is not None and self.cost_usd + self.max_call_cost > c.max_cost_usd:
-            return f"cost budget spent (${self.cost_usd:.4f} of ${c.max_cost_usd}; one more LM call may cost ${self.max_call_cost:.4f})"
+        if c.max_cost_usd is not None and self.cost_usd + self.max_call_cost * LM_COST_MARGIN > c.max_cost_usd:
+            return (f"cost budget spent (${self.cost_usd:.4f} of ${c.max_cost_usd}; one more LM call may cost up to "
+                    f"${self.max_call_cost * LM_COST_MARGIN:.4f})")
         if c.max_seconds is not None and self.seconds >= c.max_seconds:
             return f"time budget spent ({self.seconds:.0f} s of {c.max_seconds:.0f} s)"
         if c.max_steps is not None and steps_done >= c.max_steps:

@@ -87,12 +87,13 @@ def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, bud
         left = budget - spent[0]
         if left < 2 * m:
             return
-        slots, cost = 0, 0
-        for s in range(p * k):
-            extra = m + (round(m * lat.parent_eval_share) if s % k == 0 else 0)
-            if cost + extra + v <= left or (slots == 0 and cost + extra <= left):
-                slots, cost = slots + 1, cost + extra
-            else:
+        costs = [m + (round(m * lat.parent_eval_share) if s % k == 0 else 0) for s in range(p * k)]
+        for room in (left - v, left):  # as engine.step.plan_slots: room for a validation pass, else the tail
+            slots, cost = 0, 0
+            while slots < len(costs) and cost + costs[slots] <= room:
+                cost += costs[slots]
+                slots += 1
+            if slots:
                 break
         spent[0] += cost
         parents = -(-slots // k)

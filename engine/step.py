@@ -88,24 +88,28 @@ def validate_child(ctx: RunContext, child_id: str) -> None:
 def plan_slots(ctx: RunContext, parent_ids: list[str], minibatches: list[list[str]], per_parent: int) -> list[tuple[int, int]]:
     """The (parent, proposal) slots this step can pay for, in order: a slot is kept while its
     minibatch tests (the parent's, once per parent, and the child's) plus one validation pass
-    fit in the metric calls left; the first slot only needs its minibatch tests to fit."""
+    fit in the metric calls left. When not even one slot and a validation pass fit (the
+    budget's tail), the step takes as many slots as their minibatch tests fit, at once, rather
+    than one lone proposal per step."""
     left = ctx.budget.remaining_metric_calls()
     slots = [(p, k) for p in range(len(parent_ids)) for k in range(per_parent)]
     if left is None:
         return slots
-    n_val = len(ctx.val_keys)
-    kept, cost = [], 0
+    costs = []
     for p, k in slots:
         extra = len(minibatches[p])
         if k == 0:
             parent = ctx.state.candidates[parent_ids[p]]
             extra += len(minibatches[p]) - len(ctx.evals.known(parent, minibatches[p]))
-        if cost + extra + n_val <= left or (not kept and cost + extra <= left):
-            kept.append((p, k))
-            cost += extra
-        else:
-            break
-    return kept
+        costs.append(extra)
+    for room in (left - len(ctx.val_keys), left):
+        n, total = 0, 0
+        while n < len(slots) and total + costs[n] <= room:
+            total += costs[n]
+            n += 1
+        if n:
+            return slots[:n]
+    return []
 
 
 def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> Step:
