@@ -3,7 +3,9 @@
 A run is leased for ``lease_seconds``; a heartbeat thread renews the lease every third of
 that. A worker that dies (``kill -9``) stops renewing; once its lease expires any worker
 claims the run and resumes it from the database. A worker that finds its lease taken stops
-touching the run at the next step boundary.
+touching the run at the next step boundary. A worker asked to stop (SIGTERM) leaves its run
+at the next step boundary, still running, and releases the lease: the next worker resumes it
+at once.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from typing import Callable, Optional
 
@@ -47,14 +50,16 @@ class Worker:
                     return
                 stop.wait(self.poll_seconds)
                 continue
-            self.run_claimed(run_id)
+            self.run_claimed(run_id, stop)
 
-    def run_claimed(self, run_id: str) -> str:
-        """Run a run this worker has claimed, keeping the lease alive; release it at the end."""
+    def run_claimed(self, run_id: str, stop: Optional[threading.Event] = None) -> str:
+        """Run a run this worker has claimed, keeping the lease alive; release it at the end.
+        When ``stop`` is set (SIGTERM) the run is left at the next step boundary, still
+        running and with its lease released, so that the next worker resumes it at once."""
         self.current = run_id
         opt = Optimizer(self.db, run_id, lm=self.lm, executor_factory=self.executor_factory)
         done = threading.Event()
-        beat = threading.Thread(target=self._keep_lease, args=(run_id, opt, done), daemon=True, name="lease")
+        beat = threading.Thread(target=self._keep_lease, args=(run_id, opt, done, stop), daemon=True, name="lease")
         beat.start()
         try:
             status = opt.run()
@@ -66,8 +71,17 @@ class Worker:
             repo.release_run(self.db, run_id, self.id)
             self.current = None
 
-    def _keep_lease(self, run_id: str, opt: Optimizer, done: threading.Event) -> None:
-        while not done.wait(self.lease_seconds / 3):
+    def _keep_lease(self, run_id: str, opt: Optimizer, done: threading.Event,
+                    stop: Optional[threading.Event] = None) -> None:
+        period = self.lease_seconds / 3
+        due = time.monotonic() + period
+        while not done.wait(min(period, 0.5)):
+            if stop is not None and stop.is_set() and not opt.stop_event.is_set():
+                log.warning("asked to stop: leaving run %s at the next step boundary", run_id)
+                opt.stop_event.set()  # the lease is still renewed until the optimizer returns
+            if time.monotonic() < due:
+                continue
+            due = time.monotonic() + period
             try:
                 if not repo.renew_lease(self.db, run_id, self.id, self.lease_seconds):
                     log.warning("lost the lease on run %s; stopping", run_id)
