@@ -194,3 +194,38 @@ def test_a_worker_that_loses_its_lease_stops_touching_the_run(sqlite_db, tmp_pat
         assert run.steps_done <= at_theft + 2  # at most the step in flight when it noticed
     finally:
         uninstall_script()
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_stops_the_worker_at_a_step_boundary_and_frees_the_run_at_once(tmp_path):
+    """`make run` stopping the studio sends SIGTERM to its engine: the worker must leave the run
+    at the next step boundary and release its lease, so that the next worker resumes it at
+    once instead of finishing a long run first (or leaving it locked until the lease expires)."""
+    url = f"sqlite:///{tmp_path / 'refract.db'}"
+    db = Database(url)
+    db.create_all()
+    run_id = submit_run(db, toy_config(8, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                                       budget={"max_steps": 200, "max_metric_calls": 5000, "stop_at_score": None}))
+    env = subprocess_env(tmp_path, REFRACT_SCRIPTED_LATENCY="0.3", REFRACT_SCRIPTED_LM="tests.support.toy:endless")
+    proc = subprocess.Popen([PYTHON, "-m", "engine", "worker", "--db", url, "--lease", "6", "--poll", "0.2"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        _wait(lambda: repo.get_run(db, run_id).steps_done >= 1, 90, "the first step")
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the worker was still running {time.monotonic() - t0:.0f} s after SIGTERM "
+                        f"(steps done: {repo.get_run(db, run_id).steps_done} of 200)")
+    finally:
+        _kill_group(proc)
+    assert proc.returncode == 0
+    run = repo.get_run(db, run_id)
+    assert run.status == "running", (run.status, run.status_reason, proc.stdout.read())
+    assert run.steps_done < 200
+    assert run.lease_owner is None  # released: the next worker need not wait for it to expire
+    assert repo.claim_run(db, "next", 5, run_id=run_id) == run_id
+    assert [s.ended_at is not None for s in repo.list_steps(db, run_id)].count(False) <= 1
+    db.dispose()

@@ -8,6 +8,7 @@ missing word, so siblings fix different failures — the incremental task of DES
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -50,3 +51,16 @@ def script(messages: list[dict], params: dict) -> str:
         return "No change needed.\n```\n" + current + " " + "extra\n```"
     word = missing[min(params.get("sample_index", 0), len(missing) - 1)]
     return f"Adding {word}.\n```\n{current} {word}\n```"
+
+
+_fillers = itertools.count()
+
+
+def endless(messages: list[dict], params: dict) -> str:
+    """Like ``script``, but never runs out of new proposals: once no word is missing it adds a
+    fresh filler word (never an improvement, never a repeat), so a run only ends by its budget."""
+    prompt = messages[1]["content"]
+    current = current_version(prompt)
+    if [w for w in missing_words(prompt) if w not in current.split()]:
+        return script(messages, params)
+    return f"Padding.\n```\n{current} filler{next(_fillers)}\n```"
