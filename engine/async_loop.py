@@ -92,7 +92,6 @@ class _Job:
     lm_ok: bool = False
     evaluable: bool = False
     validated_id: Optional[str] = None  # combiner: the child or merge it validated
-    ended: float = 0.0
 
 
 @dataclass
@@ -102,7 +101,6 @@ class _Wave:
     busy0: float
     jobs: int = 0
     done: int = 0
-    ended: float = 0.0
     children: list[str] = field(default_factory=list)
     validated: list[str] = field(default_factory=list)
     metric_calls: int = 0
@@ -131,7 +129,6 @@ class AsyncLoop:
         self.waiting: list[tuple[str, float]] = []  # improving children not yet validated (id, gain)
         self.idle = 0
         self.t0 = time.monotonic()
-        self.busy0 = ctx.evals.executor.busy_seconds()
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -162,12 +159,14 @@ class AsyncLoop:
                     decision = ("completed", f"no progress: the last {self.idle} proposals made no evaluable "
                                              "candidate (the reflection LM keeps repeating or failing)")
         self._close_waves(force=True)
-        if decision is not None and decision[1].startswith("metric-call budget spent"):
+        if decision is not None and decision[1].startswith(("metric-call budget spent", "cost budget spent")):
             decision = ("completed", self._why_no_room())  # the counts after the proposals in flight finished
         return decision or ("completed", "")
 
     def _why_no_room(self) -> str:
         b = self.ctx.budget
+        if b.affordable_lm_calls() == 0:
+            return f"cost budget spent (${b.cost_usd:.4f} of ${b.cfg.max_cost_usd}; no room for another LM call)"
         return (f"metric-call budget spent ({b.metric_calls} of {b.cfg.max_metric_calls}; too few left for "
                 f"another proposal's minibatch tests, {2 * self.m})")
 
@@ -179,6 +178,8 @@ class AsyncLoop:
         job = self._combiner(n_val)
         if job is not None:
             return job
+        if ctx.budget.affordable_lm_calls() == 0:  # its parent's minibatch would be paid for nothing
+            return None
         # a proposal's block holds its minibatch tests; room for one validation pass is kept
         # free (as a synchronous step keeps it for its whole batch), from which validations draw
         block = ctx.budget.reserve_block(2 * self.m, keep_free=n_val if self.inflight else 0)
@@ -249,7 +250,6 @@ class AsyncLoop:
                 self._combine_job(pctx, job)
             else:
                 self._proposal_job(pctx, job)
-        job.ended = time.monotonic()
 
     def _proposal_job(self, pctx: RunContext, job: _Job) -> None:
         parent = pctx.state.candidates[job.parent_id]
@@ -349,7 +349,6 @@ class AsyncLoop:
     def _save_wave(self, index: int, w: _Wave) -> None:
         ctx = self.ctx
         now = time.monotonic()
-        w.ended = now
         step = w.step
         step.proposal_ids, step.accepted_ids = list(w.children), list(w.validated)
         step.metric_calls, step.cost_usd = w.metric_calls, w.cost_usd

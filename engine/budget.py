@@ -135,6 +135,16 @@ class Budget:
             self._lm_reserved[me] = estimate
             return True
 
+    def affordable_lm_calls(self) -> Optional[int]:
+        """How many more LM calls the dollar budget allows at the current estimate, counting the
+        calls in flight (None: no dollar cap, or no call priced yet)."""
+        with self._lock:
+            if self.cfg.max_cost_usd is None or self._lm_calls_settled == 0:
+                return None
+            left = self.cfg.max_cost_usd - self.cost_usd - sum(self._lm_reserved.values())
+            estimate = self.max_call_cost * LM_COST_MARGIN
+            return max(0, int(left // estimate)) if estimate > 0 else None
+
     def add_cost(self, usd: float) -> None:
         with self._lock:
             self._lm_reserved.pop(threading.get_ident(), None)

@@ -86,13 +86,17 @@ def validate_child(ctx: RunContext, child_id: str) -> None:
 
 
 def plan_slots(ctx: RunContext, parent_ids: list[str], minibatches: list[list[str]], per_parent: int) -> list[tuple[int, int]]:
-    """The (parent, proposal) slots this step can pay for, in order: a slot is kept while its
+    """The (parent, proposal) slots this step can pay for, in order: no more than the dollar
+    budget's LM calls, and a slot is kept while its
     minibatch tests (the parent's, once per parent, and the child's) plus one validation pass
     fit in the metric calls left. When not even one slot and a validation pass fit (the
     budget's tail), the step takes as many slots as their minibatch tests fit, at once, rather
     than one lone proposal per step."""
-    left = ctx.budget.remaining_metric_calls()
     slots = [(p, k) for p in range(len(parent_ids)) for k in range(per_parent)]
+    affordable = ctx.budget.affordable_lm_calls()  # a proposal the dollar cap cannot pay would waste its minibatch
+    if affordable is not None:
+        slots = slots[:affordable]
+    left = ctx.budget.remaining_metric_calls()
     if left is None:
         return slots
     costs = []

@@ -150,3 +150,14 @@ def test_async_sibling_merges_combine_waiting_children(sqlite_db, tmp_path):
     run = repo.get_run(sqlite_db, run_id)
     assert run.metric_calls <= 90 and run.budget_overshoot == 0
     assert_consistent_totals(sqlite_db, run_id)
+
+
+def test_a_dollar_cap_stops_async_without_paying_for_proposals_it_cannot_reflect_on(sqlite_db, tmp_path):
+    cfg = _async(10, 4, budget={"max_metric_calls": 10_000, "max_cost_usd": 0.02, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, price=1e-5, latency=0.05)
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.status == "completed" and run.status_reason.startswith("cost budget spent")
+    assert run.cost_usd <= 0.02 * 1.02
+    refused = [x for x in repo.list_candidates(sqlite_db, run_id) if x.reason.startswith("budget: no room left for another LM")]
+    assert len(refused) <= 4  # at most those already in flight when the cap came near
+    assert_consistent_totals(sqlite_db, run_id)
