@@ -57,9 +57,10 @@ class EvaluationService:
                  examples: dict[str, Example], single_text: bool, timeline: Timeline) -> None:
         self.db, self.run_id, self.executor, self.budget = db, run_id, executor, budget
         self.examples, self.single_text, self.timeline = examples, single_text, timeline
-        # (candidate id, example key) -> (result future, executor future) of a dispatched
-        # evaluation, so that two proposals needing the same pair at once pay for it once
-        self._inflight: dict[tuple[str, str], tuple[Future, Future]] = {}
+        # (content hash, example key) -> (owner candidate id, result future, executor future) of
+        # a dispatched evaluation: two proposals needing the same content on the same example at
+        # once (a parent chosen twice, siblings with the same text) pay for it once
+        self._inflight: dict[tuple[str, str], tuple[str, Future, Future]] = {}
         self._lock = threading.Lock()
         self._recorder = _Recorder(db, budget)
         # At most 2·W validation evaluations queued or running, over all passes: the minibatch
@@ -91,7 +92,7 @@ class EvaluationService:
                 pending[fut] = key
             if stop:
                 for fut in list(pending):
-                    if self._cancel(cand.id, pending[fut]):
+                    if self._cancel(cand, pending[fut]):
                         pending.pop(fut)
                         if slots is not None:
                             slots.release()
@@ -128,16 +129,18 @@ class EvaluationService:
     def _dispatch(self, cand: Candidate, key: str, kind: str, charge: bool) -> Optional[Future]:
         """Send one evaluation to the pool (or join the one in flight). None if the budget
         refuses it. The result is recorded by the recorder thread, exactly once."""
+        slot = (cand.content_hash, key)
         with self._lock:
-            if (cand.id, key) in self._inflight:
-                return self._inflight[(cand.id, key)][0]
+            if slot in self._inflight:
+                owner, shared, _ = self._inflight[slot]
+                return shared if owner == cand.id else self._copy_when_done(cand, key, shared)
             if charge and not self.budget.reserve_metric_call():
                 return None
             task = EvalTask(candidate=to_evaluator(cand.content, self.single_text), example=self.examples[key].payload,
                             example_key=key, candidate_id=cand.id)
             result: Future = Future()
             raw = self.executor.submit(task)
-            self._inflight[(cand.id, key)] = (result, raw)
+            self._inflight[slot] = (cand.id, result, raw)
         t_submit = time.monotonic()
 
         def finish(raw: Future) -> None:
@@ -156,15 +159,32 @@ class EvaluationService:
                                 out.lm_cost_usd, cached=False)
                 self._recorder.put(row, charge, result, Scored(out.score, out.side_info, out.error))
             with self._lock:
-                self._inflight.pop((cand.id, key), None)
+                self._inflight.pop(slot, None)
 
         raw.add_done_callback(finish)
         return result
 
-    def _cancel(self, candidate_id: str, key: str) -> bool:
+    def _copy_when_done(self, cand: Candidate, key: str, shared: Future) -> Future:
+        """This candidate's own (cached, free) row once the shared evaluation has a result."""
+        mine: Future = Future()
+
+        def copy(done: Future) -> None:
+            if done.cancelled() or done.exception() is not None:
+                mine.cancel()
+                return
+            r: Scored = done.result()
+            row = self._row(cand, self.examples[key], r.score, r.side_info, r.error, 0.0, 0.0, cached=True)
+            self._recorder.put(row, False, mine, r)
+
+        shared.add_done_callback(copy)
+        return mine
+
+    def _cancel(self, cand: Candidate, key: str) -> bool:
+        """Cancel a queued evaluation this candidate owns. False when it already runs or ran
+        (its result is then awaited and kept: a paid-for score is never dropped)."""
         with self._lock:
-            pair = self._inflight.get((candidate_id, key))
-        return pair is None or pair[1].cancel()
+            entry = self._inflight.get((cand.content_hash, key))
+        return entry is not None and entry[0] == cand.id and entry[2].cancel()
 
     def _row(self, cand: Candidate, ex: Example, score: float, side_info: dict, error: Optional[str],
              seconds: float, cost: float, cached: bool) -> Evaluation:

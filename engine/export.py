@@ -32,6 +32,11 @@ def parse_iso(s: Optional[str]) -> Optional[datetime]:
     return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc) if s else None
 
 
+def _when(row: dict, key: str) -> datetime:
+    """A timestamp from the document (older documents lack some: then the import time)."""
+    return parse_iso(row.get(key)) or datetime.now(timezone.utc)
+
+
 def export_run(db: Database, run_id: str) -> dict[str, Any]:
     run = repo.get_run(db, run_id)
     examples = repo.get_examples(db, run_id)
@@ -58,7 +63,8 @@ def export_run(db: Database, run_id: str) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "run": {"id": run.id, "name": run.name, "owner": run.owner, "config": run.config, "status": run.status,
-                "status_reason": run.status_reason,
+                "status_reason": run.status_reason, "created_at": iso(run.created_at),
+                "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
                 "totals": {"metric_calls": run.metric_calls, "cost_usd": round(run.cost_usd, 10),
                            "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "seconds": round(run.seconds, 3),
                            "steps": run.steps_done, "budget_overshoot": run.budget_overshoot,
@@ -71,14 +77,17 @@ def export_run(db: Database, run_id: str) -> dict[str, Any]:
                         "val_scores": val_scores.get(c.id, {}), "val_cut_short": c.val_cut_short,
                         "minibatch_score": c.minibatch_score, "parent_minibatch_score": c.parent_minibatch_score,
                         "minibatch_keys": c.minibatch_keys, "frontier_version": c.frontier_version,
-                        "lm_call": call_pos.get(c.lm_call_id)} for c in cands],
+                        "created_at": iso(c.created_at), "started_at": iso(c.started_at),
+                        "finished_at": iso(c.finished_at), "lm_call": call_pos.get(c.lm_call_id)} for c in cands],
         "evaluations": [{"candidate_id": e.candidate_id, "example_id": key_of.get(e.example_pk), "score": e.score,
                          "side_info": e.side_info, "error": e.error, "cached": e.cached,
-                         "seconds": round(e.seconds, 6), "cost_usd": e.cost_usd} for e in evals],
+                         "seconds": round(e.seconds, 6), "cost_usd": e.cost_usd, "created_at": iso(e.created_at)}
+                        for e in evals],
         "lm_calls": [{"purpose": c.purpose, "model": c.model, "candidate_id": c.candidate_id,
                       "example_id": c.example_key, "step": c.step, "messages": c.messages, "answer": c.answer,
                       "tokens_in": c.tokens_in, "tokens_out": c.tokens_out, "cost_usd": c.cost_usd,
-                      "seconds": round(c.seconds, 6), "cached": c.cached, "error": c.error} for c in calls],
+                      "seconds": round(c.seconds, 6), "cached": c.cached, "error": c.error,
+                      "started_at": iso(c.started_at)} for c in calls],
         "steps": [{"index": s.index, "parent_ids": s.parent_ids, "parent_reasons": s.parent_reasons,
                    "proposal_ids": s.proposal_ids, "accepted_ids": s.accepted_ids,
                    "applied_command_ids": [cmd_pos.get(c) for c in s.applied_command_ids],
@@ -112,7 +121,8 @@ def import_run(db: Database, doc: dict[str, Any]) -> str:
                   budget_overshoot=t["budget_overshoot"], proposals_total=p["total"], proposals_parsed=p["parsed"],
                   proposals_valid=p["valid"], proposals_accepted=p["accepted"],
                   best_candidate_id=doc["best"]["candidate_id"], best_val_mean=doc["best"]["val_mean"],
-                  test_mean=doc["best"]["test_mean"]))
+                  test_mean=doc["best"]["test_mean"], created_at=_when(r, "created_at"),
+                  started_at=parse_iso(r.get("started_at")), finished_at=parse_iso(r.get("finished_at"))))
         s.flush()
         pk = {}
         for pos, e in enumerate(doc["examples"]):
@@ -125,7 +135,8 @@ def import_run(db: Database, doc: dict[str, Any]) -> str:
             row = LMCall(run_id=r["id"], purpose=c["purpose"], model=c["model"], candidate_id=c["candidate_id"],
                          example_key=c["example_id"], step=c["step"], messages=c["messages"], answer=c["answer"],
                          tokens_in=c["tokens_in"], tokens_out=c["tokens_out"], cost_usd=c["cost_usd"],
-                         seconds=c["seconds"], cached=c["cached"], error=c["error"])
+                         seconds=c["seconds"], cached=c["cached"], error=c["error"],
+                         started_at=_when(c, "started_at"))
             s.add(row)
             s.flush()
             call_ids.append(row.id)
@@ -140,13 +151,15 @@ def import_run(db: Database, doc: dict[str, Any]) -> str:
                             author=c["author"], val_mean=c["val_mean"], val_count=len(c["val_scores"]),
                             val_cut_short=c["val_cut_short"], minibatch_score=c["minibatch_score"],
                             parent_minibatch_score=c["parent_minibatch_score"], minibatch_keys=c["minibatch_keys"],
-                            frontier_version=c["frontier_version"],
+                            frontier_version=c["frontier_version"], created_at=_when(c, "created_at"),
+                            started_at=parse_iso(c.get("started_at")), finished_at=parse_iso(c.get("finished_at")),
                             lm_call_id=call_ids[c["lm_call"]] if c["lm_call"] is not None else None))
         s.flush()
         for e in doc["evaluations"]:
             s.add(Evaluation(run_id=r["id"], candidate_id=e["candidate_id"], example_pk=pk.get(e["example_id"]),
                              content_hash=hashes[e["candidate_id"]], score=e["score"], side_info=e["side_info"],
-                             error=e["error"], cached=e["cached"], seconds=e["seconds"], cost_usd=e["cost_usd"]))
+                             error=e["error"], cached=e["cached"], seconds=e["seconds"], cost_usd=e["cost_usd"],
+                             created_at=_when(e, "created_at")))
         cmd_ids = []
         for c in doc["commands"]:
             cmd = Command(run_id=r["id"], kind=c["kind"], payload=c["payload"], author=c["author"], reason=c["reason"],

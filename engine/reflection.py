@@ -126,7 +126,19 @@ def _fit(feedback: list[ExampleFeedback], blocks: list[str], room: int) -> tuple
 
 
 # the closing fence starts a line, possibly the line right after the opening one ("```\n```")
-_FENCE = re.compile(r"(`{3,})[^\n`]*\n(.*?)(?:^\1|\Z)", re.S | re.M)
+_OPEN = re.compile(r"^(`{3,})[^\n`]*\n", re.M)
+
+
+def _fenced_block(answer: str) -> Optional[str]:
+    """The text between the first opening fence and the LAST closing fence of the same length
+    (as GEPA does), so an artifact that itself contains fenced blocks — a prompt with examples
+    in code fences — survives whole. An unclosed fence takes the rest of the answer."""
+    m = _OPEN.search(answer)
+    if m is None:
+        return None
+    ticks, body = m.group(1), answer[m.end():]
+    closes = list(re.finditer(rf"^{ticks}[ \t]*$", body, re.M))
+    return body[: closes[-1].start()] if closes else body
 
 
 @dataclass
@@ -137,12 +149,12 @@ class ParsedAnswer:
 
 
 def parse_answer(answer: str, current_text: str, require_fence: bool = True) -> ParsedAnswer:
-    """Take the new text from the first fenced block. An unclosed fence (answer cut by the
-    token cap) takes the rest. Empty, unchanged or (with require_fence) unfenced answers are
+    """Take the new text from the fenced block (first opening to last closing fence). An
+    unclosed fence (answer cut by the token cap) takes the rest. Empty, unchanged or (with require_fence) unfenced answers are
     not usable: the reason says which."""
-    m = _FENCE.search(answer or "")
-    if m:
-        text, fenced = m.group(2).strip("\n"), True
+    block = _fenced_block(answer or "")
+    if block is not None:
+        text, fenced = block.strip("\n"), True
     elif require_fence:
         return ParsedAnswer(None, False, "the answer has no fenced code block")
     else:

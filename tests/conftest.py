@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import os
 
-import pytest
+# Before anything imports litellm: use its bundled price list (offline; otherwise a test module
+# that imports litellm first waits ~10 s for a download that cannot happen here).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from pg_server import PostgresServer, PostgresUnavailable
-from storage.db import Database
+import pytest  # noqa: E402
+
+from pg_server import PostgresServer, PostgresUnavailable  # noqa: E402
+from storage.db import Database  # noqa: E402
 
 _pg_failure: list[str] = []
 

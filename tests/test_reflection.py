@@ -128,8 +128,15 @@ class TestParseAnswer:
     def test_fence_with_language_tag(self):
         assert parse_answer("```python\nx = 1\ny = 2\n```", "x = 0").text == "x = 1\ny = 2"
 
-    def test_first_fenced_block_wins(self):
-        assert parse_answer("```\nfirst\n```\nor maybe\n```\nsecond\n```", CURRENT).text == "first"
+    def test_an_artifact_containing_fenced_blocks_survives_whole(self):
+        # first opening fence to LAST closing fence (as GEPA): a prompt with a JSON example in a
+        # code fence is not cut at the example's closing fence
+        answer = "New prompt:\n```\nYou are a bot.\n```json\n{\"a\": 1}\n```\nAnswer in JSON.\n```\nDone."
+        assert parse_answer(answer, CURRENT).text == 'You are a bot.\n```json\n{"a": 1}\n```\nAnswer in JSON.'
+
+    def test_a_longer_fence_closes_only_with_the_same_length(self):
+        answer = "````\nuse ```python blocks```\n```\nstill inside\n````\ntrailing talk"
+        assert parse_answer(answer, CURRENT).text == "use ```python blocks```\n```\nstill inside"
 
     def test_unclosed_fence_takes_the_rest(self):
         # the answer was cut by the token cap in the middle of the block
