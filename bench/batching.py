@@ -283,23 +283,29 @@ def plot(results: list[dict]) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     s = summarize(results)
-    fig, ax = plt.subplots(figsize=(8.5, 5.5))
-    for name, agg in s.items():
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    colors = plt.get_cmap("tab20").colors
+    for i, (name, agg) in enumerate(s.items()):
         xs = [r["per_call"] * 1000 for r in agg["rows"]]
         ys = [r["best_val"] or 0 for r in agg["rows"]]
         marker = "s" if name.startswith("GEPA") else ("D" if name.startswith("async") else "o")
-        pts = ax.scatter(xs, ys, marker=marker, alpha=0.35)
-        ax.scatter([statistics.mean(xs)], [statistics.mean(ys)], marker=marker, s=90, color=pts.get_facecolor()[0],
-                   edgecolor="black", label=name)
+        color = colors[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20]
+        ax.scatter(xs, ys, marker=marker, alpha=0.35, color=color)
+        ax.scatter([statistics.mean(xs)], [statistics.mean(ys)], marker=marker, s=90, color=color, edgecolor="black",
+                   label=name)
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xticks([20, 30, 40, 50, 60, 80])
     ax.set_xlabel("wall-clock per metric call (ms, log scale) — left is faster")
     ax.set_ylabel(f"best validation score at {BUDGET} metric calls — up is better")
     ax.set_title(f"Batching vs quality (W={W}, {LM_SECONDS:g} s LM, {EVAL_SECONDS * 1000:.0f} ms evaluator; "
-                 "small = one seed, large = mean)", fontsize=9)
+                 "small = one seed, large = mean of 3)", fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left", ncol=2)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(PLOT, dpi=120)
 
@@ -311,12 +317,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--no-write", action="store_true", help="print the table, do not write docs/")
     ap.add_argument("--no-dollars", action="store_true")
     ap.add_argument("--report-only", action="store_true", help="rebuild the docs from the saved raw results")
+    ap.add_argument("--raw", help="with --report-only: the raw results file (default: docs/benchmarks-batching.json)")
     args = ap.parse_args(argv)
     import logging
 
     logging.basicConfig(level=logging.ERROR)
     if args.report_only:
-        raw = json.loads(RAW.read_text())
+        raw = json.loads((Path(args.raw) if args.raw else RAW).read_text())
         results, dollars = raw["results"], raw["dollars"]
     else:
         configs = [c for c in CONFIGS if not args.only or c.name in args.only]
@@ -333,10 +340,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         print("\n".join(dollar_table(dollars)))
     if not args.no_write:
         RAW.write_text(json.dumps({"results": results, "dollars": dollars}, indent=1))
-        from bench.batching_report import ANALYSIS, SETUP, write_doc
+        from bench.batching_report import SETUP, analysis, write_doc
 
         plot(results)
-        write_doc(DOC, table(results), dollar_table(dollars), summarize(results), results, dollars, SETUP, ANALYSIS)
+        write_doc(DOC, table(results), dollar_table(dollars), summarize(results), results, dollars, SETUP,
+                  analysis(results))
     return 0
 
 

@@ -33,12 +33,14 @@ def verdicts(summary: dict, results: list[dict], dollars: list[dict]) -> list[st
                f"(mean best val ≥ 0.95 × {base['best_val']:.3f} = {bar:.3f}) is **{best[0]}**: "
                f"{best[1]:.2f}× faster per metric call, {best[2]:.2f}× the 1×1 score. All 4-wide rows: " +
                "; ".join(f"{n} {sp:.2f}× / {q:.2f}×" for n, sp, q, _ in rows) + " (speed / quality vs 1×1).")
-    over = max(r["overshoot"] for r in results)
+    over = max(r["overshoot"] for r in results if not r["config"].startswith("GEPA"))
+    gepa = max((r["overshoot"] for r in results if r["config"].startswith("GEPA")), default=None)
     usd = max((r["cost_overshoot"] for r in dollars), default=None)
     ok = over <= 0.02 and (usd is None or usd <= 0.02)
     out.append(f"- **Overshoot ≤ 2 % everywhere: {'met' if ok else 'missed'}.** Largest metric-call overshoot of any "
-               f"Refract or GEPA run: {over * 100:.1f} %" + (f"; largest dollar overshoot under a binding cost cap: "
-                                                              f"{usd * 100:.1f} %." if usd is not None else "."))
+               f"Refract run: {over * 100:.1f} %" + (f"; largest dollar overshoot under a binding cost cap: "
+                                                      f"{usd * 100:.1f} %" if usd is not None else "") +
+               (f" (GEPA 0.1.4, same budget: up to {gepa * 100:.1f} %)." if gepa is not None else "."))
     if "async C=4" in summary:
         sync = [n for n in SYNC if n in summary]
         fastest = min(sync, key=lambda n: summary[n]["wall"])
@@ -47,16 +49,23 @@ def verdicts(summary: dict, results: list[dict], dollars: list[dict]) -> list[st
         a = summary["async C=4"]
         r1, r2 = a["wall"] / summary[fastest]["wall"], a["wall"] / summary[fastest_good]["wall"]
         busy = a["utilisation"]
+        parts = (f"wall-clock part {'met' if r2 <= 0.75 else 'missed'}, busy part {'met' if busy >= 0.9 else 'missed'}")
         out.append(f"- **Async C=4 ≤ 0.75× the wall-clock of the best synchronous configuration, workers ≥ 90 % busy: "
-                   f"{'met' if r2 <= 0.75 and busy >= 0.9 else 'missed'}.** Async C=4 took {a['wall']:.1f} s: "
+                   f"{'met' if r2 <= 0.75 and busy >= 0.9 else 'missed'} ({parts}).** Async C=4 took {a['wall']:.1f} s: "
                    f"{r2:.2f}× the fastest synchronous configuration that keeps the quality ({fastest_good}, "
                    f"{summary[fastest_good]['wall']:.1f} s) and {r1:.2f}× the fastest synchronous one of all ({fastest}); "
                    f"its workers were busy {busy * 100:.0f} % of the time.")
     errs = [(r["config"], r["predicted"] / r["wall"] - 1) for r in results if r.get("predicted")]
     worst = max(errs, key=lambda e: abs(e[1]))
     within = sum(1 for _, e in errs if abs(e) <= 0.15)
-    out.append(f"- **Measured vs predicted within 15 %: {'met' if within == len(errs) else 'missed'}** for "
-               f"{within} of {len(errs)} Refract runs; the worst is {worst[0]} at {worst[1] * 100:+.0f} %.")
+    by_config = {}
+    for name, e in errs:
+        by_config.setdefault(name, []).append(e)
+    means_ok = sum(1 for v in by_config.values() if abs(statistics.mean(v)) <= 0.15)
+    out.append(f"- **Measured vs predicted within 15 %: {'met' if within == len(errs) else 'missed'}.** "
+               f"{within} of {len(errs)} Refract runs are within 15 % of the prediction, and {means_ok} of "
+               f"{len(by_config)} configurations on average over their seeds; the worst run is {worst[0]} at "
+               f"{worst[1] * 100:+.0f} % (predicted − measured, relative to measured).")
     return out
 
 
@@ -83,7 +92,10 @@ def write_doc(path: Path, table: list[str], dollar_table: list[str], summary: di
         "",
         f"The machine was shared with other work while the benchmark ran: the 1-minute load average on its 2 "
         f"cores was {min(loads):.1f}–{max(loads):.1f} (mean {statistics.mean(loads):.1f}) at the start of the runs. "
-        "Wall-clock numbers carry that noise; the scores do not (sync runs are deterministic for a seed).",
+        "Wall-clock numbers carry that noise. Scores are steadier but not identical when a run is repeated: an "
+        "early-stopped validation pass depends on the order results arrive, async runs on timing throughout, and "
+        "ties on the best validation mean are broken by candidate id (random per run), which can change the test "
+        "score of a run with the same validation score.",
         "",
         "## Budgets under a binding dollar cap",
         "",
@@ -104,7 +116,7 @@ SETUP = """## Setup
   one (35 %: two) of the failures it was shown, chosen at random — so siblings often fix different ones; 12 % of its
   answers only reword, 6 % drop a rule, 10 % fix one failure but drop another rule (a hidden regression). Asked to
   combine versions (Refract's merge prompt) it takes the union of their rules but loses one 15 % of the time.
-  Its randomness is a function of the prompt, the sample index and the seed, so sync runs repeat exactly.
+  Its randomness is a function of the prompt, the sample index and the seed.
 - **Budget**: 240 metric calls; minibatch 3; W = 4 sandboxed workers (Refract) or 4 evaluation threads (GEPA).
   Refract runs use `max_score = 1.0` (early-stopped validation) and Pareto parent selection; GEPA runs use
   `optimize_anything` with `PxNSampling(P, 1)` (default sampling for 1×1) and `AllImprovements`, its defaults otherwise.
@@ -115,6 +127,101 @@ SETUP = """## Setup
   latency and acceptance rate measured in that run, V = 16, W = 4); it models no engine overhead.
 - `4×1 merge` and `async C=4 merge` use `merge_siblings = true`; `async C=8 merge` likewise with C = 8."""
 
-ANALYSIS = """## Analysis
 
-(written after the run)"""
+
+def ceilings(results: list[dict]) -> str:
+    """What the runtime model says is possible at the latencies measured in the 1×1 runs, with
+    no engine overhead at all: the best a 4-wide configuration could do here."""
+    from engine.runtime_model import Latencies, Shape, predict_run_seconds
+
+    rows = [r for r in results if r["config"] == "1×1" and r.get("latencies")]
+    lat = Latencies(**{k: (statistics.mean(r["latencies"][k] for r in rows) if isinstance(v, float) else v)
+                       for k, v in rows[0]["latencies"].items()})
+    t1, c1 = predict_run_seconds(Shape(), lat, 240)
+    lines = []
+    for name, shape in [("sync 4×1, accept all", Shape(4, 1)), ("async C=4", Shape(4, 1, schedule="async")),
+                        ("async C=8", Shape(8, 1, schedule="async"))]:
+        t, c = predict_run_seconds(shape, lat, 240)
+        busy = c * lat.eval / (lat.workers * t)
+        lines.append(f"{name}: {(t1 / c1) / (t / c):.2f}× per metric call, workers {busy * 100:.0f} % busy")
+    return (f"At the measured latencies (LM {lat.lm:.2f} s, evaluator {lat.eval * 1000:.0f} ms, "
+            f"{lat.accept * 100:.0f} % of proposals improving) the runtime model, which charges no engine overhead "
+            "at all, gives: " + "; ".join(lines) + ".")
+
+
+ANALYSIS_TEMPLATE = """## Why the numbers are what they are
+
+**Budgets hold.** Every evaluation reserves its metric call before it is dispatched, a step is planned so that its
+slots' minibatch tests plus one validation pass fit in what is left (at the tail, the rest is spent in one step),
+an asynchronous proposal starts only with a block of calls for its minibatch tests while one validation pass stays
+free, and an LM call reserves 1.5 × the most expensive call so far against the dollar cap. No Refract run went one
+metric call over; GEPA 0.1.4 checks its budget between iterations and overshoots by up to the whole last iteration
+(see its rows: 8×1 validates every improving child of 8 proposals after the check).
+
+**4× per metric call is out of reach for a 4-wide configuration here — by construction, not by overhead.**
+A 1×1 proposal costs one LM latency plus a few evaluation waves. Four proposals side by side can at best finish
+in the time of one, and they share W = 4 workers, so their evaluations queue: the speed-up per metric call is
+4 × (L + E₁) / (L + E₄) < 4 because E₄ > E₁. {ceilings} The only ways past 4× per metric call are more metric
+calls per LM latency — validating every improving child of a wide batch, as GEPA's 8×1 does (and overshoots) —
+which is exactly the budget spending that lowers the score at a fixed budget. For the same reason, 90 % busy
+workers with C = 4 would need each proposal to bring about three times the evaluation work it does: with a 1 s LM,
+four proposals in flight keep four 50 ms workers busy only part of the time; C = 8 comes closest.
+
+**Quality at the same budget.** The validation pass (16 calls) is the expensive part of a proposal; a lineage
+advances one validated candidate at a time. With `accept = all` a wide step validates every improving child; they
+each carry one or two fixes and sit on the frontier side by side, so the next step's parents fork into separate
+lineages that never combine — at 8×1 (and at async C = 8 without merging) that costs a lot. `best` and `top_k`
+spend fewer validation passes per step but throw fixes away. **Sibling merge** asks the LM for one child with all
+the step's fixes and validates only that one: several fixes per validation pass, one lineage — the best test
+scores of the table and a validation score above 1×1's — at the price of a second LM latency per synchronous step,
+which is why it is the slowest 4-wide row. In the asynchronous schedule the combiner runs as one of the C slots
+while the other proposals go on, and it merges the waiting children *into the current best* when the frontier
+moved on since their parent, so proposals that started from an older frontier still build on the newest candidate
+instead of forking it. Without merging, the asynchronous schedule is the fastest 4-wide configuration, but every
+proposal in flight starts from a frontier that is up to one proposal old, and its improving children fork
+lineages like a wide `accept = all` step: its score falls below the bar, and at C = 8 far below.
+
+**Repeatability.** The benchmark was run twice on the same code (the earlier run's raw numbers are not kept).
+Synchronous rows moved little (1×1 0.847 both times; 4×1 merge 0.927 then 0.889; 4×1 all 0.872 both), the
+asynchronous ones more (async C=4 merge 0.861 then 0.792, async C=4 0.795 then 0.764): with three seeds and 16
+validation examples, differences of a few hundredths between rows are within the noise; the ordering
+"sibling merge ≥ 1×1 ≈ sync 4-wide accept-all / top-k > 8×1 ≈ async C=4 without merge ≫ async C=8 without merge"
+held in both runs.
+
+**Against GEPA 0.1.4** (same task, LM and evaluator): GEPA's 4×1 is faster per metric call than Refract's 4×1 all
+(its evaluator runs in threads of the optimizer's process, with no sandbox round trip, and it spends up to 27 %
+more calls than the budget in the same time) and loses quality (0.95× its 1×1) where Refract's does not; GEPA's
+8×1 overshoots by 13–27 %.
+
+**Predicted vs measured.** The runtime model replays the schedule (`engine/runtime_sim.py`) with the LM latency,
+evaluator latency and acceptance rate measured in the run; it charges nothing for the engine's own work (database
+writes, prompt building, thread hand-offs). That work is the usual gap: a few hundred milliseconds per step on this
+2-core machine while other jobs were running, which makes the prediction a little optimistic, most for the
+configurations with many short steps.
+
+## Reproducibility of the asynchronous schedule with a fixed seed
+
+What still holds: proposal *n*'s random choices (its parent sample, its minibatch) come from generators derived
+from (seed, *n*); its candidate id from (run, wave, slot, parent, sibling index); its LM request only from its
+prompt and sample index (so a repeated request is answered from the LM cache). Two proposals that start from the
+same frontier are therefore identical, every choice is recorded (the frontier version each proposal saw, why its
+parent was chosen), and with C = 1 the run *is* the synchronous 1×1 run. What does not hold: which frontier proposal
+*n* sees depends on which earlier proposals have finished when it starts, i.e. on LM and evaluator timing, so two
+runs with the same seed can pick different parents from the second proposal on and diverge (the spread of the
+async rows above comes partly from that). A resumed asynchronous run keeps every closed wave; the proposals of
+waves not yet closed are redone from the frontier as it is then, re-using any evaluation already paid for.
+
+## The options, in short
+
+| `[search]` | effect |
+|---|---|
+| `accept = "all"` | every improving child of a step pays a validation pass, most promising (largest minibatch gain) first |
+| `accept = "best"` / `"top_k"` (`top_k = N`) | only the best / N best do; the others are kept as rejected with the reason "improved on its minibatch but not selected"; `top_k` ≥ the batch warns at load (it equals `all`) |
+| `merge_siblings = true` | two or more improving children are combined by the reflection LM (purpose `merge`; the prompt has the parent, each child, its diff and what it fixed); the merge (origin `merge`, parents = the children) is tested on their examples and validated instead of them only if it keeps every child's gains, else the accept rule applies |
+| `schedule = "async"` | no step barrier; C = P×K proposals in flight; steps are recorded as waves of C; P×K = 1 warns (it equals `sync`); `accept` does not apply (no step to choose in) |
+| `max_score = …` | enables early-stopped validation passes; a stopped pass records why in `val_cut_short` |
+"""
+
+
+def analysis(results: list[dict]) -> str:
+    return ANALYSIS_TEMPLATE.format(ceilings=ceilings(results))
