@@ -47,13 +47,19 @@ def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] =
             BudgetConfig.model_validate({**RunConfig.model_validate(run.config).budget.model_dump(), **payload})
         except Exception as exc:
             raise CommandError(f"invalid budget: {exc}") from None
-    if run.status in FINISHED and kind not in ("budget", "resume"):
+    if run.status in FINISHED and kind not in ("budget", "resume", "step") and not _resume_pending(db, run_id):
         raise CommandError(f"run {run_id} is {run.status}; continue it first with a new budget "
                            f"(`python -m engine budget {run_id} --max-metric-calls N`, then `resume`)")
     if kind == "veto" and _would_leave_no_parent(db, run_id, payload["candidate_id"]):
         raise CommandError("this is the last candidate that can be a parent; vetoing it would stop the search. "
                            "Pin or edit another candidate first.")
     return repo.add_command(db, run_id, kind, payload, author, reason)
+
+
+def _resume_pending(db: Database, run_id: str) -> bool:
+    """A finished run with a queued resume is being continued: commands sent after the resume
+    are applied, in order, once a worker picks it up."""
+    return any(c.kind in ("resume", "step") for c in repo.pending_commands(db, run_id))
 
 
 def _would_leave_no_parent(db: Database, run_id: str, candidate_id: str) -> bool:
@@ -77,14 +83,19 @@ class CommandApplier:
                 status, result = "rejected", str(exc)
             repo.finish_command(self.ctx.db, cmd.id, status, result, self.ctx.step_index)
             applied.append(cmd.id)
+        if applied:
+            # a veto, an un-veto or a new human candidate can change the best candidate now,
+            # not only after the next step (a paused run may have none for a while)
+            best_id, best_mean = self.ctx.state.best()
+            repo.set_run_fields(self.ctx.db, self.ctx.run_id, best_candidate_id=best_id, best_val_mean=best_mean)
         return applied
 
     def _apply(self, cmd: Command) -> str:
         ctx, p = self.ctx, cmd.payload
         if cmd.kind in ("pause", "resume", "step", "stop"):
             fields = {"pause": {"status": "paused", "status_reason": f"paused by {cmd.author or 'someone'}"},
-                      "resume": {"status": "running", "step_mode": False, "status_reason": ""},
-                      "step": {"status": "running", "step_mode": True, "status_reason": ""},
+                      "resume": {"status": "running", "step_mode": False, "status_reason": "", "finished_at": None},
+                      "step": {"status": "running", "step_mode": True, "status_reason": "", "finished_at": None},
                       "stop": {"status": "stopped", "status_reason": f"stopped by {cmd.author or 'someone'}"}}[cmd.kind]
             repo.set_run_fields(ctx.db, ctx.run_id, **fields)
             return f"run {fields['status']}" + (" for one step" if cmd.kind == "step" else "")

@@ -94,15 +94,18 @@ def get_examples(db: Database, run_id: str, split: str | None = None) -> list[Ex
 
 def claim_run(db: Database, worker_id: str, lease_seconds: float, run_id: str | None = None) -> Optional[str]:
     """Claim a run that needs a worker: a queued one, a running one whose lease expired (its
-    worker died), or a paused one with pending commands (a resume or step may be among them).
+    worker died), a paused one with pending commands (a resume or step may be among them), or
+    a finished one with a pending resume (continued with a new budget).
     Returns the run id or None. Atomic: two workers never claim the same run."""
     now = utcnow()
     free = (Run.lease_expires_at == None) | (Run.lease_expires_at < now)  # noqa: E711
     has_commands = exists().where(Command.run_id == Run.id, Command.status == "pending")
+    resumed = exists().where(Command.run_id == Run.id, Command.status == "pending", Command.kind.in_(("resume", "step")))
     with db.write() as s:
         q = select(Run).where(or_(Run.status == "queued",
                                   (Run.status == "running") & free,
-                                  (Run.status == "paused") & free & has_commands))
+                                  (Run.status == "paused") & free & has_commands,
+                                  Run.status.in_(("completed", "stopped", "failed")) & free & resumed))
         if run_id:
             q = q.where(Run.id == run_id)
         # FOR UPDATE SKIP LOCKED: on PostgreSQL two workers never take the same row (SQLite
