@@ -1,5 +1,6 @@
-"""Candidate page: its text, diff against its parent(s), per-example scores and side information,
-the reflection that wrote it, its cost, ancestors and children, and comments.
+"""Candidate page: its state and steering (pin, veto, edit, inject, feedback — live), its text,
+diff against its parent(s), per-example scores and side information, the reflection that wrote
+it, its cost, ancestors and children, and its comment thread (live).
 
 Everything that came from a candidate, a dataset or an LM is shown as text (``st.code`` /
 ``st.json`` / ``st.dataframe``), never as HTML or Markdown.
@@ -12,8 +13,8 @@ import difflib
 import pandas as pd
 import streamlit as st
 
-from ui import analysis, charts, data, keys, nav, steering
-from ui.render import code_span, md, messages_text, show_side_info, show_text, status_badge
+from ui import analysis, candidate_steering as steer, charts, data, keys, nav
+from ui.render import code_span, md, messages_text, show_side_info, show_text
 
 url = data.db_url()
 run_id, cand_id = nav.query_run(), nav.query_candidate()
@@ -26,7 +27,9 @@ if not run_id:
 
 run = data.run_overview(url, run_id)
 if run is None:
-    st.error(f"There is no run with id {md(run_id)}.")
+    st.error(f"There is no run with id {md(run_id)} in this database (a mistyped or stale link, or another "
+             "database?). Pick a run on the Runs page.")
+    nav.link("runs", "Runs", icon=":material/list:")
     st.stop()
 token = data.version_token(run)
 cands = data.candidate_rows(url, run_id, token)
@@ -37,7 +40,8 @@ if cands.empty:
 ids = list(cands.sort_values(["step", "created_at"])["id"])
 if cand_id not in ids:
     if cand_id:
-        st.warning(f"Run {md(run_id)} has no candidate {md(cand_id)}; pick one below.")
+        st.warning(f"Run {md(run_id)} has no candidate {md(cand_id)} (a mistyped or stale link?). Showing the "
+                   "run's best candidate instead; pick another one below.")
     cand_id = run.get("best_candidate_id") if run.get("best_candidate_id") in ids else ids[0]
 row_of = cands.set_index("id")
 label = {c: f"{c} · step {row_of.at[c, 'step']} · {row_of.at[c, 'status']}" +
@@ -54,17 +58,9 @@ if detail is None:
 c = detail["candidate"]
 front = data.frontier_view(url, run_id, token)
 
-# ------------------------------------------------------------------ header
-marks = [status_badge(c["status"]), f":violet-badge[{md(c['origin'])}]"]
-if cand_id == run.get("best_candidate_id"):
-    marks.append(":orange-badge[best]")
-if cand_id in front.members:
-    marks.append(f":blue-badge[frontier · best on {int(front.best_on.get(cand_id, 0))}]")
-if c["pinned"]:
-    marks.append(":red-badge[pinned]")
-if c["vetoed"]:
-    marks.append(":gray-badge[vetoed]")
-st.markdown(" ".join(marks))
+# ------------------------------------------------------------------ header: live state, pin, veto
+steer.live_state(run_id, cand_id, run.get("best_candidate_id"),
+                 int(front.best_on.get(cand_id, 0)) if cand_id in front.members else None)
 call = detail["lm_call"]
 eval_cost = sum(e["cost_usd"] or 0.0 for e in detail["evaluations"])
 lm_cost = (call or {}).get("cost_usd") or 0.0
@@ -87,7 +83,10 @@ with nl[0]:
     nav.link("dashboard", "Run dashboard", run=run_id, icon=":material/monitoring:")
 with nl[1]:
     nav.link("lineage", "Show in lineage", run=run_id, candidate=cand_id, icon=":material/account_tree:")
-steering.candidate_controls(run, c)  # STEERING (issue 5): pin / veto / edit / feedback
+steer.edit_panel(run, c)
+steer.inject_panel(run, list(c["content"] or {}))
+with st.expander("Feedback for the reflection LM", icon=":material/forum:"):
+    steer.feedback_box(run, cand_id)
 
 tabs = st.tabs(["Text", "Diff vs parent", "Scores", "Side information", "Reflection", "Family", "Comments"])
 
@@ -120,7 +119,7 @@ with tabs[2]:
     if evals.empty:
         st.caption("Not evaluated yet.")
     else:
-        val = evals[evals["split"] == "val"]
+        val = evals[evals["split"] == ("val" if (evals["split"] == "val").any() else "train")]  # no valset: train
         if not val.empty:
             st.plotly_chart(charts.per_example_bar(val, front.best.reindex(val["example"])), key="cand_scores",
                             width="stretch")
@@ -191,10 +190,5 @@ with tabs[5]:
 
 # ------------------------------------------------------------------ comments
 with tabs[6]:
-    if not detail["comments"]:
-        st.caption("No comments yet.")
-    for cm in detail["comments"]:
-        kind = "feedback for the reflection LM" if cm["kind"] == "feedback" else "comment"
-        st.caption(f"{md(cm['author'] or 'someone')} · {kind} · {cm['created_at']:%Y-%m-%d %H:%M} UTC")
-        st.text(cm["text"])
-    steering.comment_box(run_id, cand_id)  # STEERING (issue 5): add a comment / feedback
+    steer.comment_thread(run_id, cand_id)
+    steer.comment_box(run_id, cand_id)

@@ -1,8 +1,10 @@
-"""Run dashboard, live: status, budget, KPIs, score charts, frontier, timeline, candidates.
+"""Run dashboard, live: run controls, status, budget, KPIs, score charts, frontier, timeline,
+candidates, the intervention log and the steps.
 
-Three fragments refresh themselves (no page reload, scroll kept): the live overview every
-2 s, the frontier every 5 s, the intervention log every 3 s. Each reads through ``ui.data``
-(at most 3 queries per refresh; an idle run costs one).
+Fragments refresh themselves (no page reload, scroll kept): the run controls and the
+intervention log every second (steering is seen by everyone within 2 s), the live overview
+every 2 s, the frontier every 5 s. Each reads through ``ui.data`` (at most 3 queries per
+refresh; an idle run costs one).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from storage.queries import elapsed_seconds
 from ui import analysis, charts, data, keys, nav, steering
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
 
-LIVE_S, FRONTIER_S, LOG_S = 2.0, 5.0, 3.0
+LIVE_S, FRONTIER_S = 2.0, 5.0
 ACTIVE = {"queued", "running", "paused"}
 
 url = data.db_url()
@@ -56,21 +58,22 @@ with links:
     with c2:
         nav.link("candidate", "Best candidate", run=run_id, candidate=run.get("best_candidate_id"),
                  icon=":material/star:")
-steering.run_controls(run)  # STEERING (issue 5): pause / resume / step / stop / budgets
+steering.run_controls(run_id)
 
 
 def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
     elapsed = elapsed_seconds(run)
     seed = cands.loc[cands["origin"] == "seed", "val_mean"].dropna()
     best = run.get("best_val_mean")
-    accepted = int((cands["status"] == "accepted").sum()) if not cands.empty else 0
-    proposals = int(run.get("proposals_total") or 0)
+    # the run's own counters (updated together at the end of each step), not a count of candidate
+    # rows that may be newer than the run row read just before them
+    accepted, proposals = int(run.get("proposals_accepted") or 0), int(run.get("proposals_total") or 0)
     cost = run["cost_by_purpose"]
-    measured, predicted = analysis.measured_speedup(steps), analysis.predicted_speedup(steps)
+    measured, predicted = analysis.speedups(steps)
     cols = st.columns(6)
     cols[0].metric("Best val score", "—" if best is None else f"{best:.3f}",
                    None if best is None or seed.empty else f"{best - seed.iloc[0]:+.3f} vs seed")
-    cols[1].metric("Accepted / proposed", f"{max(0, accepted - len(seed))} / {proposals}",
+    cols[1].metric("Accepted / proposed", f"{accepted} / {proposals}",
                    help="proposals that improved their parent's minibatch and paid a validation pass")
     cols[2].metric("Metric calls", compact(run["metric_calls"]), help=f"{run['metric_calls']:,} evaluations")
     cols[3].metric("Spent", f"${run['cost_usd']:.4f}", f"{compact(run['tokens_in'])}/{compact(run['tokens_out'])} tok",
@@ -79,20 +82,30 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
     cols[4].metric("Elapsed", fmt_seconds(elapsed))
     cols[5].metric("Speed-up", "—" if not measured else f"{measured:.1f}×",
                    None if not predicted else f"predicted {predicted:.1f}×", delta_color="off", delta_arrow="off",
-                   help="measured: the proposals' own latencies summed, over the steps' wall-clock; "
-                        "predicted: the runtime model of DESIGN.md §1 for this batch shape")
-    st.caption(_rates(run, cost))
+                   help="mean over the steps of the engine's measurements: measured = the step's sequential work "
+                        "over its wall-clock; predicted = the runtime model of DESIGN.md §1 for this batch shape. "
+                        "Per step in the Steps table below.")
+    _rates(run, cost)
 
 
-def _rates(run: dict, cost: dict) -> str:
-    """Parse and acceptance rates (a weak reflection LM shows here) and the $ split by purpose."""
+def _rates(run: dict, cost: dict) -> None:
+    """Parse, validity and acceptance rates of the proposals (a weak reflection LM shows here)
+    and the $ split by purpose."""
     total = run.get("proposals_total") or 0
-    parts = [f"step {run['steps_done']}"]
-    for label, key in (("parsed", "proposals_parsed"), ("valid", "proposals_valid"), ("accepted", "proposals_accepted")):
+    parts = [f"step {run['steps_done']}", f"{total} proposals"]
+    rates = {}
+    for label, key, what in (("parsed", "proposals_parsed", "had a usable fenced answer"),
+                             ("valid", "proposals_valid", "passed validate()"),
+                             ("accepted", "proposals_accepted", "improved their parent's minibatch")):
         n = run.get(key) or 0
-        parts.append(f"{label} {n}/{total}" + (f" ({n / total:.0%})" if total else ""))
+        rates[label] = n / total if total else None
+        parts.append(f"**{label}** {n}/{total}" + (f" ({n / total:.0%})" if total else ""))
     parts += [f"{k} ${v:.4f}" for k, v in cost.items() if v]
-    return " · ".join(parts)
+    st.markdown(" · ".join(parts), help="parsed: the reflection LM's answer had a usable fenced block · valid: it "
+                "passed the evaluator's validate() · accepted: it improved its parent's minibatch score")
+    if total >= 8 and rates["parsed"] is not None and rates["parsed"] < 0.5:
+        st.warning(f"Only {rates['parsed']:.0%} of the reflection LM's answers could be parsed: the model may be too "
+                   "weak for this task, or the artifact kind is unclear to it.", icon=":material/warning:")
 
 
 def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
@@ -111,19 +124,23 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
     lo, hi = int(cands["step"].min()), int(cands["step"].max())
     with f3:
         steps = st.slider("Steps", lo, max(hi, lo + 1), (lo, max(hi, lo + 1)), key=keys.DASH_STEPS)
-    view = cands[cands["status"].isin(status) & cands["origin"].isin(origin) & cands["step"].between(*steps)]
+    # pinned candidates never disappear from the views, whatever the filters say
+    view = cands[(cands["status"].isin(status) & cands["origin"].isin(origin) & cands["step"].between(*steps))
+                 | cands["pinned"].astype(bool)]
     view = view.sort_values(["val_mean", "step"], ascending=[False, True], na_position="last")
     table = pd.DataFrame({
         "open": [nav.url("candidate", run_id, c) for c in view["id"]],
         "id": view["id"], "status": view["status"], "origin": view["origin"], "step": view["step"],
         "val score": view["val_mean"], "val examples": view["val_count"],
-        "minibatch Δ": view["minibatch_score"] - view["parent_minibatch_score"],
+        "minibatch Δ": (view["minibatch_score"] - view["parent_minibatch_score"]).astype("float64"),
         "pinned": view["pinned"], "vetoed": view["vetoed"], "author": view["author"],
-        "rewrote": view["component"],
+        "rewrote": view["component"].fillna(""),
     })
-    st.caption(f"{len(view)} of {len(cands)} candidates · select a row to open it")
+    st.caption(f"{len(view)} of {len(cands)} candidates · select a row to open it · pinned ones always shown, "
+               "vetoed ones greyed")
     event = st.dataframe(
-        table, hide_index=True, width="stretch", height=320, key=keys.DASH_TABLE, on_select="rerun",
+        table.style.apply(_grey_vetoed, axis=1).format("{:+.2f}", subset=["minibatch Δ"], na_rep=""),
+        hide_index=True, width="stretch", height=320, key=keys.DASH_TABLE, on_select="rerun",
         selection_mode="single-row",
         column_config={
             "open": st.column_config.LinkColumn("open", display_text="open ↗", width="small"),
@@ -134,6 +151,11 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
     rows = event.selection.rows if event else []
     if rows:
         nav.go("candidate", run=run_id, candidate=table.iloc[rows[0]]["id"])
+
+
+def _grey_vetoed(row: pd.Series) -> list[str]:
+    return ["color: #9ca3af; text-decoration: line-through" if c == "id" else "color: #9ca3af"
+            for c in row.index] if row["vetoed"] else [""] * len(row)
 
 
 @st.fragment(run_every=LIVE_S if run["status"] in ACTIVE else None)
@@ -194,28 +216,16 @@ def frontier_panel(run_id: str) -> None:
     c3.metric("Examples solved by no one", int((view.best <= 0).sum()))
     include = st.toggle("Also show the best non-frontier candidates", key=keys.DASH_HEATMAP_ALL)
     val_means = cands.set_index("id")["val_mean"] if not cands.empty else pd.Series(dtype="float64")
-    fig = charts.frontier_heatmap(view, val_means, include_all=include)
+    pinned = list(cands.loc[cands["pinned"].astype(bool), "id"]) if not cands.empty else []
+    fig = charts.frontier_heatmap(view, val_means, include_all=include, pinned=pinned)
     st.caption(f"★ = holds the best score on that example. Showing up to {charts.MAX_HEATMAP_ROWS} rows, "
-               "frontier members with the most examples first.")
+               "frontier members with the most examples first, then pinned candidates.")
     ev = st.plotly_chart(fig, key=keys.DASH_FRONTIER_CHART, width="stretch", on_select="rerun", selection_mode="points")
     pts = (ev.selection.points if ev else []) or []
     if pts and pts[0].get("customdata"):
         nav.go("candidate", run=run_id, candidate=pts[0]["customdata"])
-    # frontier members that hold no example alone and score far below the per-example best:
-    # the degenerate candidates DESIGN.md warns about (e.g. "reject everything" regexes)
-    means = val_means.reindex(members.index)
-    weak = list(members.index[(view.unique_best_on.reindex(members.index).fillna(0).to_numpy() == 0)
-                              & (means < view.best.mean() * 0.5).to_numpy()])
-    if weak:
-        st.warning(f"{len(weak)} frontier member(s) score under half the per-example best on average and hold no example "
-                   f"alone — possibly degenerate (e.g. {', '.join(weak[:5])}); consider vetoing them.")
-
-
-@st.fragment(run_every=LOG_S if run["status"] in ACTIVE else None)
-def interventions(run_id: str) -> None:
-    log = data.command_log(url, run_id)
-    steering.pending_note(int((log["status"] == "pending").sum()) if not log.empty else 0)
-    steering.intervention_log(log)
+    # the degenerate members DESIGN.md warns about (e.g. "reject everything" regexes), one click from a veto
+    steering.degenerate_members(run_id, cands, list(members.index), run["status"] not in ACTIVE)
 
 
 live(run_id)
@@ -241,4 +251,4 @@ with st.expander("Two objectives (side_info['scores'])"):
         objectives_view(run)
 
 st.subheader("Interventions")
-interventions(run_id)
+steering.intervention_log(run_id)

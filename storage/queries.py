@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
 import pandas as pd
-from sqlalchemy import and_, func, select, text
+from sqlalchemy import and_, case, func, select, text
 
 from storage.db import Database
 from storage.models import Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step, WorkerBeat
@@ -55,9 +55,11 @@ def elapsed_seconds(run: dict, now: Optional[datetime] = None) -> float:
 
 
 def run_overview(db: Database, run_id: str) -> Optional[dict]:
-    """The run row as a dict plus ``cost_by_purpose`` {purpose: $} and ``calls_by_purpose``.
+    """The run row as a dict plus ``cost_by_purpose`` {purpose: $}, ``calls_by_purpose``, and
+    ``commands_pending`` / ``commands_done`` (counts of the run's human commands: a pin or a
+    veto changes no counter of the run, so the studio's version token includes these).
 
-    One SQL statement: the LM-call sums are correlated scalar subqueries of the run select.
+    One SQL statement: the sums and counts are correlated scalar subqueries of the run select.
     Evaluator-side cost (``lm()`` inside the evaluator) is what remains of ``cost_usd``.
     """
     cols = []
@@ -65,6 +67,8 @@ def run_overview(db: Database, run_id: str) -> Optional[dict]:
         where = and_(LMCall.run_id == Run.id, LMCall.purpose == p)
         cols.append(select(func.coalesce(func.sum(LMCall.cost_usd), 0.0)).where(where).scalar_subquery().label(f"cost_{p}"))
         cols.append(select(func.count(LMCall.id)).where(where).scalar_subquery().label(f"n_{p}"))
+    for label, cond in (("commands_pending", Command.status == "pending"), ("commands_done", Command.status != "pending")):
+        cols.append(select(func.count(Command.id)).where(Command.run_id == Run.id, cond).scalar_subquery().label(label))
     with db.read() as s:
         row = s.execute(select(Run, *cols).where(Run.id == run_id)).first()
     if row is None:
@@ -73,6 +77,7 @@ def run_overview(db: Database, run_id: str) -> Optional[dict]:
     m = row._mapping
     out["cost_by_purpose"] = {p: float(m[f"cost_{p}"] or 0.0) for p in PURPOSES}
     out["calls_by_purpose"] = {p: int(m[f"n_{p}"] or 0) for p in PURPOSES}
+    out["commands_pending"], out["commands_done"] = int(m["commands_pending"] or 0), int(m["commands_done"] or 0)
     lm_cost = sum(out["cost_by_purpose"].values()) - out["cost_by_purpose"]["task"]
     out["cost_by_purpose"]["evaluator"] = max(0.0, out["cost_usd"] - lm_cost - out["cost_by_purpose"]["task"])
     return out
@@ -144,10 +149,19 @@ def _fetch_raw(db: Database, q) -> list[tuple]:
 _E, _X = Evaluation.__table__, Example.__table__
 
 
+def _validation_split(run_id: str):
+    """The split the engine validates on: "val" when the run has a validation set, else "train"
+    (multi-task search: the dataset is the validation set). An SQL expression, so that callers
+    stay one statement."""
+    has_val = select(_X.c.pk).where(_X.c.run_id == run_id, _X.c.split == "val").exists()
+    return case((has_val, "val"), else_="train")
+
+
 def val_scores(db: Database, run_id: str) -> pd.DataFrame:
-    """Long table (candidate_id, example, score) of validation-split evaluations. One statement."""
+    """Long table (candidate_id, example, score) of validation evaluations (the "val" split, or
+    "train" when the run has no validation set). One statement."""
     q = (select(_E.c.candidate_id, _X.c.key, _E.c.score).join(_X, _X.c.pk == _E.c.example_pk)
-         .where(_E.c.run_id == run_id, _X.c.split == "val"))
+         .where(_E.c.run_id == run_id, _X.c.split == _validation_split(run_id)))
     return pd.DataFrame(_fetch_raw(db, q), columns=["candidate_id", "example", "score"])
 
 
@@ -162,7 +176,7 @@ def step_rows(db: Database, run_id: str) -> pd.DataFrame:
     """Every step of a run with its timeline events, in order. One statement."""
     cols = ["index", "parent_ids", "parent_reasons", "proposal_ids", "accepted_ids", "applied_command_ids",
             "metric_calls", "cost_usd", "started_at", "ended_at", "seconds", "predicted_speedup",
-            "worker_utilisation", "events"]
+            "measured_speedup", "worker_utilisation", "events"]
     with db.read() as s:
         rows = s.execute(select(*[getattr(Step, c) for c in cols]).where(Step.run_id == run_id).order_by(Step.index)).all()
     df = pd.DataFrame(rows, columns=cols)
@@ -224,6 +238,35 @@ def command_log(db: Database, run_id: str) -> pd.DataFrame:
     return df
 
 
+def candidate_live(db: Database, run_id: str, candidate_id: str) -> Optional[dict]:
+    """What may change on a candidate while someone looks at it: its flags and scores, its
+    comment thread, and the run's commands about it (pending ones included). Three statements.
+
+    Keys: ``candidate`` {id, status, pinned, vetoed, val_mean, step, origin}, ``comments``
+    [{author, text, kind, created_at}], ``commands`` [{id, kind, author, reason, created_at,
+    status, result, applied_step, payload}] oldest first. None when the candidate is not in the run.
+    """
+    with db.read() as s:
+        row = s.execute(select(Candidate.id, Candidate.status, Candidate.pinned, Candidate.vetoed, Candidate.val_mean,
+                               Candidate.step, Candidate.origin)
+                        .where(Candidate.id == candidate_id, Candidate.run_id == run_id)).first()
+        if row is None:
+            return None
+        comments = s.execute(select(Comment.author, Comment.text, Comment.kind, Comment.created_at)
+                             .where(Comment.candidate_id == candidate_id).order_by(Comment.id)).all()
+        cmds = s.execute(select(Command.id, Command.kind, Command.author, Command.reason, Command.created_at,
+                                Command.status, Command.result, Command.applied_step, Command.payload)
+                         .where(Command.run_id == run_id).order_by(Command.id)).all()
+    cand = dict(zip(("id", "status", "pinned", "vetoed", "val_mean", "step", "origin"), row))
+    keys = ("id", "kind", "author", "reason", "created_at", "status", "result", "applied_step", "payload")
+    mine = [dict(zip(keys, c)) for c in cmds if (c[8] or {}).get("candidate_id") == candidate_id]
+    for c in mine:
+        c["created_at"] = utc(c["created_at"])
+    return {"candidate": cand,
+            "comments": [dict(author=r[0], text=r[1], kind=r[2], created_at=utc(r[3])) for r in comments],
+            "commands": mine}
+
+
 # ---------------------------------------------------------------- comparing runs
 
 
@@ -260,6 +303,11 @@ def compare_runs(db: Database, run_ids: Iterable[str]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["run_id", "step", "metric_calls", "cost_usd", "best"])
 
 
+# the SQL twin of _validation_split, for the hand-written statements below
+_VALIDATION_SPLIT_SQL = ("(CASE WHEN EXISTS (SELECT 1 FROM example v WHERE v.run_id = :run AND v.split = 'val') "
+                         "THEN 'val' ELSE 'train' END)")
+
+
 def objective_means(db: Database, run_id: str) -> pd.DataFrame:
     """Mean of each sub-score (``side_info["scores"]``) per candidate over its validation
     evaluations: one column per objective, plus ``candidate_id``. Empty when the evaluator
@@ -268,13 +316,14 @@ def objective_means(db: Database, run_id: str) -> pd.DataFrame:
     take a fraction of a second instead of seconds of ``json.loads``."""
     if db.is_sqlite:
         sql = ("SELECT e.candidate_id, j.key, AVG(j.value) FROM evaluation e JOIN example x ON x.pk = e.example_pk, "
-               "json_each(e.side_info, '$.scores') j WHERE e.run_id = :run AND x.split = 'val' "
+               "json_each(e.side_info, '$.scores') j WHERE e.run_id = :run AND x.split = " + _VALIDATION_SPLIT_SQL + " "
                "AND j.type IN ('integer', 'real') GROUP BY e.candidate_id, j.key")
     else:
         sql = ("SELECT e.candidate_id, j.key, AVG(j.value::float) FROM evaluation e JOIN example x ON x.pk = e.example_pk, "
                "jsonb_each_text(CASE WHEN jsonb_typeof(e.side_info::jsonb -> 'scores') = 'object' "
                "THEN e.side_info::jsonb -> 'scores' ELSE '{}'::jsonb END) j "
-               "WHERE e.run_id = :run AND x.split = 'val' AND j.value ~ '^-?[0-9.eE+-]+$' GROUP BY e.candidate_id, j.key")
+               "WHERE e.run_id = :run AND x.split = " + _VALIDATION_SPLIT_SQL + " "
+               "AND j.value ~ '^-?[0-9.eE+-]+$' GROUP BY e.candidate_id, j.key")
     with db.read() as s:
         rows = s.connection().execute(text(sql), {"run": run_id}).all()
     if not rows:

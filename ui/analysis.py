@@ -84,18 +84,20 @@ def budgets(run: dict, elapsed: float) -> list[BudgetState]:
 
 def score_progress(run: dict, candidates: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Best and mean validation score of the pool after each step, against cumulative metric
-    calls, dollars and seconds since the start. One row per step (row 0: after the seed)."""
+    calls, dollars and seconds since the start. One row per step; the first row (step -1) is
+    the seed alone (the engine numbers its first step 0, so the seed gets a row of its own)."""
     cols = ["step", "metric_calls", "cost_usd", "seconds", "best", "mean"]
     scored = candidates[candidates["val_mean"].notna() & ~candidates["vetoed"].astype(bool)] if not candidates.empty \
         else candidates
     if scored.empty:
         return pd.DataFrame(columns=cols)
+    scored = scored.assign(step=scored["step"].where(scored["origin"] != "seed", -1))
     start = run.get("started_at")
     per = scored.groupby("step")["val_mean"].agg(["max", "sum", "count"])
     calls_in_steps = float(steps["metric_calls"].sum()) if not steps.empty else 0.0
     seed_calls = max(0.0, (run.get("metric_calls") or 0) - calls_in_steps)  # the seed's validation pass
-    seed_done = scored.loc[scored["step"] == 0, "finished_at"].max() if 0 in per.index else None
-    timeline = pd.DataFrame({"step": [0], "metric_calls": [0.0], "cost_usd": [0.0], "at": [seed_done]})
+    seed_done = scored.loc[scored["step"] == -1, "finished_at"].max() if -1 in per.index else None
+    timeline = pd.DataFrame({"step": [-1], "metric_calls": [0.0], "cost_usd": [0.0], "at": [seed_done]})
     if not steps.empty:
         at = steps["ended_at"].where(steps["ended_at"].notna(), steps["started_at"])
         timeline = pd.concat([timeline, pd.DataFrame({"step": steps["index"], "metric_calls": steps["metric_calls"],
@@ -142,10 +144,16 @@ def measured_speedup(steps: pd.DataFrame) -> Optional[float]:
     return serial / wall if wall > 0 else None
 
 
-def predicted_speedup(steps: pd.DataFrame) -> Optional[float]:
-    if steps.empty or steps["predicted_speedup"].isna().all():
-        return None
-    return float(steps["predicted_speedup"].dropna().iloc[-1])
+def speedups(steps: pd.DataFrame) -> tuple[Optional[float], Optional[float]]:
+    """(measured, predicted) speed-up of the batch shape: the means of what the engine recorded
+    on its steps (``Step.measured_speedup`` / ``predicted_speedup``). Steps recorded before the
+    engine measured it fall back to the timeline estimate of ``measured_speedup``."""
+    if steps.empty:
+        return None, None
+    measured = steps["measured_speedup"].dropna() if "measured_speedup" in steps else pd.Series(dtype="float64")
+    predicted = steps["predicted_speedup"].dropna()
+    return (float(measured.mean()) if len(measured) else measured_speedup(steps),
+            float(predicted.mean()) if len(predicted) else None)
 
 
 def timeline_events(steps: pd.DataFrame, run_start: Optional[datetime], last_steps: int = 8) -> pd.DataFrame:

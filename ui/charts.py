@@ -7,7 +7,7 @@ labels, so nothing needs escaping here.
 from __future__ import annotations
 
 import html
-from typing import Optional
+from typing import Iterable, Optional
 
 import numpy as np
 import pandas as pd
@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from ui.analysis import FrontierView
 
 X_LABELS = {"metric_calls": "metric calls", "cost_usd": "dollars spent", "seconds": "seconds since start"}
-KIND_COLOURS = {"reflect": "#7c3aed", "evaluate": "#0ea5e9", "validate": "#16a34a", "merge": "#f59e0b"}
+KIND_COLOURS = {"lm": "#7c3aed", "minibatch": "#0ea5e9", "validation": "#16a34a", "test": "#6b7280"}  # Step.events kinds
 MAX_HEATMAP_ROWS = 60
 
 
@@ -28,25 +28,33 @@ def _layout(fig: go.Figure, height: int = 320, **kw) -> go.Figure:
 def score_progress_figure(progress: pd.DataFrame, x: str = "metric_calls") -> go.Figure:
     fig = go.Figure()
     if not progress.empty:
+        when = np.array(["seed" if s < 0 else f"after step {s}" for s in progress["step"]], dtype=object)
         fig.add_trace(go.Scatter(x=progress[x], y=progress["best"], mode="lines+markers", name="best",
-                                 line=dict(shape="hv", width=3), customdata=progress["step"],
-                                 hovertemplate="step %{customdata}<br>best %{y:.3f}<extra></extra>"))
+                                 line=dict(shape="hv", width=3), customdata=when,
+                                 hovertemplate="%{customdata}<br>best %{y:.3f}<extra></extra>"))
         fig.add_trace(go.Scatter(x=progress[x], y=progress["mean"], mode="lines", name="pool mean",
-                                 line=dict(dash="dot"), customdata=progress["step"],
-                                 hovertemplate="step %{customdata}<br>mean %{y:.3f}<extra></extra>"))
+                                 line=dict(dash="dot"), customdata=when,
+                                 hovertemplate="%{customdata}<br>mean %{y:.3f}<extra></extra>"))
     fig.update_xaxes(title=X_LABELS[x])
     fig.update_yaxes(title="validation score")
     return _layout(fig)
 
 
-def frontier_heatmap(view: FrontierView, val_means: pd.Series, include_all: bool = False) -> go.Figure:
+def frontier_heatmap(view: FrontierView, val_means: pd.Series, include_all: bool = False,
+                     pinned: Iterable[str] = ()) -> go.Figure:
     """Candidates × validation examples; a cell is the score, outlined where the candidate
     holds the best score on that example. Rows: frontier members (most examples first), then
-    with ``include_all`` the best other candidates, up to MAX_HEATMAP_ROWS."""
+    pinned candidates (they never disappear from views), then with ``include_all`` the best
+    other candidates, up to MAX_HEATMAP_ROWS (pinned rows are kept within it)."""
     fig = go.Figure()
     if view.matrix.empty:
         return _layout(fig)
-    rows = list(view.members)
+    pins = {c for c in pinned if c in view.matrix.index}
+    rows, room = [], MAX_HEATMAP_ROWS - len(pins)
+    for cid in list(view.members) + sorted(pins - set(view.members)):
+        if cid in pins or room > 0:
+            rows.append(cid)
+            room -= cid not in pins
     if include_all:
         others = val_means.reindex(view.matrix.index).drop(rows, errors="ignore").sort_values(ascending=False)
         rows += list(others.index)
@@ -54,7 +62,7 @@ def frontier_heatmap(view: FrontierView, val_means: pd.Series, include_all: bool
     m = view.matrix.loc[rows]
     best = view.best.reindex(m.columns)
     holds = m.ge(best - 1e-9, axis=1) & m.notna()
-    labels = [f"{cid} · best on {int(view.best_on.get(cid, 0))}" for cid in rows]
+    labels = [f"{cid} · best on {int(view.best_on.get(cid, 0))}{' · pinned' if cid in pins else ''}" for cid in rows]
     text = np.where(holds.values, "★", "")
     fig.add_trace(go.Heatmap(z=m.values, x=list(m.columns), y=labels, colorscale="Viridis", zmin=np.nanmin(m.values),
                              zmax=np.nanmax(m.values), text=text, texttemplate="%{text}", customdata=np.array(rows)[:, None]

@@ -19,6 +19,7 @@ from ui import analysis
 from storage.db import Database, default_url, open_db
 
 LIVE_TTL = 1.0  # seconds: the live fragment refreshes every 2 s, so each refresh reads the run row once
+STEER_TTL = 0.25  # commands and comments: live fragments refresh every 0.5 s, so others see them within 2 s
 HEAVY_TTL = 600.0  # token-keyed entries stay until the run changes (or ten minutes pass)
 
 
@@ -36,9 +37,10 @@ def get_db() -> Database:
 
 
 def version_token(run: dict) -> str:
-    """Changes whenever the run records something the dashboard shows."""
+    """Changes whenever the run records something the dashboard shows (an applied pin or veto
+    changes no counter of the run: ``commands_done`` is in the token for them)."""
     return ":".join(str(run.get(k)) for k in ("metric_calls", "proposals_total", "steps_done", "frontier_version",
-                                                "status", "best_candidate_id", "cost_usd"))
+                                                "status", "best_candidate_id", "cost_usd", "commands_done"))
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
@@ -93,9 +95,21 @@ def candidate_detail(url: str, candidate_id: str, token: str) -> dict | None:
     return queries.candidate_detail(_db(url), candidate_id)
 
 
-@st.cache_data(ttl=2.0, show_spinner=False)
+@st.cache_data(ttl=STEER_TTL, show_spinner=False)
 def command_log(url: str, run_id: str) -> pd.DataFrame:
     return queries.command_log(_db(url), run_id)
+
+
+@st.cache_data(ttl=STEER_TTL, show_spinner=False, max_entries=256)
+def candidate_live(url: str, run_id: str, candidate_id: str) -> dict | None:
+    return queries.candidate_live(_db(url), run_id, candidate_id)
+
+
+def forget_steering() -> None:
+    """After this session sent a command or a comment: its own next read is fresh."""
+    command_log.clear()
+    candidate_live.clear()
+    run_overview.clear()
 
 
 @st.cache_data(ttl=5.0, show_spinner=False)

@@ -1,47 +1,232 @@
-"""Steering controls — the places where issue 5 plugs in.
+"""Steering a run from its dashboard (issue 5): pause / resume / step / stop, budgets (and
+continuing a finished run), one-click vetoes of degenerate frontier members, the intervention
+log and, per step, why each parent was chosen and which commands were applied before it.
 
-Each function is called by a page at the spot where its controls belong and renders nothing
-interactive yet: the commands (pin, veto, edit, feedback, pause, step …) are written through
-``storage.repo.add_command`` once the engine applies them at step boundaries. Until then the
-pages show what exists (pinned / vetoed marks, comments, the command log) read-only.
+Every control sends through ``ui.interventions`` (``engine.commands.send_command``, the CLI's
+code path) with the sidebar name as author; its outcome is shown right next to it. The live
+parts are fragments refreshing every second from short-TTL cached reads, so two browsers on
+one run see each other's commands within two seconds.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pandas as pd
 import streamlit as st
 
-from ui.render import md
+from ui import data, interventions as iv, keys
+from ui.render import fmt_seconds, md
+from ui.sidebar import STALE_AFTER_S, current_user
+
+LIVE_S = 0.5  # steering is seen by everyone within 2 s (worst case: one period + the cache TTL + a render)
+VERB = {"pause": "Pause", "resume": "Resume", "step": "Step once", "stop": "Stop"}
+HELP = {
+    "pause": "Pause at the next step boundary: work in flight finishes and is saved.",
+    "resume": "Go on stepping until a budget binds.",
+    "step": "Run exactly one more step, then pause again (for teaching, or to watch one step closely).",
+    "stop": "End the run at the next step boundary (it can be continued later with a new budget).",
+}
 
 
-def run_controls(run: dict) -> None:
-    """STEERING: pause / resume / step / stop / change budgets of a live run (issue 5 §1)."""
-    return None
+def show_outcome(key: str) -> None:
+    """The last outcome this session got for a control, right where the control is."""
+    out = st.session_state.get(key)
+    if out is not None:
+        (st.success if out.ok else st.error)(out.message, icon=":material/check:" if out.ok else ":material/block:")
 
 
-def candidate_controls(run: dict, candidate: dict) -> None:
-    """STEERING: pin, veto, edit-and-inject, feedback for one candidate (issue 5 §2–5)."""
-    return None
+def engine_alive() -> bool:
+    beat = data.worker_status(data.db_url())
+    return beat is not None and beat["age_s"] <= STALE_AFTER_S
 
 
-def comment_box(run_id: str, candidate_id: str) -> None:
-    """STEERING: add a comment to a candidate's thread (issue 5 §6)."""
-    return None
+def _ago(ts) -> str:
+    if ts is None or pd.isna(ts):
+        return ""
+    ts = ts.to_pydatetime() if hasattr(ts, "to_pydatetime") else ts
+    return fmt_seconds((datetime.now(timezone.utc) - ts).total_seconds()) + " ago"
 
 
-def intervention_log(log: pd.DataFrame) -> None:
-    """The run's commands, newest first (who, what, why, when applied, result)."""
+def pending_lines(log: pd.DataFrame) -> list[str]:
+    """'pause by ana 3s ago — why' for each pending command, oldest first."""
     if log.empty:
-        st.caption("No interventions yet.")
+        return []
+    rows = log[log["status"] == "pending"].sort_values("id")
+    return [f"{md(r.kind)} {md(iv.describe_payload(r.kind, r.payload))} by {md(r.author or 'someone')} {_ago(r.created_at)}"
+            + (f" — {md(r.reason)}" if r.reason else "") for r in rows.itertuples(index=False)]
+
+
+def pending_note(log: pd.DataFrame) -> None:
+    lines = pending_lines(log)
+    if not lines:
         return
-    view = pd.DataFrame({
-        "when": log["created_at"], "who": log["author"], "command": log["kind"],
-        "on": log["payload"].map(lambda p: (p or {}).get("candidate_id", "")),
-        "why": log["reason"], "status": log["status"], "applied at step": log["applied_step"], "result": log["result"],
-    })
-    st.dataframe(view, hide_index=True, width="stretch")
+    where = ("the engine applies them at the next step boundary" if engine_alive() else
+             "no engine worker is running: they stay pending and are applied when one starts")
+    st.info(f"**{len(lines)} command(s) pending** — {where}:  \n" + "  \n".join(lines), icon=":material/schedule:")
 
 
-def pending_note(n_pending: int) -> None:
-    if n_pending:
-        st.info(md(f"{n_pending} command(s) waiting for the engine's next step boundary."))
+# ---------------------------------------------------------------- run controls
+
+
+def run_controls(run_id: str) -> None:
+    """Pause / resume / step / stop (live), then the budget editor."""
+    _live_controls(run_id)
+    run = data.run_overview(data.db_url(), run_id)
+    if run is not None:
+        _budget_editor(run)
+
+
+@st.fragment(run_every=LIVE_S)
+def _live_controls(run_id: str) -> None:
+    url = data.db_url()
+    run = data.run_overview(url, run_id)
+    if run is None:
+        return
+    log = data.command_log(url, run_id)
+    author = current_user()
+    status = run["status"]
+    finished = status in iv.FINISHED
+    prev = st.session_state.get(f"_steer_status_{run_id}")
+    st.session_state[f"_steer_status_{run_id}"] = status
+    if prev in iv.FINISHED and not finished:
+        st.rerun()  # continued (by anyone): redraw the page so that its live parts refresh again
+    enabled = {"pause": status in ("queued", "running"), "resume": status == "paused",
+               "step": status in iv.ACTIVE, "stop": status in iv.ACTIVE}
+    icons = {"pause": ":material/pause:", "resume": ":material/play_arrow:", "step": ":material/skip_next:",
+             "stop": ":material/stop:"}
+    left, right = st.columns([8, 1], vertical_alignment="bottom")
+    # forms, cleared in the browser on submit: the fragment's periodic reruns never carry a
+    # half-typed or already-sent reason back to the server
+    with left.form(f"steer_run_{run_id}", clear_on_submit=True, border=False, enter_to_submit=False):
+        cols = st.columns([1, 1, 1, 4], vertical_alignment="bottom")
+        for col, kind, key in zip(cols, ("pause", "resume", "step"), (keys.RUN_PAUSE, keys.RUN_RESUME, keys.RUN_STEP)):
+            col.form_submit_button(VERB[kind], key=key, icon=icons[kind], disabled=not enabled[kind] or not author,
+                                   width="stretch", help=HELP[kind], on_click=_send_run_command,
+                                   args=(run_id, kind, keys.RUN_REASON))
+        cols[3].text_input("Why (recorded in the intervention log)", key=keys.RUN_REASON, placeholder="optional")
+    with right.popover(VERB["stop"], icon=icons["stop"], disabled=not enabled["stop"] or not author, width="stretch",
+                       help=HELP["stop"]):
+        with st.form(f"steer_stop_{run_id}", clear_on_submit=True, border=False, enter_to_submit=False):
+            st.text_input("Why stop it?", key=keys.RUN_STOP_REASON, placeholder="optional")
+            st.form_submit_button("Yes, stop it", key=keys.RUN_STOP_CONFIRM, type="primary", on_click=_send_run_command,
+                                  args=(run_id, "stop", keys.RUN_STOP_REASON))
+    if not author:
+        st.caption(iv.NO_NAME)
+    elif finished:
+        st.caption(f"This run is {md(status)}. To go on, continue it with a new budget (below).")
+    show_outcome(keys.RUN_OUTCOME.format(run=run_id))
+    pending_note(log)
+
+
+def _send_run_command(run_id: str, kind: str, reason_key: str) -> None:
+    out = iv.send(data.get_db(), run_id, kind, {}, current_user(), st.session_state.get(reason_key, ""))
+    st.session_state[keys.RUN_OUTCOME.format(run=run_id)] = out
+    if out.ok:
+        data.forget_steering()
+
+
+@st.fragment
+def _budget_editor(run: dict) -> None:
+    finished = run["status"] in iv.FINISHED
+    title = "Continue this run with a new budget" if finished else "Change the budget of this run"
+    with st.expander(title, icon=":material/tune:", expanded=False):
+        current = (run.get("config") or {}).get("budget") or {}
+        values = budget_inputs(run, iv.suggested_budget(run) if finished else current)
+        label = "Continue the run" if finished else "Apply the new budget"
+        if st.button(label, key=keys.RUN_BUDGET_SEND, icon=":material/play_arrow:" if finished else ":material/tune:",
+                     disabled=not current_user()):
+            payload = iv.budget_payload(values)
+            if finished:
+                out = iv.continue_run(data.get_db(), run, payload, current_user())
+            else:
+                out = iv.send(data.get_db(), run["id"], "budget", payload, current_user(), "budget changed")
+                late = iv.budget_problems(run, payload)
+                if out.ok and late:
+                    out = iv.Outcome(True, out.message + " Note: " + " ".join(late), out.command_ids)
+            st.session_state[keys.RUN_OUTCOME.format(run=run["id"]) + "_budget"] = out
+            data.forget_steering()
+        show_outcome(keys.RUN_OUTCOME.format(run=run["id"]) + "_budget")
+
+
+def budget_inputs(run: dict, start: dict) -> dict:
+    """Number inputs for the five budget limits (0 = no limit); returns their values."""
+    rid = run["id"]
+    spec = [("max_metric_calls", "Max metric calls", 1, f"used so far: {run.get('metric_calls', 0):,}"),
+            ("max_cost_usd", "Max dollars", 0.5, f"spent so far: ${run.get('cost_usd', 0.0):.4f}"),
+            ("max_seconds", "Max seconds", 60, f"run so far: {fmt_seconds(run.get('seconds'))}"),
+            ("max_steps", "Max steps", 1, f"steps done: {run.get('steps_done', 0)}"),
+            ("stop_at_score", "Stop at score", 0.05, "0: never stop early")]
+    cols = st.columns(len(spec))
+    values = {}
+    for col, (name, label, step, help_) in zip(cols, spec):
+        value = start.get(name) or 0
+        is_int = name in ("max_metric_calls", "max_steps", "max_seconds")
+        values[name] = col.number_input(label, min_value=0 if is_int else 0.0, value=int(value) if is_int else float(value),
+                                        step=step if is_int else float(step), help=f"0: no limit · {help_}",
+                                        key=keys.RUN_BUDGET_FIELD.format(run=rid, name=name))
+    return values
+
+
+# ---------------------------------------------------------------- frontier: degenerate members
+
+
+def degenerate_members(run_id: str, cands: pd.DataFrame, members: list[str], finished: bool) -> None:
+    """Frontier members scoring below the seed on average, each with a one-click veto."""
+    weak = iv.degenerate_members(cands, members)
+    if weak.empty:
+        return
+    st.warning(f"**{len(weak)} degenerate frontier member(s)**: they hold the best score on some validation "
+               "example but score below the seed on average (e.g. a candidate that rejects everything is best on "
+               "every negative example). They keep being sampled as parents unless vetoed.",
+               icon=":material/warning:")
+    for r in weak.head(8).itertuples(index=False):
+        c1, c2 = st.columns([5, 2], vertical_alignment="center")
+        c1.markdown(f"`{r.id}` · mean {r.val_mean:.3f} vs seed {r.seed_mean:.3f}")
+        key = keys.DEGENERATE_VETO.format(cand=r.id)
+        if c2.button("Veto", key=key, icon=":material/block:", disabled=finished or not current_user(),
+                     help="Never choose it as a parent again (it stays visible, greyed, with its lineage)."):
+            st.session_state["_out_" + key] = iv.send(data.get_db(), run_id, "veto", {"candidate_id": r.id}, current_user(),
+                                                      f"degenerate frontier member: mean {r.val_mean:.3f} < seed {r.seed_mean:.3f}")
+            data.forget_steering()
+        show_outcome("_out_" + key)
+
+
+# ---------------------------------------------------------------- the log and the steps
+
+
+@st.fragment(run_every=LIVE_S)
+def intervention_log(run_id: str) -> None:
+    """Every command of the run (who, when, what, why, status, result, step), newest first,
+    then each step's parents with why they were chosen and the commands applied before it."""
+    url = data.db_url()
+    log = data.command_log(url, run_id)
+    pending_note(log)
+    rows = iv.log_rows(log)
+    if rows.empty:
+        st.caption("No interventions yet: pins, vetoes, edits, feedback, pauses and budget changes appear here.")
+    else:
+        st.dataframe(rows.style.apply(_status_style, axis=1), hide_index=True, width="stretch",
+                     height=min(400, 38 + 35 * len(rows)),
+                     column_config={"when": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),
+                                    "why": st.column_config.TextColumn(width="medium"),
+                                    "result": st.column_config.TextColumn(width="large")})
+    run = data.run_overview(url, run_id)
+    if run is None:
+        return
+    steps = data.step_rows(url, run_id, data.version_token(run))
+    st.markdown("**Steps** — the parents each step chose and why, and the commands applied before it")
+    table = iv.step_rows(steps, log)
+    if table.empty:
+        st.caption("No step has run yet.")
+        return
+    st.dataframe(table, hide_index=True, width="stretch", height=min(360, 38 + 35 * len(table)),
+                 column_config={"parents (why chosen)": st.column_config.TextColumn(width="large"),
+                                "seconds": st.column_config.NumberColumn(format="%.1f"),
+                                "predicted ×": st.column_config.NumberColumn(format="%.2f×"),
+                                "measured ×": st.column_config.NumberColumn(format="%.2f×")})
+
+
+def _status_style(row: pd.Series) -> list[str]:
+    colour = {"pending": "color: #b45309", "rejected": "color: #b91c1c"}.get(row["status"], "")
+    return [colour if c == "status" else "" for c in row.index]

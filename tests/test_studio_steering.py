@@ -1,0 +1,312 @@
+"""Steering from the studio (issue 5): the page logic with AppTest, the pure helpers, and the
+engine continuing a finished run after "budget + resume" sent the way the studio sends them.
+
+Every command the studio sends must arrive as a Command row through ``send_command`` (author =
+the sidebar name, reason, payload), refusals must show next to the control, and nothing is
+written when the input is bad.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from storage import queries, repo
+from storage.db import Database
+from storage.models import Candidate
+from storage.synthetic import generate_run
+from ui import interventions as iv, keys as K
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+TIMEOUT = 60
+
+
+@pytest.fixture
+def studio(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path}/studio.db"
+    monkeypatch.setenv("REFRACT_DB", url)
+    monkeypatch.setenv("REFRACT_DATA", str(tmp_path))
+    db = Database(url)
+    db.create_all()
+    live = generate_run(db, n_candidates=30, n_val=8, n_train=10, status="running", name="Live")
+    done = generate_run(db, n_candidates=30, n_val=8, n_train=10, seed=3, name="Done")
+    return db, live, done
+
+
+def _page(page: str, who: str | None = "ana", **params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    if who is not None:
+        at.session_state[K.WHO] = who
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page(str(Path(APP).parent / page))
+    at.run()
+    assert not at.exception, at.exception[0].message if at.exception else ""
+    return at
+
+
+def _commands(db: Database, run_id: str) -> list:
+    return repo.list_commands(db, run_id)
+
+
+def _accepted(db: Database, run_id: str) -> list[Candidate]:
+    return [c for c in repo.list_candidates(db, run_id, ["accepted"]) if not c.vetoed]
+
+
+def _alerts(at: AppTest) -> str:
+    return "\n".join([e.value for e in at.error] + [s.value for s in at.success] + [i.value for i in at.info]
+                     + [c.value for c in at.caption])
+
+
+# ---------------------------------------------------------------- dashboard
+
+
+def test_pause_step_resume_from_the_dashboard(studio):
+    db, live, _ = studio
+    at = _page("pages/dashboard.py", run=live)
+    assert not at.button(key=K.RUN_PAUSE).disabled
+    assert at.button(key=K.RUN_RESUME).disabled  # a running run cannot be resumed
+    at.text_input(key=K.RUN_REASON).set_value("lunch")
+    at.button(key=K.RUN_PAUSE).click().run()
+    cmds = _commands(db, live)
+    new = [c for c in cmds if c.kind == "pause" and c.status == "pending"]
+    assert len(new) == 1 and new[0].author == "ana" and new[0].reason == "lunch"
+    assert "pause queued" in _alerts(at)
+    assert "1 command(s) pending" in _alerts(at) or "command(s) pending" in _alerts(at)
+    at.button(key=K.RUN_STEP).click().run()
+    assert [c.kind for c in _commands(db, live) if c.status == "pending"] == ["pause", "step"]
+
+
+def test_stop_asks_for_confirmation(studio):
+    db, live, _ = studio
+    at = _page("pages/dashboard.py", run=live)
+    before = len(_commands(db, live))
+    at.button(key=K.RUN_STOP_CONFIRM).click().run()
+    cmds = _commands(db, live)
+    assert len(cmds) == before + 1 and cmds[-1].kind == "stop" and cmds[-1].author == "ana"
+
+
+def test_without_a_name_nothing_can_be_sent(studio):
+    db, live, _ = studio
+    at = _page("pages/dashboard.py", who="", run=live)
+    assert at.button(key=K.RUN_PAUSE).disabled
+    assert iv.NO_NAME in _alerts(at)
+
+
+def test_budget_of_a_live_run(studio):
+    db, live, _ = studio
+    at = _page("pages/dashboard.py", run=live)
+    at.number_input(key=K.RUN_BUDGET_FIELD.format(run=live, name="max_metric_calls")).set_value(9999)
+    at.button(key=K.RUN_BUDGET_SEND).click().run()
+    cmd = _commands(db, live)[-1]
+    assert cmd.kind == "budget" and cmd.payload["max_metric_calls"] == 9999 and cmd.author == "ana"
+
+
+def test_continue_a_finished_run_needs_a_larger_budget(studio):
+    db, _, done = studio
+    at = _page("pages/dashboard.py", run=done)
+    assert at.button(key=K.RUN_PAUSE).disabled and "continue it with a new budget" in _alerts(at)
+    used = repo.get_run(db, done).metric_calls
+    field = at.number_input(key=K.RUN_BUDGET_FIELD.format(run=done, name="max_metric_calls"))
+    assert field.value > used  # suggested: the same allowance again
+    before = len(_commands(db, done))
+    field.set_value(used)
+    at.button(key=K.RUN_BUDGET_SEND).click().run()
+    assert "already used" in _alerts(at) and len(_commands(db, done)) == before  # refused, nothing written
+    at.number_input(key=K.RUN_BUDGET_FIELD.format(run=done, name="max_metric_calls")).set_value(used + 50)
+    at.button(key=K.RUN_BUDGET_SEND).click().run()
+    assert [c.kind for c in _commands(db, done)[before:]] == ["budget", "resume"]
+
+
+def test_intervention_log_and_steps_table(studio):
+    db, live, _ = studio
+    at = _page("pages/dashboard.py", run=live)
+    frames = [d.value for d in at.dataframe]
+    log = next(f for f in frames if "applied at step" in getattr(f, "columns", []))
+    assert {"who", "when", "why", "status", "result"} <= set(log.columns)
+    steps = next(f for f in frames if "parents (why chosen)" in getattr(f, "columns", []))
+    assert steps["step"].is_monotonic_decreasing and {"predicted ×", "measured ×"} <= set(steps.columns)
+
+
+# ---------------------------------------------------------------- candidate page
+
+
+def _candidate(db: Database, run_id: str) -> Candidate:
+    return next(c for c in _accepted(db, run_id) if c.origin != "seed")
+
+
+def test_pin_and_veto_from_the_candidate_page(studio):
+    db, live, _ = studio
+    cand = _candidate(db, live)
+    at = _page("pages/candidate.py", run=live, candidate=cand.id)
+    at.text_input(key=K.CAND_REASON).set_value("promising")
+    at.button(key=K.CAND_PIN).click().run()
+    pin = _commands(db, live)[-1]
+    assert (pin.kind, pin.payload, pin.author, pin.reason) == ("pin", {"candidate_id": cand.id}, "ana", "promising")
+    at.button(key=K.CAND_VETO).click().run()
+    assert _commands(db, live)[-1].kind == "veto"
+    assert "pending" in _alerts(at)  # the commands about it, live
+
+
+def test_vetoing_the_last_eligible_parent_is_refused_next_to_the_button(studio):
+    db, live, _ = studio
+    keep = _accepted(db, live)[0]
+    for c in _accepted(db, live)[1:]:
+        repo.update_candidate(db, c.id, vetoed=True)
+    at = _page("pages/candidate.py", run=live, candidate=keep.id)
+    before = len(_commands(db, live))
+    at.button(key=K.CAND_VETO).click().run()
+    assert any("last candidate that can be a parent" in e.value for e in at.error)
+    assert len(_commands(db, live)) == before
+
+
+def test_edit_is_checked_at_its_fields_then_sent_per_component(studio):
+    db, live, _ = studio
+    cand = _candidate(db, live)
+    names = list(cand.content)
+    assert len(names) == 2  # the synthetic run has two components
+    at = _page("pages/candidate.py", run=live, candidate=cand.id)
+    before = len(_commands(db, live))
+    # unchanged: refused
+    at.text_input(key=K.EDIT_REASON.format(cand=cand.id)).set_value("why not")
+    at.button(key=K.EDIT_SEND).click().run()
+    assert any("Nothing changed" in e.value for e in at.error)
+    # one component emptied: refused at that field
+    at.text_area(key=K.EDIT_TEXT.format(cand=cand.id, i=0)).set_value("   ")
+    at.button(key=K.EDIT_SEND).click().run()
+    assert any("This component is empty" in e.value for e in at.error)
+    assert len(_commands(db, live)) == before
+    # a real change without a reason: refused at the reason
+    at.text_area(key=K.EDIT_TEXT.format(cand=cand.id, i=0)).set_value("Be brief.")
+    at.text_input(key=K.EDIT_REASON.format(cand=cand.id)).set_value("")
+    at.run()
+    assert any(c.language == "diff" and "+Be brief." in c.value for c in at.code)  # the diff preview
+    at.button(key=K.EDIT_SEND).click().run()
+    assert any("Say why" in e.value for e in at.error) and len(_commands(db, live)) == before
+    at.text_input(key=K.EDIT_REASON.format(cand=cand.id)).set_value("shorter")
+    at.button(key=K.EDIT_SEND).click().run()
+    cmd = _commands(db, live)[-1]
+    assert cmd.kind == "edit" and cmd.author == "ana" and cmd.reason == "shorter"
+    assert cmd.payload == {"candidate_id": cand.id, "content": {names[0]: "Be brief.", names[1]: cand.content[names[1]]}}
+    assert at.text_area(key=K.EDIT_TEXT.format(cand=cand.id, i=0)).value == cand.content[names[0]]  # editor reset
+
+
+def test_editing_a_candidate_of_a_finished_run_continues_the_run(studio):
+    db, _, done = studio
+    cand = _candidate(db, done)
+    at = _page("pages/candidate.py", run=done, candidate=cand.id)
+    assert at.button(key=K.CAND_PIN).disabled  # pins steer a running search
+    at.text_area(key=K.EDIT_TEXT.format(cand=cand.id, i=1)).set_value("Q: 1+1? A: 2")
+    at.text_input(key=K.EDIT_REASON.format(cand=cand.id)).set_value("simpler example")
+    at.button(key=K.EDIT_CONTINUE).click().run()
+    cmds = _commands(db, done)
+    assert [c.kind for c in cmds[-3:]] == ["budget", "resume", "edit"]
+    assert cmds[-1].payload["content"][list(cand.content)[1]] == "Q: 1+1? A: 2"
+    assert any("the engine continues the run" in s.value for s in at.success)
+
+
+def test_feedback_comment_and_inject(studio):
+    db, live, _ = studio
+    cand = _candidate(db, live)
+    at = _page("pages/candidate.py", run=live, candidate=cand.id)
+    at.button(key=K.FEEDBACK_SEND).click().run()
+    assert any("feedback is empty" in e.value for e in at.error)
+    at.text_area(key=K.FEEDBACK_TEXT.format(cand=cand.id)).set_value("too verbose; keep the JSON format")
+    at.button(key=K.FEEDBACK_SEND).click().run()
+    fb = _commands(db, live)[-1]
+    assert fb.kind == "feedback" and fb.payload["text"] == "too verbose; keep the JSON format"
+    assert any("too verbose" in t.value for t in at.text)  # shown in the thread as pending feedback
+    at.text_area(key=K.COMMENT_TEXT.format(cand=cand.id)).set_value("<b>looks good</b>")
+    at.button(key=K.COMMENT_SEND).click().run()
+    comments = repo.list_comments(db, live, cand.id)
+    assert comments[-1].author == "ana" and comments[-1].text == "<b>looks good</b>"
+    assert any(t.value == "<b>looks good</b>" for t in at.text)  # as text, not HTML
+    at.text_area(key=K.INJECT_TEXT.format(run=live, i=0)).set_value("You are terse.")
+    at.button(key=K.INJECT_SEND).click().run()
+    assert any("This component is empty" in e.value for e in at.error)  # the second component is missing
+    at.text_area(key=K.INJECT_TEXT.format(run=live, i=1)).set_value("Q: 3+3? A: 6")
+    at.button(key=K.INJECT_SEND).click().run()
+    inj = _commands(db, live)[-1]
+    assert inj.kind == "inject" and set(inj.payload["content"]) == set(cand.content)
+
+
+def test_unknown_ids_in_the_url(studio):
+    _, live, _ = studio
+    at = _page("pages/candidate.py", run="rnope", candidate="cnope")
+    assert any("no run with id" in e.value for e in at.error)
+    at = _page("pages/candidate.py", run=live, candidate="cnope")
+    assert any("has no candidate" in w.value for w in at.warning)
+    at = _page("pages/lineage.py", run="rnope")
+    assert any("no run with id" in e.value for e in at.error)
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def test_check_edit_and_payloads():
+    assert iv.check_edit({"text": "a"}, {"text": "a"}) == {iv.ALL: "Nothing changed: edit the text before sending."}
+    assert "text" in iv.check_edit({"text": "a"}, {"text": "  "})
+    assert iv.check_edit({"text": "a"}, {"text": "b"}) == {}
+    assert iv.check_edit({}, {"x": "b"}, need_change=False) == {}
+    assert iv.content_payload({"text": "b"}) == "b"
+    assert iv.content_payload({"a": "1", "b": "2"}) == {"a": "1", "b": "2"}
+    assert "+b" in iv.diff_text("a", "b", "text")
+    assert iv.budget_payload({"max_metric_calls": 10, "max_cost_usd": 0}) == {
+        "max_metric_calls": 10, "max_cost_usd": None, "max_seconds": None, "stop_at_score": None, "max_steps": None}
+
+
+def test_budget_problems_and_suggestion():
+    run = {"metric_calls": 100, "cost_usd": 0.5, "seconds": 30.0, "steps_done": 4, "best_val_mean": 0.9,
+           "config": {"budget": {"max_metric_calls": 100, "stop_at_score": 0.9}}}
+    assert iv.suggested_budget(run)["max_metric_calls"] == 200 and iv.suggested_budget(run)["stop_at_score"] is None
+    assert iv.budget_problems(run, iv.budget_payload(iv.suggested_budget(run))) == []
+    problems = iv.budget_problems(run, iv.budget_payload({"max_metric_calls": 100, "stop_at_score": 0.8}))
+    assert any("already used 100 metric calls" in p for p in problems) and any("stop-at-score" in p for p in problems)
+    assert iv.budget_problems(run, iv.budget_payload({}))[-1].startswith("Set at least one limit")
+
+
+def test_degenerate_members_are_frontier_members_below_the_seed():
+    cands = pd.DataFrame({"id": ["s", "a", "b", "c"], "origin": ["seed", "reflection", "reflection", "reflection"],
+                          "val_mean": [0.5, 0.2, 0.7, 0.1], "vetoed": [False, False, False, True]})
+    weak = iv.degenerate_members(cands, ["a", "b", "c"])
+    assert list(weak["id"]) == ["a"] and weak["seed_mean"].iloc[0] == 0.5  # c is already vetoed
+
+
+def test_step_rows_say_why_each_parent_was_chosen(studio):
+    db, live, _ = studio
+    steps = queries.step_rows(db, live)
+    table = iv.step_rows(steps.assign(parent_reasons=[{p: "pinned (every 3 steps)" for p in ps}
+                                                      for ps in steps["parent_ids"]],
+                                      applied_command_ids=[[1]] + [[]] * (len(steps) - 1)),
+                         pd.DataFrame({"id": [1], "kind": ["pin"]}))
+    assert "pinned (every 3 steps)" in table["parents (why chosen)"].iloc[0]
+    assert table.iloc[-1]["commands applied"] == "#1 pin"
+
+
+# ---------------------------------------------------------------- the engine continues a finished run
+
+
+def test_budget_resume_and_edit_continue_a_finished_run(sqlite_db, tmp_path):
+    from tests.support.harness import run_optimizer, run_toy, toy_config
+
+    db = sqlite_db
+    run_id, _ = run_toy(db, tmp_path, toy_config(budget={"max_steps": 1, "stop_at_score": None}))
+    run = queries.run_overview(db, run_id)
+    assert run["status"] == "completed" and run["steps_done"] == 1
+    best = run["best_candidate_id"]
+    # the studio's sequence: a new budget, a resume, then the edit (allowed because a resume is queued)
+    out = iv.continue_run(db, run, iv.budget_payload({"max_steps": 2}), "ana",
+                          then=("edit", {"candidate_id": best, "content": "alpha bravo charlie"}, "seed it"))
+    assert out.ok, out.message
+    assert repo.claim_run(db, "other", 60) == run_id  # a worker picks the finished run up
+    repo.release_run(db, run_id, "other")
+    assert run_optimizer(db, run_id, tmp_path) == "completed"
+    after = repo.get_run(db, run_id)
+    assert after.steps_done == 2 and after.finished_at is not None
+    assert [c.status for c in repo.list_commands(db, run_id)] == ["applied"] * 3
+    human = [c for c in repo.list_candidates(db, run_id) if c.origin == "human"]
+    assert len(human) == 1 and human[0].parent_ids == [best] and human[0].author == "ana"
+    assert human[0].reason == "seed it" and human[0].val_mean is not None
