@@ -17,7 +17,9 @@ if not run_id:
     st.stop()
 run = data.run_overview(url, run_id)
 if run is None:
-    st.error(f"There is no run with id {md(run_id)}.")
+    st.error(f"There is no run with id {md(run_id)} in this database (a mistyped or stale link, or another "
+             "database?). Pick a run on the Runs page.")
+    nav.link("runs", "Runs", icon=":material/list:")
     st.stop()
 
 token = data.version_token(run)
@@ -34,7 +36,8 @@ with c1:
 with c2:
     nav.link("dashboard", "Run dashboard", run=run_id, icon=":material/monitoring:")
 st.caption(f"{len(cands)} candidates · {len(front.members)} on the frontier · x = step, one row per lineage branch; "
-           "★ best, ◆ frontier, ■ merge, ▲ human edit, red ring pinned, grey ⊗ vetoed, × rejected / failed. "
+           "★ best, ◆ frontier, ■ merge, ▲ human edit (an orange □ / purple △ ring when another mark, e.g. frontier, takes the symbol), "
+           "red ring pinned (never collapsed), grey ⊗ vetoed, × rejected / failed. "
            "Click a node to open it; scroll to zoom, drag to pan.")
 fig = lineage_figure(cands, run.get("best_candidate_id"), front.members, show_rejected=show,
                      highlight=nav.query_candidate())

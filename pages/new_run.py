@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from engine.config import LOCAL_MODEL
 from storage.db import DEFAULT_DATA_DIR
 from ui import data, keys as K, nav, run_form
 from ui.render import md, show_side_info, show_text
@@ -35,6 +36,13 @@ def _default_model() -> str:
     from engine.lm_defaults import default_model
 
     return default_model()
+
+
+@st.cache_data(show_spinner=False)
+def _default_model_reason() -> str:
+    from engine.lm_defaults import default_model_reason
+
+    return default_model_reason()
 
 
 def _set_draft(draft: dict) -> None:
@@ -201,8 +209,26 @@ if source == run_form.DATA_SOURCES[1]:
 elif source == run_form.DATA_SOURCES[2]:
     st.selectbox("Format", run_form.FORMATS, key=K.NEW_DATA_FORMAT)
     st.text_area("Examples", key=K.NEW_DATA_TEXT, height=160, placeholder='{"question": "…", "answer": "…"}')
+elif source == run_form.SEPARATE:
+    st.selectbox("Format", run_form.FORMATS, key=K.NEW_DATA_FORMAT)
+    d1, d2, d3 = st.columns(3)
+    d1.text_area("Training set (reflection reads it)", key=K.NEW_DATA_TEXT, height=180)
+    d2.text_area("Validation set (selection; empty: the training set)", key=K.NEW_DATA_VAL_TEXT, height=180)
+    d3.text_area("Held-out test set (optional, never seen by the search)", key=K.NEW_DATA_TEST_TEXT, height=180)
 _errors(K.NEW_DATA_SOURCE)
-if source != run_form.DATA_SOURCES[0]:
+DATA_KEYS = (K.NEW_DATA_SOURCE, K.NEW_DATA_TEXT, K.NEW_DATA_FORMAT, K.NEW_DATA_VAL_TEXT, K.NEW_DATA_TEST_TEXT,
+             K.NEW_SPLIT_VAL, K.NEW_SPLIT_TEST, K.NEW_SPLIT_SEED)
+if source == run_form.SEPARATE:
+    splits, err = run_form.dataset_splits({k: st.session_state.get(k) for k in DATA_KEYS})
+    if err:
+        st.error(err.removeprefix("valset: ").removeprefix("testset: "), icon=":material/error:")
+    elif splits:
+        train, val, test = splits
+        st.caption(f"Splits as given: {len(train)} train · {len(val) or len(train)} validation"
+                   f"{' (= train: multi-task)' if not val else ''} · {len(test)} test. Training preview:")
+        preview = pd.json_normalize(train[:20]) if isinstance(train[0], dict) else pd.DataFrame({"example": train[:20]})
+        st.dataframe(preview.astype(str), hide_index=True, width="stretch", height=200)
+elif source != run_form.DATA_SOURCES[0]:
     snapshot = {k: st.session_state.get(k) for k in (K.NEW_DATA_SOURCE, K.NEW_DATA_TEXT, K.NEW_DATA_FORMAT)}
     rows, err = run_form.dataset_rows(snapshot)
     if err:
@@ -224,6 +250,9 @@ if source != run_form.DATA_SOURCES[0]:
 st.subheader("4 · Reflection LM")
 l1, l2, l3 = st.columns([3, 3, 2])
 l1.text_input("Model (litellm string)", key=K.NEW_MODEL, help="Default: the local model when no API key is set.")
+if st.session_state.get(K.NEW_MODEL) == _default_model() == LOCAL_MODEL:
+    st.info(_default_model_reason()[:1].upper() + _default_model_reason()[1:] + ". It needs no network, but it is slow "
+            "and much weaker than a hosted model.", icon=":material/computer:")
 l2.text_input("API base (optional)", key=K.NEW_API_BASE, placeholder="http://127.0.0.1:8000/v1")
 l3.text_input("Key variable (optional)", key=K.NEW_API_KEY_ENV, placeholder="OPENAI_API_KEY",
               help="The NAME of the environment variable holding the key — never the key itself.")
@@ -269,9 +298,8 @@ with st.expander("Predicted speed-up of this batch shape (runtime model, DESIGN.
     l_ref = a2.number_input("reflection latency (s)", 0.5, 600.0, 20.0 if "local" in st.session_state[K.NEW_MODEL] else 6.0,
                             key="new_assume_reflect")
     t_ev = a3.number_input("one evaluation (s)", 0.01, 600.0, 0.5, key="new_assume_eval")
-    snap_rows, _ = run_form.dataset_rows({k: st.session_state.get(k) for k in (K.NEW_DATA_SOURCE, K.NEW_DATA_TEXT,
-                                                                                  K.NEW_DATA_FORMAT)})
-    n_val = max(1, len(snap_rows or []))
+    snap, _ = run_form.dataset_splits({k: st.session_state.get(k) for k in DATA_KEYS})
+    n_val = max(1, len((snap[1] or snap[0]) if snap else []))
     k_ = int(st.session_state[K.NEW_P]) * int(st.session_state[K.NEW_K])
     step_sp, call_sp = predicted(int(st.session_state[K.NEW_P]), int(st.session_state[K.NEW_K]),
                                  int(st.session_state[K.NEW_WORKERS]), acc, l_ref, t_ev,

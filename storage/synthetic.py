@@ -183,7 +183,7 @@ def generate_run(db: Database, n_candidates: int = 60, n_val: int = 20, n_train:
                                       error=None if cstatus != "failed" else "no fenced block in the answer",
                                       started_at=t_prop))
                     lm_call_id = len(calls)  # its position; _write maps it to the row id
-                    events.append({"kind": "reflect", "start": (t_prop - T0).total_seconds(),
+                    events.append({"kind": "lm", "start": (t_prop - T0).total_seconds(),
                                    "end": (t_prop - T0).total_seconds() + calls[-1]["seconds"], "candidate_id": _cid(run_id, n)})
                 extra: dict[str, Any] = dict(author="ana" if human else "", lm_call_id=lm_call_id,
                                              reason="" if cstatus != "failed" else "the LM answer had no fenced block")
@@ -208,14 +208,14 @@ def generate_run(db: Database, n_candidates: int = 60, n_val: int = 20, n_train:
                                       side_info={"output": "…", "feedback": "wrong unit"}, error=None,
                                       seconds=0.3, cost_usd=0.0, cached=False, created_at=t_prop))
                     budget_calls += 1
-                events.append({"kind": "evaluate", "start": t_eval, "end": t_eval + 2, "candidate_id": cid, "n": 3})
+                events.append({"kind": "minibatch", "start": t_eval, "end": t_eval + 2, "candidate_id": cid, "n": 3})
                 if cstatus == "accepted":
                     skills[cid] = skill
                     cands[-1]["val_mean"] = validate(cid, skill, t_prop + timedelta(seconds=12))
                     cands[-1]["val_count"] = n_val
                     accepted_ids.append(cid)
                     step_accepted.append(cid)
-                    events.append({"kind": "validate", "start": t_eval + 2, "end": t_eval + 9, "candidate_id": cid,
+                    events.append({"kind": "validation", "start": t_eval + 2, "end": t_eval + 9, "candidate_id": cid,
                                    "n": n_val})
         end = start + timedelta(seconds=22)
         steps.append(dict(run_id=run_id, index=step_index, parent_ids=chosen,

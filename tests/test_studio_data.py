@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -113,12 +114,26 @@ def test_lineage_layout_and_figure(run):
     pos = layout(cands)
     assert set(pos) == set(cands["id"])
     seed = cands.loc[cands["origin"] == "seed", "id"].iloc[0]
-    assert pos[seed][0] == 0
+    assert pos[seed][0] == -1  # left of step 0, whose proposals it parents
+    overlays = ("pinned", "merge (ring)", "human edit (ring)")
     collapsed = lineage_figure(cands, None, [], show_rejected=False)
-    shown = sum(len(t.customdata) for t in collapsed.data if t.customdata is not None and t.name != "pinned")
-    assert shown == int((~cands["status"].isin(["rejected", "failed"])).sum())
+    shown = sum(len(t.customdata) for t in collapsed.data if t.customdata is not None and t.name not in overlays)
+    assert shown == int((~cands["status"].isin(["rejected", "failed"]) | cands["pinned"]).sum())  # pinned never hidden
     full = lineage_figure(cands, None, [], show_rejected=True)
-    assert sum(len(t.customdata) for t in full.data if t.customdata is not None and t.name != "pinned") == len(cands)
+    assert sum(len(t.customdata) for t in full.data if t.customdata is not None and t.name not in overlays) == len(cands)
+
+
+def test_lineage_frontier_node_keeps_its_merge_and_human_marks():
+    cands = pd.DataFrame({
+        "id": ["s", "a", "b", "m", "h", "h2"], "parent_ids": [[], ["s"], ["s"], ["a", "b"], ["a"], ["b"]],
+        "step": [0, 0, 0, 1, 1, 1], "origin": ["seed", "reflection", "reflection", "merge", "human", "human"],
+        "status": ["accepted"] * 6, "val_mean": [0.1, 0.5, 0.6, 0.9, 0.8, 0.2], "pinned": [False] * 6,
+        "vetoed": [False] * 6, "component": [None] * 6, "author": ["", "", "", "", "ana", "bob"]})
+    fig = lineage_figure(cands, "m", ["m", "h", "b"])
+    traces = {t.name: set(t.customdata) for t in fig.data if t.customdata is not None}
+    assert traces["best"] == {"m"} and traces["frontier"] == {"h", "b"} and traces["human"] == {"h2"}
+    assert traces["merge (ring)"] == {"m"} and traces["human edit (ring)"] == {"h"}  # the origin is not lost
+    assert list(fig.layout.xaxis.ticktext[:2]) == ["seed", "0"]
 
 
 def test_lineage_handles_a_deep_chain():
@@ -156,13 +171,27 @@ def test_draft_to_config_and_field_errors():
 
 def test_builtin_templates_validate():
     templates = run_form.list_templates()
-    mine = {k: v for k, v in templates.items() if "studio_" in str(v)}
-    assert len(mine) == 2
-    for path in mine.values():
+    assert {"iso_date_regex", "slugify_code", "tagline", "toy_words"} <= {p.parent.name for p in templates.values()}
+    for path in templates.values():
         draft, problems = run_form.template_draft(path, "openai/gpt-4.1-mini")
         assert problems == []
         cfg, errors = run_form.validate(draft)
         assert errors == {}, (path, errors)
+
+
+def test_template_keeps_its_train_val_test_files():
+    path = next(p for p in run_form.list_templates().values() if p.parent.name == "toy_words")
+    draft, _ = run_form.template_draft(path, "m")
+    assert draft[K.NEW_DATA_SOURCE] == run_form.SEPARATE
+    cfg, errors = run_form.validate(draft)
+    assert errors == {}
+    lines = [(path.parent / f).read_text().splitlines() for f in ("train.jsonl", "val.jsonl", "test.jsonl")]
+    assert [len(cfg.dataset), len(cfg.valset), len(cfg.testset)] == [len(x) for x in lines]
+    assert cfg.valset[0] == json.loads(lines[1][0])  # the same examples, in the same order: no reshuffle
+    # a bad validation set is reported as such, at the dataset field
+    draft[K.NEW_DATA_VAL_TEXT] = '{"word": oops}\n'
+    _, errors = run_form.validate(draft)
+    assert any(e.startswith("validation set, line 1") for e in errors[K.NEW_DATA_SOURCE])
 
 
 def test_toml_upload_needs_its_files():

@@ -6,6 +6,9 @@ children), so subtrees stay together and 1,000 nodes stay readable. Merge candid
 dashed edge to their second parent. Rejected and failed proposals are collapsed by default:
 their parent's hover says how many were hidden. One scatter trace per mark, so the legend
 doubles as a key and a filter; each point's ``customdata`` is the candidate id (click → page).
+A node has one main mark (its symbol); origin marks (merge, human edit) and pinned are also
+drawn as rings around it, so a frontier candidate made by a merge or a human edit shows both.
+Pinned candidates are never collapsed.
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ MARKS = {
 }
 
 
+# origin -> (ring symbol, colour, legend name): drawn around nodes whose main mark is another one
+ORIGIN_RINGS = {
+    "merge": ("square-open", "#d97706", "merge (ring)"),
+    "human": ("triangle-up-open", "#7c3aed", "human edit (ring)"),
+}
+
+
 def mark_of(row, best_id: Optional[str], frontier_ids: set[str]) -> str:
     if row.vetoed:
         return "vetoed"
@@ -51,7 +61,8 @@ def mark_of(row, best_id: Optional[str], frontier_ids: set[str]) -> str:
 
 
 def layout(candidates: pd.DataFrame) -> dict[str, tuple[float, float]]:
-    """(x, y) for every candidate: x = step, y = tidy-tree row over first parents."""
+    """(x, y) for every candidate: x = the step it was proposed in (seeds at -1, left of the
+    first step, whose proposals share step 0), y = tidy-tree row over first parents."""
     ids = list(candidates["id"])
     known = set(ids)
     kids: dict[str, list[str]] = defaultdict(list)
@@ -59,7 +70,8 @@ def layout(candidates: pd.DataFrame) -> dict[str, tuple[float, float]]:
     for cid, pids in zip(ids, candidates["parent_ids"]):
         first = next((p for p in (pids or []) if p in known), None)
         (kids[first].append(cid) if first else roots.append(cid))
-    step = dict(zip(ids, candidates["step"]))
+    origins = candidates["origin"] if "origin" in candidates.columns else [""] * len(ids)
+    step = {cid: (-1 if origin == "seed" else st_) for cid, origin, st_ in zip(ids, origins, candidates["step"])}
     pos: dict[str, tuple[float, float]] = {}
     next_row = 0.0
 
@@ -89,7 +101,8 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
     if show_rejected:
         shown = candidates
     else:
-        shown = candidates[~candidates["status"].isin(["rejected", "failed"]) | (candidates["id"] == highlight)]
+        shown = candidates[~candidates["status"].isin(["rejected", "failed"]) | (candidates["id"] == highlight)
+                           | candidates["pinned"].astype(bool)]
     pos = layout(shown)
     fig = go.Figure()
     ex, ey, mx, my = [], [], [], []
@@ -108,12 +121,12 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
         fig.add_trace(go.Scatter(x=np.array(mx), y=np.array(my), mode="lines", line=dict(color="#f59e0b", width=1, dash="dash"),
                                    hoverinfo="skip", name="merge source"))
     marks = [mark_of(r, best_id, frontier_ids) for r in shown.itertuples(index=False)]
-    shown = shown.assign(_mark=marks)
+    shown = shown.assign(mark_=marks)
     scores = shown["val_mean"].dropna()
     cmin, cmax = (float(scores.min()), float(scores.max())) if len(scores) else (0.0, 1.0)
     colourbar_done = False
     for mark, (symbol, size, colour) in MARKS.items():
-        sub = shown[shown["_mark"] == mark]
+        sub = shown[shown["mark_"] == mark]
         if sub.empty:
             continue
         hover = [_hover(r, counts.get(r.id, {}), show_rejected) for r in sub.itertuples(index=False)]
@@ -129,6 +142,12 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
                                  mode="markers", name=mark, marker=marker, customdata=sub["id"].to_numpy(dtype=object),
                                  hovertext=np.array(hover, dtype=object),
                                  hovertemplate="%{hovertext}<extra></extra>"))
+    for origin, (symbol, colour, name) in ORIGIN_RINGS.items():
+        ring = shown[(shown["origin"] == origin) & (shown["mark_"] != origin)]
+        if not ring.empty:
+            fig.add_trace(go.Scatter(x=[pos[c][0] for c in ring["id"]], y=[pos[c][1] for c in ring["id"]],
+                                     mode="markers", name=name, customdata=list(ring["id"]), hoverinfo="skip",
+                                     marker=dict(symbol=symbol, size=24, color=colour, line=dict(width=2))))
     pinned = shown[shown["pinned"].astype(bool)]
     if not pinned.empty:
         fig.add_trace(go.Scatter(x=[pos[c][0] for c in pinned["id"]], y=[pos[c][1] for c in pinned["id"]],
@@ -142,7 +161,11 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
     rows = max((p[1] for p in pos.values()), default=0)
     fig.update_layout(height=int(min(900, max(420, 12 * rows + 120))), margin=dict(l=10, r=10, t=30, b=10),
                       legend=dict(orientation="h", y=1.06), clickmode="event+select", dragmode="pan")
-    fig.update_xaxes(title="step", zeroline=False)
+    last = max((p[0] for p in pos.values()), default=0)
+    stride = max(1, int(np.ceil((last + 2) / 20)))
+    ticks = [-1] + list(range(0, int(last) + 1, stride))
+    fig.update_xaxes(title="step", zeroline=False, tickmode="array", tickvals=ticks,
+                     ticktext=["seed"] + [str(t) for t in ticks[1:]])
     fig.update_yaxes(visible=False)
     return fig
 
@@ -150,6 +173,8 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
 def _hover(r, kids: dict[str, int], show_rejected: bool) -> str:
     score = "—" if pd.isna(r.val_mean) else f"{r.val_mean:.3f}"
     parts = [f"<b>{r.id}</b> · {r.status} · {r.origin}", f"step {r.step} · val {score}"]
+    if getattr(r, "mark_", None) in ("best", "frontier"):
+        parts.append(f"on the frontier{' (best)' if r.mark_ == 'best' else ''}")
     if r.component:
         parts.append(f"rewrote: {_plain(r.component)}")
     if r.author:

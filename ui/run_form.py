@@ -22,7 +22,8 @@ from ui import keys as K
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT / "examples"
 SEED_MODES = ("single text", "named components", "objective only")
-DATA_SOURCES = ("no dataset (single-task)", "upload a file", "paste text")
+DATA_SOURCES = ("no dataset (single-task)", "upload a file", "paste text", "separate train / val / test")
+SEPARATE = DATA_SOURCES[3]
 FORMATS = ("jsonl", "json", "csv")
 SELECTIONS = ("pareto", "best", "epsilon_greedy", "top_k_pareto")
 ACCEPTS = ("all", "best", "top_k")
@@ -44,6 +45,7 @@ def default_draft(model: str = "") -> dict:
         K.NEW_COMPONENTS: [{"name": "system_prompt", "text": ""}],
         K.NEW_EVALUATOR: EVALUATOR_TEMPLATE,
         K.NEW_DATA_SOURCE: DATA_SOURCES[0], K.NEW_DATA_TEXT: "", K.NEW_DATA_FORMAT: "jsonl",
+        K.NEW_DATA_VAL_TEXT: "", K.NEW_DATA_TEST_TEXT: "",
         K.NEW_SPLIT_VAL: 0, K.NEW_SPLIT_TEST: 0, K.NEW_SPLIT_SEED: 0,
         K.NEW_MODEL: model, K.NEW_API_BASE: "", K.NEW_API_KEY_ENV: "", K.NEW_TEMPERATURE: 0.7,
         K.NEW_P: 2, K.NEW_K: 2, K.NEW_WORKERS: 4, K.NEW_MINIBATCH: 3, K.NEW_SELECTION: "pareto",
@@ -79,6 +81,28 @@ def dataset_rows(draft: dict) -> tuple[Optional[list], Optional[str]]:
         return None, f"dataset: {exc}"
 
 
+def dataset_splits(draft: dict) -> tuple[Optional[tuple[list, list, list]], Optional[str]]:
+    """(train, val, test) of a draft: as given with separate sets, else the shuffled shares of
+    ``split_rows``. None when the draft has no dataset; else the error message."""
+    rows, err = dataset_rows(draft)
+    if err or rows is None:
+        return None, err
+    if draft.get(K.NEW_DATA_SOURCE) != SEPARATE:
+        return split_rows(rows, int(draft.get(K.NEW_SPLIT_VAL) or 0), int(draft.get(K.NEW_SPLIT_TEST) or 0),
+                          int(draft.get(K.NEW_SPLIT_SEED) or 0)), None
+    sets = [rows]
+    for key, field, name in ((K.NEW_DATA_VAL_TEXT, "valset", "validation set"), (K.NEW_DATA_TEST_TEXT, "testset", "test set")):
+        text = draft.get(key) or ""
+        if not text.strip():
+            sets.append([])
+            continue
+        try:
+            sets.append(parse_dataset(text, draft.get(K.NEW_DATA_FORMAT) or "jsonl", name=name))
+        except DatasetError as exc:
+            return None, f"{field}: {exc}"
+    return (sets[0], sets[1], sets[2]), None
+
+
 def config_from_draft(draft: dict) -> tuple[dict, list[str]]:
     """The config dict a draft describes, and the problems found before validation (dataset)."""
     d = draft
@@ -97,12 +121,11 @@ def config_from_draft(draft: dict) -> tuple[dict, list[str]]:
             problems.append("seed_candidate: every component needs a name")
         if len(set(names)) != len(names):
             problems.append("seed_candidate: two components have the same name")
-    rows, err = dataset_rows(d)
+    splits, err = dataset_splits(d)
     if err:
         problems.append(err)
-    elif rows is not None:
-        train, val, test = split_rows(rows, int(d.get(K.NEW_SPLIT_VAL) or 0), int(d.get(K.NEW_SPLIT_TEST) or 0),
-                                      int(d.get(K.NEW_SPLIT_SEED) or 0))
+    elif splits is not None:
+        train, val, test = splits
         cfg["dataset"] = train
         if val:
             cfg["valset"] = val
@@ -232,8 +255,9 @@ def draft_from_toml(text: str, files: dict[str, str], model_default: str = "") -
 
 
 def draft_from_config(cfg: dict, model_default: str = "") -> dict:
-    """A draft holding a (stored or TOML) config. Train/val/test sets are joined into one pasted
-    JSONL dataset with split shares matching their sizes (the split is redrawn from seed 0)."""
+    """A draft holding a (stored or TOML) config. A dataset alone is pasted as JSONL; separate
+    validation / test sets are kept as they are (the "separate train / val / test" source), so a
+    built-in example or a duplicated run keeps its exact splits."""
     d = default_draft(model_default)
     d[K.NEW_NAME] = cfg.get("name", "")
     d[K.NEW_OBJECTIVE] = cfg.get("objective", "")
@@ -250,13 +274,10 @@ def draft_from_config(cfg: dict, model_default: str = "") -> dict:
     if cfg.get("evaluator"):
         d[K.NEW_EVALUATOR] = cfg["evaluator"]
     train, val, test = cfg.get("dataset") or [], cfg.get("valset") or [], cfg.get("testset") or []
-    rows = train + val + test
-    if rows:
-        d[K.NEW_DATA_SOURCE] = DATA_SOURCES[2]
+    if train:
+        d[K.NEW_DATA_SOURCE] = SEPARATE if (val or test) else DATA_SOURCES[2]
         d[K.NEW_DATA_FORMAT] = "jsonl"
-        d[K.NEW_DATA_TEXT] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-        d[K.NEW_SPLIT_VAL] = round(100 * len(val) / len(rows))
-        d[K.NEW_SPLIT_TEST] = round(100 * len(test) / len(rows))
+        d[K.NEW_DATA_TEXT], d[K.NEW_DATA_VAL_TEXT], d[K.NEW_DATA_TEST_TEXT] = (_jsonl(rows) for rows in (train, val, test))
     s, b = cfg.get("search") or {}, cfg.get("budget") or {}
     lm, ex = cfg.get("reflection_lm") or {}, cfg.get("executor") or {}
     d[K.NEW_P] = s.get("parents_per_step", d[K.NEW_P])
@@ -275,6 +296,10 @@ def draft_from_config(cfg: dict, model_default: str = "") -> dict:
     d[K.NEW_TEMPERATURE] = float(lm.get("temperature", 0.7))
     d[K.NEW_WORKERS] = ex.get("workers", d[K.NEW_WORKERS])
     return d
+
+
+def _jsonl(rows: list) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
 
 def template_draft(path: Path, model_default: str = "") -> tuple[dict, list[str]]:
