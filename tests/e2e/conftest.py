@@ -34,9 +34,10 @@ class Studio:
         self.url, self.db_url, self.log = url, db_url, log
 
 
-def start_studio(tmp: Path, db_url: str, worker: bool) -> tuple[subprocess.Popen, Studio]:
+def start_studio(tmp: Path, db_url: str, worker: bool, env: dict | None = None) -> tuple[subprocess.Popen, Studio]:
+    """``env`` adds variables for the server and its supervised worker (e.g. a scripted LM)."""
     port = _free_port()
-    env = dict(os.environ, REFRACT_DB=db_url, REFRACT_DATA=str(tmp), REFRACT_WORKER="1" if worker else "0")
+    env = dict(os.environ, REFRACT_DB=db_url, REFRACT_DATA=str(tmp), REFRACT_WORKER="1" if worker else "0", **(env or {}))
     log = tmp / "streamlit.log"
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless=true",
@@ -76,9 +77,24 @@ def browser():
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
                               args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                                    "--disable-background-networking", "--no-first-run"])
+                                    "--disable-background-networking", "--no-first-run",
+                                    # several pages stand for several people, each with their page in
+                                    # front: no page gets the throttled timers of a background tab
+                                    "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+                                    "--disable-backgrounding-occluded-windows"])
         yield b
         b.close()
+
+
+def new_page(browser, studio_url: str | None = None, who: str | None = None):
+    """A page in a fresh browser context (its own session); ``who`` is remembered as the sidebar
+    name through the same cookie the sidebar sets."""
+    ctx = browser.new_context(viewport=VIEWPORT)
+    if who:
+        ctx.add_cookies([{"name": "refract_user", "value": who, "url": studio_url}])
+    pg = ctx.new_page()
+    pg.set_default_timeout(30_000)
+    return pg
 
 
 @pytest.fixture
