@@ -10,7 +10,7 @@ from typing import Any, Optional
 from storage import repo
 from storage.db import Database
 from storage.errors import NotFound
-from storage.models import Candidate, Command, new_id, utcnow
+from storage.models import Candidate, Command, utcnow
 
 from engine.config import BudgetConfig, RunConfig
 
@@ -35,6 +35,9 @@ def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] =
         cand = repo.get_candidate(db, payload.get("candidate_id", ""))
         if cand.run_id != run_id:
             raise NotFound(f"candidate {cand.id} belongs to run {cand.run_id}, not {run_id}")
+        if not cand.content and kind in ("pin", "veto", "edit", "feedback"):
+            raise CommandError(f"candidate {cand.id} is a failed proposal with no text ({cand.reason}); "
+                               "it can never be a parent. Pin or edit its parent instead.")
     if kind in ("edit", "inject"):
         content = payload.get("content")
         texts = content.values() if isinstance(content, dict) else [content]
@@ -47,6 +50,10 @@ def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] =
             BudgetConfig.model_validate({**RunConfig.model_validate(run.config).budget.model_dump(), **payload})
         except Exception as exc:
             raise CommandError(f"invalid budget: {exc}") from None
+        cap = payload.get("max_metric_calls")
+        if cap is not None and cap < run.metric_calls:
+            raise CommandError(f"max_metric_calls {cap} is below what the run has already spent ({run.metric_calls}); "
+                               f"give at least {run.metric_calls} (or stop the run)")
     if run.status in FINISHED and kind not in ("budget", "resume", "step") and not _resume_pending(db, run_id):
         raise CommandError(f"run {run_id} is {run.status}; continue it first with a new budget "
                            f"(`python -m engine budget {run_id} --max-metric-calls N`, then `resume`)")
@@ -113,13 +120,24 @@ class CommandApplier:
         if cmd.kind in ("pin", "unpin", "veto", "unveto"):
             field = "pinned" if cmd.kind.endswith("pin") else "vetoed"
             value = not cmd.kind.startswith("un")
+            if value and not cand.content:
+                raise ValueError(f"refused: {cand.id} is a failed proposal with no text")
             if cmd.kind == "veto" and [c for c in ctx.state.eligible_ids() if c != cand.id] == []:
                 raise ValueError("refused: it is the last candidate that can be a parent")
             setattr(cand, field, value)
             ctx.save(cand)
-            return f"{cand.id} {cmd.kind}ned" if cmd.kind.endswith("pin") else f"{cand.id} {cmd.kind}ed"
+            note = ""
+            if cmd.kind == "pin" and cand.id not in ctx.state.scores:
+                # a rejected proposal was never validated: validate it now, so that it can be a
+                # parent (pinned candidates are always eligible) and shows on the frontier
+                self.validate_candidate(cand.id)
+                note = " and validated, so it can be a parent"
+            return f"{cand.id} {cmd.kind}ned{note}" if cmd.kind.endswith("pin") else f"{cand.id} {cmd.kind}ed"
         if cmd.kind == "feedback":
-            repo.add_comment(ctx.db, ctx.run_id, cand.id, cmd.author, p["text"], kind="feedback")
+            # idempotent: a command re-applied after a crash does not attach the feedback twice
+            known = repo.list_comments(ctx.db, ctx.run_id, cand.id, kind="feedback")
+            if not any(c.author == cmd.author and c.text == p["text"] for c in known):
+                repo.add_comment(ctx.db, ctx.run_id, cand.id, cmd.author, p["text"], kind="feedback")
             return f"feedback attached to {cand.id}; the next reflections on it will read it"
         if cmd.kind == "edit":
             content = p["content"]
@@ -132,14 +150,15 @@ class CommandApplier:
         raise ValueError(f"unknown command {cmd.kind!r}")
 
     def _new_human(self, parent: Optional[Candidate], content: Any, cmd: Command) -> str:
-        from engine.state import SINGLE, content_hash, to_evaluator
+        from engine.state import SINGLE, content_hash, deterministic_id, to_evaluator
 
         ctx = self.ctx
         if not isinstance(content, dict):
             content = {SINGLE: content} if ctx.single_text else {ctx.components[0]: content}
         if set(content) != set(ctx.components):
             raise ValueError(f"the candidate must have the components {', '.join(ctx.components)}")
-        cand = Candidate(id=new_id("c"), run_id=ctx.run_id, content=content, content_hash=content_hash(content),
+        # the id derives from the command: re-applied after a crash, it finds its own row
+        cand = Candidate(id=deterministic_id(ctx.run_id, "command", cmd.id), run_id=ctx.run_id, content=content, content_hash=content_hash(content),
                          origin="human", parent_ids=[parent.id] if parent else [], step=ctx.step_index,
                          author=cmd.author, reason=cmd.reason, started_at=utcnow(),
                          frontier_version=ctx.state.frontier_version)
