@@ -36,6 +36,7 @@ from engine.local_model import LocalModelError, QWEN_CODER_1_5B, available_memor
 
 MODEL_NAME = "qwen2.5-coder-1.5b"
 DEFAULT_CONTEXT = 8192
+DEFAULT_MAX_TOKENS = 2048  # when the caller gives no max_tokens
 # KV cache of Qwen2.5-1.5B in f16: 28 layers x 2 (K and V) x 256 values x 2 bytes per token.
 _KV_BYTES_PER_TOKEN = 28 * 2 * 256 * 2
 _MEMORY_MARGIN = 512 * 1024 * 1024  # compute buffers and the rest of the engine
@@ -151,7 +152,8 @@ class LocalLLM(CustomLLM):
             runtime = get_runtime()
         except LocalModelError as exc:
             raise CustomLLMError(status_code=400, message=str(exc)) from exc
-        request = {"messages": messages}
+        # Without a cap llama.cpp generates until the context is full: minutes on a CPU.
+        request = {"messages": messages, "max_tokens": min(DEFAULT_MAX_TOKENS, runtime.n_ctx)}
         for key in ("temperature", "max_tokens", "stop", "seed", "top_p"):
             if optional_params.get(key) is not None:
                 request[key] = optional_params[key]

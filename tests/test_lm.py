@@ -277,3 +277,19 @@ def test_context_window_and_token_count(client):
     assert client.context_window(LMConfig(model="openai/gpt-4.1-mini")) > 100_000
     assert client.context_window(LMConfig(model="scripted/unknown")) is None
     assert client.count_tokens(LMConfig(model="openai/gpt-4.1-mini"), MESSAGES) > 3
+
+
+def test_scripted_provider_loads_its_script_from_the_environment(client, tmp_path, monkeypatch):
+    (tmp_path / "refract_env_script.py").write_text(
+        "def answer(messages, params):\n    return 'from env ' + str(params['sample_index'])\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("REFRACT_SCRIPTED_LM", "refract_env_script:answer")
+    monkeypatch.setenv("REFRACT_SCRIPTED_PRICE", "0.5")
+    result = client.complete(LMConfig(model="scripted/env"), MESSAGES, sample_index=3)
+    assert result.text == "from env 3" and result.cost_usd == pytest.approx(0.5 * (4 + 3))
+
+
+def test_scripted_provider_without_a_script_says_how_to_install_one(client, monkeypatch):
+    monkeypatch.delenv("REFRACT_SCRIPTED_LM", raising=False)
+    result = client.complete(LMConfig(model="scripted/none"), MESSAGES)
+    assert "install_script" in result.error and "REFRACT_SCRIPTED_LM" in result.error
