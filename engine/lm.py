@@ -88,9 +88,9 @@ def _limit_for(model: str) -> _InFlightLimit:
 
 
 def _default_cache_dir() -> Path:
-    from storage.db import DEFAULT_DATA_DIR
+    from storage.db import data_dir
 
-    return DEFAULT_DATA_DIR / "lm-cache"
+    return data_dir() / "lm-cache"
 
 
 class LMClient:

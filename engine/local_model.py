@@ -58,9 +58,13 @@ QWEN_CODER_1_5B = ModelSpec(
 
 
 def default_models_dir() -> Path:
-    from storage.db import DEFAULT_DATA_DIR
+    """``REFRACT_MODELS`` if set, else ``<data dir>/models`` (a separate variable, so that tests
+    pointing REFRACT_DATA at a temporary folder do not assemble another 1.1 GB copy)."""
+    if os.environ.get("REFRACT_MODELS"):
+        return Path(os.environ["REFRACT_MODELS"])
+    from storage.db import data_dir
 
-    return DEFAULT_DATA_DIR / "models"
+    return data_dir() / "models"
 
 
 def part_paths(spec: ModelSpec) -> list[Path]:
