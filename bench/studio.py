@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-studio.md"))
     args = ap.parse_args()
 
+    load_at_start = os.getloadavg()[0]
     tmp = tempfile.mkdtemp(prefix="refract-bench-")
     url = f"sqlite:///{tmp}/bench.db"
     os.environ["REFRACT_DB"] = url
@@ -108,19 +109,35 @@ def main() -> None:
         repo.bump_run(db, run_id, metric_calls=1)
         data.run_overview.clear()
 
+    def expire_steering():  # the commands' 0.25 s cache expired too
+        data.run_overview.clear()
+        data.command_log.clear()
+        data.candidate_live.clear()
+
+    def steering_changed():
+        run_changed()
+        expire_steering()
+
+    best = queries.run_overview(db, run_id)["best_candidate_id"]
     counts = []
-    for label, fn in (("live overview (run, candidates, steps)", data.live_snapshot),
-                      ("frontier (run, candidates, validation scores)", data.frontier_snapshot)):
+    for label, fn, idle_prep, changed_prep in (
+            ("live overview (run, candidates, steps)", data.live_snapshot, expire_run_row, run_changed),
+            ("frontier (run, candidates, validation scores)", data.frontier_snapshot, expire_run_row, run_changed),
+            ("run controls (run, commands)", data.controls_snapshot, expire_steering, steering_changed),
+            ("intervention log (commands, run, steps)", data.log_snapshot, expire_steering, steering_changed),
+            ("candidate state (flags, run status, comments, commands)", lambda r: data.candidate_snapshot(r, best),
+             expire_steering, steering_changed)):
         st.cache_data.clear()
         cold = refresh_count(fn, lambda: None)
-        idle = refresh_count(fn, expire_run_row)
-        changed = refresh_count(fn, run_changed)
+        idle = refresh_count(fn, idle_prep)
+        changed = refresh_count(fn, changed_prep)
         counts.append((label, cold, idle, changed))
 
     lines = [
         "# Studio benchmark",
         "",
-        f"Produced by `bench/studio.py` on {time.strftime('%Y-%m-%d')} ({os.cpu_count()} cores, SQLite). "
+        f"Produced by `bench/studio.py` on {time.strftime('%Y-%m-%d')} ({os.cpu_count()} cores, 1-minute load "
+        f"average {load_at_start:.1f} at the start: other work on the machine slows every figure, SQLite). "
         f"Synthetic run (`storage/synthetic.py`, seed 42): {len(cands):,} candidates "
         f"({int((cands.status == 'accepted').sum()):,} accepted, validated on {args.val} examples; the rest rejected or failed), "
         f"{n_evals:,} validation evaluations. Generating it took {gen_s:.1f} s.",
@@ -140,8 +157,11 @@ def main() -> None:
         "## SQL statements per live-fragment refresh (target ≤ 3)",
         "",
         "Counted with a SQLAlchemy `before_cursor_execute` listener around the fragment's one data call "
-        "(`ui.data.live_snapshot` / `ui.data.frontier_snapshot`), transaction control (`BEGIN`) not counted. *Idle*: the run row's 1 s cache expired, nothing else "
-        "changed. *Changed*: the run recorded a metric call since the last refresh, so every heavy read is redone.",
+        "(`ui.data.live_snapshot`, `frontier_snapshot`, and the steering fragments' `controls_snapshot`, "
+        "`log_snapshot`, `candidate_snapshot`), transaction control (`BEGIN`) not counted. *Idle*: the short caches "
+        "expired (run row 1 s, commands and comments 0.25 s), nothing else changed. *Changed*: the run recorded a "
+        "metric call since the last refresh, so every heavy read is redone. The candidate state is one call of three "
+        "statements (`queries.candidate_live`), never cached longer than 0.25 s.",
         "",
         "| fragment | cold | idle | changed |",
         "| --- | ---: | ---: | ---: |",

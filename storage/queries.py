@@ -242,13 +242,14 @@ def candidate_live(db: Database, run_id: str, candidate_id: str) -> Optional[dic
     """What may change on a candidate while someone looks at it: its flags and scores, its
     comment thread, and the run's commands about it (pending ones included). Three statements.
 
-    Keys: ``candidate`` {id, status, pinned, vetoed, val_mean, step, origin}, ``comments``
-    [{author, text, kind, created_at}], ``commands`` [{id, kind, author, reason, created_at,
-    status, result, applied_step, payload}] oldest first. None when the candidate is not in the run.
+    Keys: ``candidate`` {id, status, pinned, vetoed, val_mean, step, origin}, ``run_status``,
+    ``comments`` [{author, text, kind, created_at}], ``commands`` [{id, kind, author, reason,
+    created_at, status, result, applied_step, payload}] oldest first. None when the candidate is
+    not in the run.
     """
     with db.read() as s:
         row = s.execute(select(Candidate.id, Candidate.status, Candidate.pinned, Candidate.vetoed, Candidate.val_mean,
-                               Candidate.step, Candidate.origin)
+                               Candidate.step, Candidate.origin, Run.status).join(Run, Run.id == Candidate.run_id)
                         .where(Candidate.id == candidate_id, Candidate.run_id == run_id)).first()
         if row is None:
             return None
@@ -262,7 +263,7 @@ def candidate_live(db: Database, run_id: str, candidate_id: str) -> Optional[dic
     mine = [dict(zip(keys, c)) for c in cmds if (c[8] or {}).get("candidate_id") == candidate_id]
     for c in mine:
         c["created_at"] = utc(c["created_at"])
-    return {"candidate": cand,
+    return {"candidate": cand, "run_status": row[7],
             "comments": [dict(author=r[0], text=r[1], kind=r[2], created_at=utc(r[3])) for r in comments],
             "commands": mine}
 

@@ -310,3 +310,39 @@ def test_budget_resume_and_edit_continue_a_finished_run(sqlite_db, tmp_path):
     human = [c for c in repo.list_candidates(db, run_id) if c.origin == "human"]
     assert len(human) == 1 and human[0].parent_ids == [best] and human[0].author == "ana"
     assert human[0].reason == "seed it" and human[0].val_mean is not None
+
+
+def test_candidate_live_state_is_three_statements(studio):
+    from sqlalchemy import event
+
+    db, live, _ = studio
+    cand = _candidate(db, live)
+    send_ids = iv.send(db, live, "pin", {"candidate_id": cand.id}, "ana", "x").command_ids
+    repo.add_comment(db, live, cand.id, "bob", "nice")
+    seen = []
+    listener = lambda *a: seen.append(a[2]) if not a[2].lstrip().upper().startswith(("BEGIN", "PRAGMA")) else None
+    event.listen(db.reader, "before_cursor_execute", listener)
+    try:
+        state = queries.candidate_live(db, live, cand.id)
+    finally:
+        event.remove(db.reader, "before_cursor_execute", listener)
+    assert len(seen) == 3
+    assert state["run_status"] == "running" and state["candidate"]["id"] == cand.id
+    assert [c["id"] for c in state["commands"]] == list(send_ids) and state["comments"][-1]["text"] == "nice"
+    assert queries.candidate_live(db, live, "cnope") is None
+
+
+def test_degenerate_frontier_member_is_one_click_from_a_veto(studio):
+    from ui import analysis
+
+    db, live, _ = studio
+    front = analysis.frontier(queries.val_scores(db, live), queries.candidate_rows(db, live))
+    seed = next(c for c in repo.list_candidates(db, live) if c.origin == "seed")
+    weak = next(m for m in front.members if m != seed.id)
+    repo.update_candidate(db, weak, val_mean=(seed.val_mean or 0.0) - 0.1)  # best somewhere, worse than the seed on average
+    at = _page("pages/dashboard.py", run=live)
+    assert any("degenerate frontier member" in w.value for w in at.warning)
+    at.button(key=K.DEGENERATE_VETO.format(cand=weak)).click().run()
+    cmd = _commands(db, live)[-1]
+    assert (cmd.kind, cmd.payload, cmd.author) == ("veto", {"candidate_id": weak}, "ana")
+    assert cmd.reason.startswith("degenerate frontier member: mean")

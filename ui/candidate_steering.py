@@ -31,12 +31,11 @@ def _finished_note(run: dict) -> None:
 def live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on: int | None) -> None:
     """Badges (status, origin, best, frontier, pinned, vetoed), pin / veto buttons, and the
     commands about this candidate — refreshed every second, so another person's pin shows here."""
-    url = data.db_url()
-    live = data.candidate_live(url, run_id, cand_id)
-    run = data.run_overview(url, run_id)
-    if live is None or run is None:
+    live = data.candidate_snapshot(run_id, cand_id)
+    if live is None:
         st.error("This candidate is no longer in the database.")
         return
+    run = {"id": run_id, "status": live["run_status"]}
     c = live["candidate"]
     marks = [status_badge(c["status"]), f":violet-badge[{md(c['origin'])}]"]
     if cand_id == best_id:

@@ -135,3 +135,24 @@ def frontier_snapshot(run_id: str) -> tuple[dict | None, pd.DataFrame, analysis.
         return None, pd.DataFrame(), None
     token = version_token(run)
     return run, candidate_rows(url, run_id, token), frontier_view(url, run_id, token)
+
+
+def controls_snapshot(run_id: str) -> tuple[dict | None, pd.DataFrame]:
+    """What the run-controls fragment reads: (run, commands). At most 2 queries (a 3rd, the
+    worker heartbeat, only while commands are pending)."""
+    url = db_url()
+    return run_overview(url, run_id), command_log(url, run_id)
+
+
+def log_snapshot(run_id: str) -> tuple[pd.DataFrame, dict | None, pd.DataFrame]:
+    """What the intervention-log fragment reads: (commands, run, steps). At most 3 queries."""
+    url = db_url()
+    log, run = command_log(url, run_id), run_overview(url, run_id)
+    steps = step_rows(url, run_id, version_token(run)) if run is not None else pd.DataFrame()
+    return log, run, steps
+
+
+def candidate_snapshot(run_id: str, candidate_id: str) -> dict | None:
+    """What the candidate's live state reads: its flags, the run's status, its comments and the
+    commands about it (``queries.candidate_live``: 3 statements)."""
+    return candidate_live(db_url(), run_id, candidate_id)

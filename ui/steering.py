@@ -79,11 +79,9 @@ def run_controls(run_id: str) -> None:
 
 @st.fragment(run_every=LIVE_S)
 def _live_controls(run_id: str) -> None:
-    url = data.db_url()
-    run = data.run_overview(url, run_id)
+    run, log = data.controls_snapshot(run_id)
     if run is None:
         return
-    log = data.command_log(url, run_id)
     author = current_user()
     status = run["status"]
     finished = status in iv.FINISHED
@@ -199,8 +197,7 @@ def degenerate_members(run_id: str, cands: pd.DataFrame, members: list[str], fin
 def intervention_log(run_id: str) -> None:
     """Every command of the run (who, when, what, why, status, result, step), newest first,
     then each step's parents with why they were chosen and the commands applied before it."""
-    url = data.db_url()
-    log = data.command_log(url, run_id)
+    log, run, steps = data.log_snapshot(run_id)
     pending_note(log)
     rows = iv.log_rows(log)
     if rows.empty:
@@ -211,10 +208,8 @@ def intervention_log(run_id: str) -> None:
                      column_config={"when": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),
                                     "why": st.column_config.TextColumn(width="medium"),
                                     "result": st.column_config.TextColumn(width="large")})
-    run = data.run_overview(url, run_id)
     if run is None:
         return
-    steps = data.step_rows(url, run_id, data.version_token(run))
     st.markdown("**Steps** — the parents each step chose and why, and the commands applied before it")
     table = iv.step_rows(steps, log)
     if table.empty:
