@@ -111,11 +111,12 @@ class PoolState:
         """Texts already proposed for this parent (whatever became of them), oldest first. A
         proposal that failed before it had a text (LM error, unusable answer) tried nothing."""
         with self.lock:
-            out = []
-            for c in self.candidates.values():
-                if parent_id in c.parent_ids and c.origin == "reflection" and c.component and c.content.get(c.component):
-                    out.append(c.content[c.component])
-            return out
+            tried = [c for c in self.candidates.values()
+                     if parent_id in c.parent_ids and c.origin == "reflection" and c.component and c.content.get(c.component)]
+            # by step, then content: not by the order racing proposal threads finished in, so the
+            # prompt (and with it the LM cache key) is the same in every run with this seed
+            tried.sort(key=lambda c: (c.step, c.content_hash))
+            return [c.content[c.component] for c in tried]
 
     def claim(self, parent_id: str, chash: str) -> bool:
         """Reserve a proposal's text for a parent; False if it was already proposed for that

@@ -160,7 +160,7 @@ class Step(SQLModel, table=True):
     ended_at: Optional[datetime] = None
     seconds: float = 0.0
     predicted_speedup: Optional[float] = None
-    measured_speedup: Optional[float] = None  # sequential work of the step / its wall-clock
+    measured_speedup: Optional[float] = None  # k × the runtime model's 1×1 step time / this step's wall-clock
     worker_utilisation: Optional[float] = None
     events: list = _json("list")  # timeline: [{kind, start, end, candidate_id}]
 
