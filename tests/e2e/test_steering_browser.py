@@ -148,7 +148,20 @@ def test_two_people_see_each_others_pins_vetoes_and_edits(studio, browser):
     for p in (ana, bob):
         p.goto(link)
         _ready(p)
-    bob.wait_for_timeout(1500)  # bob has had the page open a moment (its first live refreshes done)
+    # First a comment from ana, which bob sees in the thread of the Comments tab. It also lets both
+    # pages finish their first render: just after opening, a page on this busy machine spends
+    # seconds rendering (measured without any engine: a command seen 2.4 s after it was sent when
+    # it came 1.5 s after the page opened, 0.3-0.9 s once the page had settled). The 2 s bound is
+    # about an open page, so the timed commands come after.
+    ana.get_by_role("tab", name="Comments").click()
+    bob.get_by_role("tab", name="Comments").click()
+    _key(ana, f"steer_comment_{cand.id}").locator("textarea").fill("this one keeps the first fix")
+    _key(ana, "steer_comment_send").get_by_role("button").click()
+    bob.get_by_text("this one keeps the first fix").wait_for(timeout=15_000)
+    bob.get_by_text("this one keeps the first fix").scroll_into_view_if_needed()
+    shot(bob, "e2e-steer-comment-other-browser")
+    bob.locator('[data-testid="stMain"]').evaluate("el => el.scrollTo(0, 0)")
+    assert repo.list_comments(db, run_id, cand.id)[-1].author == "ana"
     seen = {}
 
     # pin (with a reason)
