@@ -81,6 +81,17 @@ def evaluate(candidate, example):
 '''
 
 
+# Skipped only where bubblewrap is not installed (make setup installs it). Installed but not
+# working is a failure, not a skip: a broken sandbox must not pass unnoticed.
+needs_bwrap = pytest.mark.skipif(not os.path.exists(isolation.BWRAP), reason="isolation tests need bubblewrap (make setup installs it)")
+
+
+def test_bubblewrap_works_where_it_is_installed():
+    if not os.path.exists(isolation.BWRAP):
+        pytest.skip("bubblewrap is not installed")
+    assert isolation.mode(SandboxSpec()) == "bwrap"
+
+
 @pytest.fixture(scope="module")
 def pool():
     os.environ["OPENAI_API_KEY"] = SECRET  # the engine has a key; evaluators must never see it
@@ -149,7 +160,7 @@ def test_huge_output_is_truncated_visibly(pool):
     assert "truncated: " in out.side_info["stdout"]
 
 
-@pytest.mark.skipif(isolation.mode(SandboxSpec()) != "bwrap", reason="network isolation needs bubblewrap")
+@needs_bwrap
 def test_socket_is_blocked_without_network(pool):
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -402,7 +413,7 @@ def test_unsendable_task_fails_alone_and_keeps_the_worker():
         p.close()
 
 
-@pytest.mark.skipif(isolation.mode(SandboxSpec()) != "bwrap", reason="network isolation needs bubblewrap")
+@needs_bwrap
 def test_network_true_lets_the_evaluator_connect():
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -417,7 +428,7 @@ def test_network_true_lets_the_evaluator_connect():
         server.close()
 
 
-@pytest.mark.skipif(isolation.mode(SandboxSpec()) != "bwrap", reason="filesystem isolation needs bubblewrap")
+@needs_bwrap
 def test_host_files_are_invisible_and_the_worker_is_unprivileged(tmp_path):
     secret = tmp_path / "refract.db"
     secret.write_text("customer data")

@@ -73,7 +73,10 @@ def bwrap_argv(spec, worker: Path) -> list[str]:
             argv += ["--ro-bind", top, top]
     for path in ETC_ALWAYS + (ETC_NETWORK if spec.network else ()):
         argv += ["--ro-bind-try", path, path]
-    made: set[str] = set()
+    # The private /tmp comes before the binds of the Python install, the venv and the worker
+    # code: mounted after them, it would hide any that live under /tmp (a checkout in /tmp).
+    argv += ["--perms", "1777", "--size", str((spec.file_mb + 64) << 20), "--tmpfs", "/tmp"]
+    made: set[str] = {"/tmp"}
     for path in _readonly_paths(spec.python, worker):
         # bubblewrap creates missing parents 0700, unreadable once the worker is nobody
         for parent in reversed(Path(path).parents):
@@ -81,8 +84,7 @@ def bwrap_argv(spec, worker: Path) -> list[str]:
                 made.add(str(parent))
                 argv += ["--perms", "0755", "--dir", str(parent)]
         argv += ["--ro-bind", path, path]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str((spec.file_mb + 64) << 20),
-             "--tmpfs", "/tmp", "--chdir", "/tmp", spec.python, "-I", "-B", str(worker)]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp", spec.python, "-I", "-B", str(worker)]
     if root:
         argv += ["--uid", str(NOBODY)]
     return argv
