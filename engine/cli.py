@@ -213,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("worker", cmd_worker, "claim queued runs and run them until stopped")
     sp.add_argument("--once", action="store_true", help="exit when no run is waiting")
     sp.add_argument("--lease", type=float, default=15.0, help="lease seconds (a dead worker's run is resumed after it)")
-    sp.add_argument("--poll", type=float, default=1.0)
+    sp.add_argument("--poll", type=float, default=0.25,
+                    help="seconds between looks for work when idle (a command on a paused run waits at most this)")
     add("status", cmd_status, "list runs, or show one").add_argument("run", nargs="?")
     sp = add("export", cmd_export, "write a run as one JSON document")
     sp.add_argument("run")

@@ -11,6 +11,7 @@ Implementations: ``engine.sandbox.pool.LocalPool`` (default) and
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
@@ -64,3 +65,38 @@ class Executor(Protocol):
         """Total seconds workers spent evaluating since start (for utilisation)."""
 
     def close(self) -> None: ...
+
+
+class LazyExecutor:
+    """An executor created on first use. A worker that claims a paused run only to apply a pin
+    or a veto then starts no sandbox workers at all, so the command shows in the studio sooner."""
+
+    def __init__(self, create: Callable[[], Executor]) -> None:
+        self._create = create
+        self._made: Optional[Executor] = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> Executor:
+        with self._lock:
+            if self._made is None:
+                self._made = self._create()
+            return self._made
+
+    def submit(self, task: EvalTask) -> "Future[EvalOutcome]":
+        return self._get().submit(task)
+
+    def validate(self, candidate: Any) -> Optional[str]:
+        return self._get().validate(candidate)
+
+    @property
+    def workers(self) -> int:
+        return self._get().workers
+
+    def busy_seconds(self) -> float:
+        return self._get().busy_seconds()
+
+    def close(self) -> None:
+        with self._lock:
+            made, self._made = self._made, None
+        if made is not None:
+            made.close()

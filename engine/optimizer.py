@@ -22,7 +22,7 @@ from engine.commands import CommandApplier
 from engine.config import RunConfig
 from engine.context import RunContext
 from engine.evaluation import EvaluationService, Timeline
-from engine.executor import EvalTask, Executor
+from engine.executor import EvalTask, Executor, LazyExecutor
 from engine.merge import try_merge
 from engine.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
@@ -66,7 +66,8 @@ class Optimizer:
                          test_keys=by_split["test"], single_text=single, components=components,
                          step_index=steps_done, stop_event=self.stop_event)
         factory = self.executor_factory or make_executor
-        executor = factory(cfg.executor, cfg.evaluator, self._task_lm_handler(ctx))
+        handler = self._task_lm_handler(ctx)
+        executor = LazyExecutor(lambda: factory(cfg.executor, cfg.evaluator, handler))
         ctx.evals = EvaluationService(self.db, self.run_id, executor, budget, examples, single, timeline)
         return ctx
 
