@@ -13,6 +13,7 @@ engine's own cost with nothing to overlap it (an upper bound).
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import threading
@@ -91,8 +92,12 @@ def main() -> None:
     real = one_step(1.0, 0.05)
     overhead = real["step_seconds"] - real["ideal"]
     share = overhead / real["step_seconds"]
+    load = os.getloadavg()[0]
     lines = [
         "# Engine overhead (issue 2, benchmark a)",
+        "",
+        f"Produced by `bench/engine_overhead.py`; 2 cores, 1-minute load average {load:.1f} when it ran "
+        "(other work on the machine lengthens the measured step, so the overhead is pessimistic).",
         "",
         "One 4×2 step, 50 validation examples, 4 sandboxed workers, SQLite, scripted LM through litellm.",
         "Overhead = wall-clock of the same step with an instant LM and evaluator, as a share of the step with",
