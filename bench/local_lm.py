@@ -6,7 +6,8 @@ fresh process, and prompt processing / generation speed for reflection prompts o
 runtime's prefix cache does not flatter it; one extra run per size re-asks the same prompt with
 another sample index, as the K proposals of one parent do). Writes docs/benchmarks-local-lm.md.
 
-Run: ``.venv/bin/python bench/local_lm.py`` (about 3-5 minutes on 2 cores).
+Run: ``.venv/bin/python bench/local_lm.py`` (about 5-15 minutes on 2 cores); with ``--examples``
+it runs the built-in examples end to end instead (up to 10 minutes each) and replaces that section.
 """
 
 from __future__ import annotations
@@ -147,7 +148,54 @@ def client_overhead() -> tuple[float, float]:
     return total, (t["prompt_ms"] + t["predicted_ms"]) / 1000
 
 
+EXAMPLE_HEADING = "## Built-in examples end to end"
+
+
+def run_example(name: str) -> dict:
+    """``python -m engine run`` on a built-in example in a fresh database; totals from its export."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = f"sqlite:///{tmp}/bench.db"
+        # A fresh data folder: an LM cache left by earlier runs would answer every reflection in 0 s.
+        env = {**os.environ, "REFRACT_DATA": tmp, "REFRACT_MODELS": str(local_model.default_models_dir())}
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "engine", "run", f"examples/{name}/config.toml", "--db", db,
+                               "--quiet"], cwd=ROOT, capture_output=True, text=True, env=env)
+        seconds = time.monotonic() - started
+        run_id = next(line.split()[1] for line in done.stdout.splitlines() if line.startswith("run "))
+        subprocess.run([sys.executable, "-m", "engine", "export", run_id, "--out", f"{tmp}/run.json", "--db", db],
+                       cwd=ROOT, check=True, capture_output=True, env=env)
+        doc = json.loads(Path(f"{tmp}/run.json").read_text())
+    seed = next(c for c in doc["candidates"] if c["origin"] == "seed")
+    status = next((line for line in done.stdout.splitlines() if line.startswith("status")), "")
+    return {"name": name, "seconds": seconds, "seed": seed["val_mean"], "best": doc["best"]["val_mean"],
+            "test": doc["best"].get("test_mean"), "totals": doc["run"]["totals"], "status": status}
+
+
+def examples_section() -> str:
+    rows = [run_example(name) for name in ("iso_date_regex", "slugify_code")]
+    lines = [EXAMPLE_HEADING, "",
+             f"`python -m engine run examples/<name>/config.toml` with the local model (load average "
+             f"{os.getloadavg()[0]:.1f} at the end; `bench/local_lm.py --examples`).", "",
+             "| example | wall-clock | metric calls | steps | seed val | best val | best test | proposals | parsed | valid | accepted |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        t, p = r["totals"], r["totals"].get("proposals", {})
+        n = p.get("total") or 1
+        lines.append(f"| {r['name']} | {r['seconds']:.0f} s | {t['metric_calls']} | {t.get('steps', '?')} | "
+                     f"{r['seed']:.3f} | {r['best']:.3f} | {r['test'] if r['test'] is None else round(r['test'], 3)} | "
+                     f"{p.get('total', 0)} | {p.get('parsed', 0) / n:.0%} | {p.get('valid', 0) / n:.0%} | "
+                     f"{p.get('accepted', 0) / n:.0%} |")
+    lines += [""] + [f"- {r['name']}: {r['status']}" for r in rows] + [""]
+    return "\n".join(lines)
+
+
 def main() -> None:
+    if "--examples" in sys.argv:
+        text = OUT.read_text() if OUT.exists() else ""
+        text = text.split(EXAMPLE_HEADING)[0].rstrip() + "\n\n" + examples_section()
+        OUT.write_text(text)
+        print(text)
+        return
     load_before = os.getloadavg()[0]
     join_s = time_join()
     print(f"join + verify: {join_s:.1f} s", flush=True)
