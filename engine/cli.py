@@ -11,7 +11,6 @@ import json
 import logging
 import sys
 import threading
-import time
 from pathlib import Path
 
 from storage import repo

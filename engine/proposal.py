@@ -7,7 +7,6 @@ budget refusal all end as a ``failed`` child row with the reason, which is linea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from storage import repo
 from storage.models import Candidate, utcnow

@@ -30,7 +30,7 @@ wall-clock is predicted by replaying the schedule (``engine.runtime_sim``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Optional
 
 MERGE_PASS_RATE = 0.8  # fraction of sibling merges that keep every gain, when not measured

@@ -25,12 +25,7 @@ if not run_id:
     nav.link("runs", "Runs", icon=":material/list:")
     st.stop()
 
-run = data.run_overview(url, run_id)
-if run is None:
-    st.error(f"There is no run with id {md(run_id)} in this database (a mistyped or stale link, or another "
-             "database?). Pick a run on the Runs page.")
-    nav.link("runs", "Runs", icon=":material/list:")
-    st.stop()
+run = nav.require_run(url, run_id)
 token = data.version_token(run)
 cands = data.candidate_rows(url, run_id, token)
 if cands.empty:

@@ -36,11 +36,7 @@ if not run_id:
         st.rerun()
     st.stop()
 
-run = data.run_overview(url, run_id)
-if run is None:
-    st.error(f"There is no run with id {md(run_id)} in this database. Pick one on the Runs page.")
-    nav.link("runs", "Runs", icon=":material/list:")
-    st.stop()
+run = nav.require_run(url, run_id)
 
 cfg = run.get("config") or {}
 search = cfg.get("search") or {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import charts, data, keys, nav
-from ui.render import fmt_seconds, md
+from ui.render import fmt_seconds
 
 url = data.db_url()
 st.title("Runs")

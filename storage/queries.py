@@ -13,7 +13,7 @@ Contract:
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 import pandas as pd
 from sqlalchemy import and_, case, func, select, text

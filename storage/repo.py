@@ -13,7 +13,7 @@ Contract:
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Iterable, Optional
 
 from sqlalchemy import exists, func, or_, update

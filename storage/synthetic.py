@@ -90,7 +90,7 @@ def generate_run(db: Database, n_candidates: int = 60, n_val: int = 20, n_train:
     tokens_in = tokens_out = 0
 
     def validate(cid: str, skill: list[float], at: datetime) -> float:
-        nonlocal budget_calls, total_cost
+        nonlocal budget_calls
         total = 0.0
         for j in range(n_val):
             p = max(0.0, min(1.0, skill[j] - difficulty[j] * 0.5))

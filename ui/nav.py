@@ -62,3 +62,18 @@ def url(page: str, run: str | None = None, candidate: str | None = None) -> str:
     if candidate:
         q.append(f"{keys.QP_CANDIDATE}={candidate}")
     return f"/{page}" + (("?" + "&".join(q)) if q else "")
+
+
+def require_run(url: str, run_id: str) -> dict:
+    """The run overview for ``run_id``, or a clear message and the page stops (a mistyped or
+    stale link, or a link into another database)."""
+    from ui import data
+    from ui.render import md
+
+    run = data.run_overview(url, run_id)
+    if run is None:
+        st.error(f"There is no run with id {md(run_id)} in this database (a mistyped or stale link, or another "
+                 "database?). Pick a run on the Runs page.")
+        link("runs", "Runs", icon=":material/list:")
+        st.stop()
+    return run
