@@ -262,7 +262,9 @@ def main() -> None:
         "pays the full prompt processing again.",
         "",
     ]
-    OUT.write_text("\n".join(lines))
+    previous = OUT.read_text() if OUT.exists() else ""
+    kept = EXAMPLE_HEADING + previous.split(EXAMPLE_HEADING, 1)[1] if EXAMPLE_HEADING in previous else ""
+    OUT.write_text("\n".join(lines) + ("\n" + kept if kept else ""))
     print("\n".join(lines))
 
 

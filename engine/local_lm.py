@@ -72,8 +72,9 @@ class LocalRuntime:
                 f"programs, lower REFRACT_LOCAL_CTX, or configure a hosted model instead."
             )
         # Threads that sleep instead of spinning while they wait: the evaluator workers share
-        # these cores, and measured with one busy process beside it, spinning threads fell to
-        # 0.4-0.9 generated tokens/s against 10-14 with passive waiting (docs/benchmarks-local-lm.md).
+        # these cores. With one busy process beside the model (bench/local_lm.py), spinning threads
+        # generated 1.1 tokens/s against 12.9 passive on a loaded machine, 10.4 against 15.7 on a
+        # quieter one; alone, spinning may be ~25% faster, a price worth paying for no collapse.
         # OpenMP reads this once, when the library loads.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import xllamacpp  # imported here: importing engine.lm must stay cheap
