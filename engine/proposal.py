@@ -13,7 +13,7 @@ from storage.models import Candidate, utcnow
 
 from engine.context import RunContext
 from engine.evaluation import Scored
-from engine.reflection import ExampleFeedback, build_prompt, parse_answer
+from engine.reflection import UNCHANGED, ExampleFeedback, build_prompt, parse_answer
 from engine.state import content_hash, deterministic_id, to_evaluator
 
 
@@ -29,14 +29,12 @@ def proposal_temperature(base: float, k: int) -> float:
     return min(base + 0.15 * k, 1.5)
 
 
-def feedback_for(ctx: RunContext, results: dict[str, Scored], rotate: int) -> list[ExampleFeedback]:
-    """Minibatch feedback, worst examples first, rotated per proposal so that siblings look
-    at different failures first."""
+def feedback_for(ctx: RunContext, results: dict[str, Scored]) -> list[ExampleFeedback]:
+    """Minibatch feedback, worst examples first. The same for every proposal of a parent: the
+    siblings differ by sample index and temperature, and a prompt that is identical up to the
+    end lets a local runtime reuse its processed prefix (seconds instead of tens of seconds)."""
     fbs = [ExampleFeedback(k, r.score, ctx.examples[k].payload, r.side_info, r.error) for k, r in results.items()]
     fbs.sort(key=lambda f: (f.score, f.key))
-    if fbs and rotate:
-        r = rotate % len(fbs)
-        fbs = fbs[r:] + fbs[:r]
     return fbs
 
 
@@ -84,40 +82,52 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
     current = parent.content[component]
     prompt = build_prompt(kind=cfg.artifact_kind, objective=cfg.objective, background=cfg.background,
                           component=component, components=ctx.components, current_text=current,
-                          feedback=feedback_for(ctx, parent_results, k), human_feedback=human_feedback(ctx, parent.id),
+                          feedback=feedback_for(ctx, parent_results), human_feedback=human_feedback(ctx, parent.id),
                           tried=ctx.state.tried_texts(parent.id), max_chars=ctx.prompt_char_budget(cfg.reflection_lm))
     if not ctx.budget.may_call_lm():
         return _fail(ctx, child, "budget: no room left for another LM call")
     repo.bump_run(ctx.db, ctx.run_id, proposals_total=1)
     messages = prompt.messages
     temperature = proposal_temperature(cfg.reflection_lm.temperature, k)
-    for attempt in range(2):  # one retry, with the validation message, for an invalid candidate
+    parsed_once = False
+    for attempt in range(2):  # one retry, told what was wrong: unchanged, invalid, or a repeat
         res, call_id = ctx.call_lm(cfg.reflection_lm, messages, "reflection", child.id, sample_index=k, temperature=temperature)
         child.lm_call_id = call_id
         if res.error:
             return _fail(ctx, child, f"reflection LM failed: {res.error}")
         parsed = parse_answer(res.text, current, require_fence=cfg.search.require_fence)
-        if parsed.text is None:
+        if parsed.text is None and parsed.reason != UNCHANGED:
             return _fail(ctx, child, f"unusable answer: {parsed.reason}" + (" (side information was shortened)" if prompt.shortened else ""))
+        if parsed.text is None:
+            failure, retry = f"unusable answer: {parsed.reason}", "That is the current version, unchanged."
+        else:
+            if not parsed_once:
+                parsed_once = True
+                repo.bump_run(ctx.db, ctx.run_id, proposals_parsed=1)
+            content = dict(parent.content)
+            content[component] = parsed.text
+            chash = content_hash(content)
+            # validated before it is claimed: an invalid text is not "taken" for this parent, so
+            # an LM that repeats it on the retry (or a sibling that proposes it) fails as invalid
+            problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
+            child.content, child.content_hash = content, chash  # kept as lineage if the retry fails too
+            if problem is None and ctx.state.claim(parent.id, chash):
+                repo.bump_run(ctx.db, ctx.run_id, proposals_valid=1)
+                return ctx.save(child)
+            if problem is None:
+                failure, retry = "repeats an earlier proposal for this parent", \
+                    "That exact version was already proposed for this parent and tried."
+            else:
+                failure, retry = f"invalid candidate (validate): {problem}", f"That version is invalid: {problem}"
         if attempt == 0:
-            repo.bump_run(ctx.db, ctx.run_id, proposals_parsed=1)
-        content = dict(parent.content)
-        content[component] = parsed.text
-        chash = content_hash(content)
-        # validated before it is claimed: an invalid text is not "taken" for this parent, so
-        # an LM that repeats it on the retry (or a sibling that proposes it) fails as invalid
-        problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
-        if problem is None:
-            if not ctx.state.claim(parent.id, chash):
-                return _fail(ctx, child, "repeats an earlier proposal for this parent")
-            child.content, child.content_hash = content, chash
-            repo.bump_run(ctx.db, ctx.run_id, proposals_valid=1)
-            return ctx.save(child)
-        child.content, child.content_hash = content, chash  # kept as lineage if the retry fails too
-        if attempt == 0:
+            # small models repeat themselves: say what was wrong and sample a little hotter
             messages = messages + [{"role": "assistant", "content": res.text},
-                                   {"role": "user", "content": f"That version is invalid: {problem}\nFix it and answer again with one fenced code block."}]
-    return _fail(ctx, child, f"invalid candidate (validate): {problem}")
+                                   {"role": "user", "content": f"{retry}\nMake a different, concrete change that fixes "
+                                                               "the failing examples, and answer again with one fenced code block."}]
+            temperature = min(temperature + 0.3, 1.5)
+    if not child.content:
+        child.content_hash = ""
+    return _fail(ctx, child, failure)
 
 
 def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, minibatch: list[str],

@@ -94,10 +94,13 @@ def build_prompt(*, kind: str, objective: str, background: str, component: str, 
     if tried:
         tail.append("## Already tried for this version (do not repeat these)\n" +
                     "\n\n".join(_fence(_clip(t, 1500)) for t in tried[-3:]))
+    # "Change:" first: naming one concrete change made a 1.5B model give new, better answers far
+    # more often than asking for the text alone (docs/benchmarks-reflection-prompts.md)
     tail.append(
-        f"## Task\nStudy the feedback: find why the low-scoring examples fail, keep what works, and "
-        f"write an improved {kind_short} that fixes as many failures as possible. Answer with one "
-        f"fenced code block holding the complete new {kind_short}."
+        f"## Task\nStudy the feedback: find why the low-scoring examples fail and keep what works. First "
+        f"write ONE line that starts with `Change:` and names the concrete change that makes the failing "
+        f"examples pass while keeping the passing ones passing. Then give one fenced code block holding "
+        f"the complete new {kind_short} — only {kind}, nothing else inside the fence."
     )
     fixed = "\n\n".join(head + tail)
     blocks = [render_feedback(fb) for fb in feedback]
@@ -141,6 +144,9 @@ def _fenced_block(answer: str) -> Optional[str]:
     return body[: closes[-1].start()] if closes else body
 
 
+UNCHANGED = "the answer is unchanged from the current version"
+
+
 @dataclass
 class ParsedAnswer:
     text: Optional[str]
@@ -162,7 +168,7 @@ def parse_answer(answer: str, current_text: str, require_fence: bool = True) -> 
     if not text.strip():
         return ParsedAnswer(None, fenced, "the answer is empty")
     if text.strip() == current_text.strip():
-        return ParsedAnswer(None, fenced, "the answer is unchanged from the current version")
+        return ParsedAnswer(None, fenced, UNCHANGED)
     return ParsedAnswer(text, fenced)
 
 

@@ -6,6 +6,8 @@ read the database only, the way the studio would.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import json
 import re
 from datetime import timedelta
@@ -63,7 +65,10 @@ def test_every_step_makes_p_times_k_proposals(sqlite_db, tmp_path, p, k):
     reflection_children = [c for c in cands.values() if c.origin == "reflection"]
     assert len(reflection_children) == 3 * p * k  # every proposal is a row, whatever became of it
     run = repo.get_run(sqlite_db, run_id)
-    assert run.steps_done == 3 and run.proposals_total == len(_reflections(sqlite_db, run_id))
+    calls = _reflections(sqlite_db, run_id)
+    per_proposal = Counter(c.candidate_id for c in calls)  # one call, or two with the retry
+    assert run.steps_done == 3 and run.proposals_total == len(per_proposal)
+    assert set(per_proposal) == {c.id for c in reflection_children} and set(per_proposal.values()) <= {1, 2}
     assert_consistent_totals(sqlite_db, run_id)
 
 
@@ -558,3 +563,23 @@ def test_invalid_proposal_gets_one_retry_with_the_message_and_costs_no_evaluatio
         assert child.reason == "invalid candidate (validate): digits are not allowed; use words only"
         assert child.id not in evaluated  # the invalid text cost no metric call
         assert (run.proposals_total, run.proposals_parsed, run.proposals_valid) == (1, 1, 0)
+
+
+def test_a_repeated_answer_gets_one_retry_that_is_told_so(sqlite_db, tmp_path):
+    """A small model repeats itself: the first answer repeats the parent, the retry (which is
+    told so) proposes something new, and the proposal goes on to its minibatch test."""
+    def stubborn_then_new(messages, params):
+        current = toy.current_version(messages[1]["content"])
+        if len(messages) == 2:
+            return f"```\n{current}\n```"  # unchanged
+        assert "unchanged" in messages[-1]["content"]
+        return f"Change: add alpha.\n```\n{current} alpha\n```"
+
+    cfg = toy_config(4, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=stubborn_then_new)
+    [child] = [c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"]
+    assert child.content == {"text": "start alpha"} and child.status == "accepted"
+    assert len(stats.calls) == 2
+    run = repo.get_run(sqlite_db, run_id)
+    assert (run.proposals_total, run.proposals_parsed, run.proposals_valid) == (1, 1, 1)
