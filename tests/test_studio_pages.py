@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from storage.db import Database
 from storage.synthetic import generate_run
+from tests.support.studio import studio_database
 from ui import keys as K
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -18,11 +18,7 @@ TIMEOUT = 60
 
 @pytest.fixture
 def studio(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path}/studio.db"
-    monkeypatch.setenv("REFRACT_DB", url)
-    monkeypatch.setenv("REFRACT_DATA", str(tmp_path))
-    db = Database(url)
-    db.create_all()
+    db = studio_database(tmp_path, monkeypatch)
     run_id = generate_run(db, n_candidates=40, n_val=12, n_train=20)
     return db, run_id
 

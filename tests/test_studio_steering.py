@@ -18,6 +18,7 @@ from storage import queries, repo
 from storage.db import Database
 from storage.models import Candidate
 from storage.synthetic import generate_run
+from tests.support.studio import studio_database
 from ui import interventions as iv, keys as K
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -26,11 +27,7 @@ TIMEOUT = 60
 
 @pytest.fixture
 def studio(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path}/studio.db"
-    monkeypatch.setenv("REFRACT_DB", url)
-    monkeypatch.setenv("REFRACT_DATA", str(tmp_path))
-    db = Database(url)
-    db.create_all()
+    db = studio_database(tmp_path, monkeypatch)
     live = generate_run(db, n_candidates=30, n_val=8, n_train=10, status="running", name="Live")
     done = generate_run(db, n_candidates=30, n_val=8, n_train=10, seed=3, name="Done")
     return db, live, done

@@ -11,15 +11,10 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from pathlib import Path
 
-EVALUATOR = '''
-def evaluate(candidate, example):
-    words = set(candidate.split())
-    ok = example["word"] in words
-    if not ok:
-        print("missing", example["word"])
-    return (1.0 if ok else 0.0), {"expected": example["word"], "got": sorted(words)[:20]}
-'''
+# the evaluator of the built-in example examples/toy_words: one source for the example and the tests
+EVALUATOR = (Path(__file__).resolve().parents[2] / "examples" / "toy_words" / "evaluator.py").read_text()
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
          "kilo", "lima"]
