@@ -3,7 +3,7 @@
 ``streamlit run app.py`` finds the ``app = st.App(...)`` below and serves this same file as
 the Streamlit script through it, so the server's lifespan hook can supervise the engine
 worker: started with the server, restarted if it dies, stopped with the server (see
-``ui.supervisor``). Set ``REFRACT_WORKER=0`` to serve the studio without starting a worker
+``engine.supervisor``). Set ``REFRACT_WORKER=0`` to serve the studio without starting a worker
 (tests on synthetic runs, or when workers run elsewhere).
 
 When Streamlit executes this file as the page script, ``__name__`` is ``"__main__"`` and
@@ -37,7 +37,7 @@ else:
     @asynccontextmanager
     async def lifespan(_app):
         from storage.db import DEFAULT_DATA_DIR, default_url
-        from ui.supervisor import WorkerSupervisor
+        from engine.supervisor import WorkerSupervisor
 
         if os.environ.get("REFRACT_WORKER", "1") == "0":
             logging.getLogger("refract").info("REFRACT_WORKER=0: not starting an engine worker")

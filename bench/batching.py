@@ -44,7 +44,7 @@ from engine.optimizer import Optimizer  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
 from engine.runtime_model import Latencies, predict_run_seconds, shape_of  # noqa: E402
 from engine.sandbox import make_executor  # noqa: E402
-from engine.testing_lm import install_script  # noqa: E402
+from tests.support.scripted_lm import install_script  # noqa: E402
 from storage import repo  # noqa: E402
 from storage.db import Database  # noqa: E402
 from storage.models import Candidate, Evaluation, LMCall  # noqa: E402

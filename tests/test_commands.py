@@ -13,7 +13,7 @@ import pytest
 from engine.commands import CommandError, send_command
 from engine.export import export_run
 from engine.runs import submit_run
-from engine.testing_lm import install_script, uninstall_script
+from tests.support.scripted_lm import install_script, uninstall_script
 from engine.worker import Worker
 from storage import repo
 from storage.errors import NotFound

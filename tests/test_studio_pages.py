@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from storage.synthetic import generate_run
+from tests.support.synthetic import generate_run
 from tests.support.studio import studio_database
 from ui import keys as K
 

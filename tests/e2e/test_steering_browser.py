@@ -27,6 +27,7 @@ from engine.runs import submit_run
 from storage import repo
 from storage.db import Database
 from tests.support.harness import toy_config
+from tests.support.scripted_lm import SUBPROCESS_ENV
 
 from .conftest import ARTIFACTS, new_page, shot, start_studio, stop_studio
 
@@ -41,7 +42,7 @@ def studio(tmp_path_factory):
     db = Database(url)
     db.create_all()
     proc, studio = start_studio(tmp, url, worker=True, env={"REFRACT_SCRIPTED_LM": "tests.support.toy:script",
-                                                            "REFRACT_SCRIPTED_LATENCY": "0.2"})
+                                                            "REFRACT_SCRIPTED_LATENCY": "0.2", **SUBPROCESS_ENV})
     studio.db = db
     yield studio
     stop_studio(proc)
