@@ -19,12 +19,17 @@ import streamlit as st
 
 
 def main() -> None:
+    from storage.errors import StorageError
     from ui import nav, sidebar
+    from ui.errors import show_storage_error
 
     st.set_page_config(page_title="Refract", page_icon=":material/flare:", layout="wide")
     page = st.navigation(list(nav.pages().values()))
-    sidebar.render()
-    page.run()
+    try:
+        sidebar.render()
+        page.run()
+    except StorageError as exc:  # unreachable database, a read over its time limit …: say so, not a traceback
+        show_storage_error(exc)
 
 
 if __name__ == "__main__":

@@ -158,19 +158,15 @@ def run_prediction(db, run_id: str) -> Optional[dict]:
     """Predicted against measured wall-clock of a stored run, the prediction made from the
     run's own measurements: {"measured", "predicted", "speedup", "latencies"}, or None
     while nothing has been measured yet. (The measurement includes the workers' start-up.)"""
-    from sqlmodel import select
-
     from engine.config import RunConfig
     from storage import repo
-    from storage.models import LMCall
 
     run = repo.get_run(db, run_id)
     cfg = RunConfig.model_validate(run.config)
     split = {ex.pk: ex.split for ex in repo.get_examples(db, run_id)}
     n_val = sum(1 for s in split.values() if s == "val") or sum(1 for s in split.values() if s == "train")
-    with db.read() as s:
-        lm = [c.seconds for c in s.exec(select(LMCall).where(LMCall.run_id == run_id))
-              if c.purpose in ("reflection", "merge") and not c.cached and not c.error]
+    lm = [c.seconds for c in repo.lm_calls_for(db, run_id)
+          if c.purpose in ("reflection", "merge") and not c.cached and not c.error]
     evals = [e.seconds for e in repo.evaluations_for(db, run_id) if not e.cached and split.get(e.example_pk) != "test"]
     merges = [c for c in repo.list_candidates(db, run_id) if c.origin == "merge" and c.minibatch_score is not None]
     extra = {"merge_pass": sum(c.status == "accepted" for c in merges) / len(merges)} if merges else {}

@@ -14,6 +14,7 @@ import streamlit as st
 
 from storage.queries import elapsed_seconds
 from ui import analysis, charts, data, keys, nav, steering
+from ui.errors import shows_storage_errors
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
 
 LIVE_S, FRONTIER_S = 2.0, 5.0
@@ -158,6 +159,7 @@ def _grey_vetoed(table: pd.DataFrame):
 
 
 @st.fragment(run_every=LIVE_S if run["status"] in ACTIVE else None)
+@shows_storage_errors
 def live(run_id: str) -> None:
     run, cands, steps = data.live_snapshot(run_id)
     if run is None:
@@ -198,6 +200,7 @@ def live(run_id: str) -> None:
 
 
 @st.fragment(run_every=FRONTIER_S if run["status"] in ACTIVE else None)
+@shows_storage_errors
 def frontier_panel(run_id: str) -> None:
     run, cands, view = data.frontier_snapshot(run_id)
     if run is None:

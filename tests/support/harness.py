@@ -91,10 +91,7 @@ def evaluations(db: Database, run_id: str) -> list[tuple[Evaluation, str, str]]:
 
 
 def lm_calls(db: Database, run_id: str) -> list[LMCall]:
-    from sqlmodel import select
-
-    with db.read() as s:
-        return list(s.exec(select(LMCall).where(LMCall.run_id == run_id).order_by(LMCall.id)))
+    return repo.lm_calls_for(db, run_id)
 
 
 def paid_search_evaluations(db: Database, run_id: str) -> int:
