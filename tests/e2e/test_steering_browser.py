@@ -21,6 +21,7 @@ import time
 from datetime import timezone
 
 import pytest
+from playwright.sync_api import expect
 
 from engine.commands import send_command
 from engine.runs import submit_run
@@ -64,6 +65,25 @@ def _wait_status(db: Database, run_id: str, status: str, timeout: float = 60.0) 
     while repo.get_run(db, run_id).status != status:
         assert time.monotonic() < deadline, f"run {run_id} is {repo.get_run(db, run_id).status}, not {status}"
         time.sleep(0.2)
+
+
+def test_try_evaluator_runs_in_the_engine_while_the_page_polls(studio, browser):
+    page = new_page(browser, studio.url, who="ana")
+    page.goto(f"{studio.url}/new")
+    _ready(page)
+    _key(page, "new_template").get_by_role("combobox").click()
+    page.get_by_role("option", name=re.compile("Toy words")).click()
+    _key(page, "new_load_template").get_by_role("button").click()
+    _ready(page)
+    _key(page, "new_try_evaluator").get_by_role("button").click()
+    # what the worker reports while it works (waiting for it, starting the sandbox, n of 5 done)
+    page.get_by_text("Evaluator on the seed").wait_for()
+    shot(page, "e2e-try-evaluator-running")
+    page.get_by_text(re.compile(r"^w0 · score \d\.\d{3}")).first.wait_for(timeout=60_000)  # then the table
+    # the progress line goes away once the result is there (the panel stops polling)
+    expect(page.get_by_text(re.compile("waiting for the engine|example\\(s\\) evaluated…"))).to_have_count(0)
+    page.locator('[data-testid="stDataFrame"]').last.scroll_into_view_if_needed()
+    shot(page, "e2e-try-evaluator-result")
 
 
 def test_new_run_from_an_example_to_its_first_accepted_candidate(studio, browser):
