@@ -1,6 +1,6 @@
 """The runtime model: predicted wall-clock of a run, for any batch shape and schedule.
 
-DESIGN.md §1 gives the speed-up of a k-proposal step over k sequential steps,
+docs/design.md §5 gives the speed-up of a k-proposal step over k sequential steps,
 ``T(1)/T(k) ≈ k·(L_step + a·L_val) / (L_step + q_k·L_val)``. This module refines it into a
 prediction of *seconds* from what can be measured in a run — the reflection LM latency ``L``,
 the latency ``T`` of one metric call on a worker, the fraction ``a`` of proposals that pass
@@ -132,7 +132,7 @@ def predict_speedup(shape: Shape, lat: Latencies, budget: Optional[int] = None) 
 
 
 def predict_step_speedup(shape: Shape, lat: Latencies) -> float:
-    """DESIGN.md's T(1)·k / T(k): one k-proposal step against k sequential 1×1 steps."""
+    """docs/design.md §5's T(1)·k / T(k): one k-proposal step against k sequential 1×1 steps."""
     t1, _ = sync_step(Shape(), lat)
     tk, _ = sync_step(shape, lat)
     return shape.k * t1 / tk if tk > 0 else float(shape.k)

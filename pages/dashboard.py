@@ -80,7 +80,7 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
     cols[5].metric("Speed-up", "—" if not measured else f"{measured:.1f}×",
                    None if not predicted else f"predicted {predicted:.1f}×", delta_color="off", delta_arrow="off",
                    help="mean over the steps of the engine's measurements: measured = the step's sequential work "
-                        "over its wall-clock; predicted = the runtime model of DESIGN.md §1 for this batch shape. "
+                        "over its wall-clock; predicted = the runtime model's estimate for this batch shape. "
                         "Per step in the Steps table below.")
     _rates(run, cost)
 
@@ -226,7 +226,7 @@ def frontier_panel(run_id: str) -> None:
     pts = (ev.selection.points if ev else []) or []
     if pts and pts[0].get("customdata"):
         nav.go("candidate", run=run_id, candidate=pts[0]["customdata"])
-    # the degenerate members DESIGN.md warns about (e.g. "reject everything" regexes), one click from a veto
+    # degenerate members (docs/design.md §2) (e.g. "reject everything" regexes), one click from a veto
     steering.degenerate_members(run_id, cands, list(members.index), run["status"] not in ACTIVE)
 
 

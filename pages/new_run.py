@@ -273,7 +273,7 @@ o[0].selectbox("Parent selection", run_form.SELECTIONS, key=K.NEW_SELECTION)
 o[1].selectbox("Children that pay a validation pass", run_form.ACCEPTS, key=K.NEW_ACCEPT,
                help="all improving children, only the best one of a step, or the top k")
 o[2].toggle("Merge frontier candidates", key=K.NEW_MERGE)
-with st.expander("Predicted speed-up of this batch shape (runtime model, DESIGN.md §1)", expanded=True):
+with st.expander("Predicted speed-up of this batch shape (runtime model)", expanded=True):
     from ui.speedup import predicted
 
     a1, a2, a3 = st.columns(3)
@@ -290,7 +290,11 @@ with st.expander("Predicted speed-up of this batch shape (runtime model, DESIGN.
     m1, m2 = st.columns(2)
     m1.metric(f"One step of {k_} proposals vs {k_} sequential steps", f"{step_sp:.2f}×")
     m2.metric("Metric calls per second vs 1×1", f"{call_sp:.2f}×")
-    st.caption("The dashboard shows the measured speed-up next to this prediction once the run has steps.")
+    st.caption("How the estimate works: the k proposals of a step reflect at the same time, so a step costs about one "
+               "reflection plus its evaluations, spread over the W workers; each improving child (the acceptance "
+               "rate) then pays a validation pass. The more evaluations of a step fit on the workers at once, the "
+               "closer the step comes to doing k proposals in the time of one. The dashboard shows the measured "
+               "speed-up next to this prediction once the run has steps.")
 g = st.columns(4)
 g[0].number_input("Max metric calls", 0, 10_000_000, key=K.NEW_MAX_CALLS, help="0: no limit")
 g[1].number_input("Max dollars", 0.0, 100_000.0, step=0.5, key=K.NEW_MAX_COST, help="0: no limit")

@@ -1,4 +1,4 @@
-"""SQLModel tables: the data model of DESIGN.md §3.
+"""SQLModel tables: the data model of docs/design.md §7.
 
 The database is the only interface between the studio and the engine, so every fact the
 engine learns is a row here. Ids of runs and candidates are short random strings chosen by

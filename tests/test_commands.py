@@ -390,7 +390,7 @@ def test_commands_refused_when_sent(sqlite_db, tmp_path):
 
 
 def test_pinning_a_rejected_proposal_makes_it_a_parent(sqlite_db, tmp_path):
-    """DESIGN.md: pinned candidates are always eligible. A rejected proposal a person pins (it
+    """docs/design.md §2: pinned candidates are always eligible. A rejected proposal a person pins (it
     lost on a 3-example minibatch, but they believe in it) must become a parent within
     pin_every steps, not be reported "pinned" and then ignored."""
 
