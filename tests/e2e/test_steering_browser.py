@@ -67,7 +67,8 @@ def _wait_status(db: Database, run_id: str, status: str, timeout: float = 60.0) 
         time.sleep(0.2)
 
 
-def test_try_evaluator_runs_in_the_engine_while_the_page_polls(studio, browser):
+def _new_run_with_toy_words(studio, browser):
+    """The new-run page of a fresh browser session, with the built-in toy example loaded."""
     page = new_page(browser, studio.url, who="ana")
     page.goto(f"{studio.url}/new")
     _ready(page)
@@ -75,9 +76,15 @@ def test_try_evaluator_runs_in_the_engine_while_the_page_polls(studio, browser):
     page.get_by_role("option", name=re.compile("Toy words")).click()
     _key(page, "new_load_template").get_by_role("button").click()
     _ready(page)
+    return page
+
+
+def test_try_evaluator_runs_in_the_engine_while_the_page_polls(studio, browser):
+    page = _new_run_with_toy_words(studio, browser)
     _key(page, "new_try_evaluator").get_by_role("button").click()
     # what the worker reports while it works (waiting for it, starting the sandbox, n of 5 done)
-    page.get_by_text("Evaluator on the seed").wait_for()
+    page.get_by_text("Evaluator on the seed", exact=True).wait_for()
+    page.get_by_text("Evaluator on the seed", exact=True).scroll_into_view_if_needed()
     shot(page, "e2e-try-evaluator-running")
     page.get_by_text(re.compile(r"^w0 · score \d\.\d{3}")).first.wait_for(timeout=60_000)  # then the table
     # the progress line goes away once the result is there (the panel stops polling)
@@ -87,13 +94,7 @@ def test_try_evaluator_runs_in_the_engine_while_the_page_polls(studio, browser):
 
 
 def test_new_run_from_an_example_to_its_first_accepted_candidate(studio, browser):
-    page = new_page(browser, studio.url, who="ana")
-    page.goto(f"{studio.url}/new")
-    _ready(page)
-    _key(page, "new_template").get_by_role("combobox").click()
-    page.get_by_role("option", name=re.compile("Toy words")).click()
-    _key(page, "new_load_template").get_by_role("button").click()
-    _ready(page)
+    page = _new_run_with_toy_words(studio, browser)
     # the example's own splits are kept: three sets, as given
     page.get_by_text("Splits as given: 8 train · 6 validation · 3 test").wait_for()
     model = _key(page, "new_model").locator("input")
