@@ -60,23 +60,9 @@ def export_run(db: Database, run_id: str) -> dict[str, Any]:
     best_mean = run.best_val_mean
     return {
         "format": FORMAT,
-        "run": {"id": run.id, "name": run.name, "owner": run.owner, "config": run.config, "status": run.status,
-                "status_reason": run.status_reason, "created_at": iso(run.created_at),
-                "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
-                "totals": {"metric_calls": run.metric_calls, "cost_usd": round(run.cost_usd, 10),
-                           "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "seconds": round(run.seconds, 3),
-                           "steps": run.steps_done, "budget_overshoot": run.budget_overshoot,
-                           "proposals": {"total": run.proposals_total, "parsed": run.proposals_parsed,
-                                         "valid": run.proposals_valid, "accepted": run.proposals_accepted}}},
+        "run": _run_doc(run),
         "examples": [{"id": e.key, "split": e.split, "payload": e.payload} for e in examples],
-        "candidates": [{"id": c.id, "parent_ids": c.parent_ids, "origin": c.origin, "step": c.step,
-                        "content": c.content, "status": c.status, "reason": c.reason, "component": c.component,
-                        "pinned": c.pinned, "vetoed": c.vetoed, "author": c.author, "val_mean": c.val_mean,
-                        "val_scores": val_scores.get(c.id, {}), "val_cut_short": c.val_cut_short,
-                        "minibatch_score": c.minibatch_score, "parent_minibatch_score": c.parent_minibatch_score,
-                        "minibatch_keys": c.minibatch_keys, "frontier_version": c.frontier_version,
-                        "created_at": iso(c.created_at), "started_at": iso(c.started_at),
-                        "finished_at": iso(c.finished_at), "lm_call": call_pos.get(c.lm_call_id)} for c in cands],
+        "candidates": [_candidate_doc(c, val_scores.get(c.id, {}), call_pos.get(c.lm_call_id)) for c in cands],
         "evaluations": [{"candidate_id": e.candidate_id, "example_id": key_of.get(e.example_pk), "score": e.score,
                          "side_info": e.side_info, "error": e.error, "cached": e.cached,
                          "seconds": round(e.seconds, 6), "cost_usd": e.cost_usd, "created_at": iso(e.created_at)}
@@ -102,6 +88,29 @@ def export_run(db: Database, run_id: str) -> dict[str, Any]:
                       "candidate_ids": sorted(front.holders.get(k, set()))} for k in val_keys],
         "best": {"candidate_id": run.best_candidate_id, "val_mean": best_mean, "test_mean": run.test_mean},
     }
+
+
+def _run_doc(run: Run) -> dict:
+    return {"id": run.id, "name": run.name, "owner": run.owner, "config": run.config, "status": run.status,
+            "status_reason": run.status_reason, "created_at": iso(run.created_at),
+            "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
+            "totals": {"metric_calls": run.metric_calls, "cost_usd": round(run.cost_usd, 10),
+                       "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "seconds": round(run.seconds, 3),
+                       "steps": run.steps_done, "budget_overshoot": run.budget_overshoot,
+                       "proposals": {"total": run.proposals_total, "parsed": run.proposals_parsed,
+                                     "valid": run.proposals_valid, "accepted": run.proposals_accepted}}}
+
+
+def _candidate_doc(c: Candidate, val_scores: dict[str, float], lm_call: Optional[int]) -> dict:
+    """A candidate in the document; ``lm_call`` is the position of its LM call in ``lm_calls``."""
+    return {"id": c.id, "parent_ids": c.parent_ids, "origin": c.origin, "step": c.step,
+            "content": c.content, "status": c.status, "reason": c.reason, "component": c.component,
+            "pinned": c.pinned, "vetoed": c.vetoed, "author": c.author, "val_mean": c.val_mean,
+            "val_scores": val_scores, "val_cut_short": c.val_cut_short,
+            "minibatch_score": c.minibatch_score, "parent_minibatch_score": c.parent_minibatch_score,
+            "minibatch_keys": c.minibatch_keys, "frontier_version": c.frontier_version,
+            "created_at": iso(c.created_at), "started_at": iso(c.started_at),
+            "finished_at": iso(c.finished_at), "lm_call": lm_call}
 
 
 def import_run(db: Database, doc: dict[str, Any]) -> str:
