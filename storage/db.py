@@ -178,7 +178,8 @@ class Database:
                 try:
                     yield session
                 finally:
-                    conn.info.pop(_TIME_LIMIT, None)
+                    if conn.info.pop(_TIME_LIMIT, None) is not None:  # no expired handler back into the pool
+                        conn.connection.dbapi_connection.set_progress_handler(None, 0)
 
     def dispose(self) -> None:
         self.writer.dispose()
