@@ -3,7 +3,7 @@
 ``streamlit run app.py`` finds the ``app = st.App(...)`` below and serves this same file as
 the Streamlit script through it, so the server's lifespan hook can supervise the engine
 worker: started with the server, restarted if it dies, stopped with the server (see
-``ui.supervisor``). Set ``REFRACT_WORKER=0`` to serve the studio without starting a worker
+``engine.supervisor``). Set ``REFRACT_WORKER=0`` to serve the studio without starting a worker
 (tests on synthetic runs, or when workers run elsewhere).
 
 When Streamlit executes this file as the page script, ``__name__`` is ``"__main__"`` and
@@ -19,12 +19,17 @@ import streamlit as st
 
 
 def main() -> None:
+    from storage.errors import StorageError
     from ui import nav, sidebar
+    from ui.errors import show_storage_error
 
     st.set_page_config(page_title="Refract", page_icon=":material/flare:", layout="wide")
     page = st.navigation(list(nav.pages().values()))
-    sidebar.render()
-    page.run()
+    try:
+        sidebar.render()
+        page.run()
+    except StorageError as exc:  # unreachable database, a read over its time limit …: say so, not a traceback
+        show_storage_error(exc)
 
 
 if __name__ == "__main__":
@@ -37,7 +42,7 @@ else:
     @asynccontextmanager
     async def lifespan(_app):
         from storage.db import DEFAULT_DATA_DIR, default_url
-        from ui.supervisor import WorkerSupervisor
+        from engine.supervisor import WorkerSupervisor
 
         if os.environ.get("REFRACT_WORKER", "1") == "0":
             logging.getLogger("refract").info("REFRACT_WORKER=0: not starting an engine worker")

@@ -44,10 +44,9 @@ from engine.optimizer import Optimizer  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
 from engine.runtime_model import Latencies, predict_run_seconds, shape_of  # noqa: E402
 from engine.sandbox import make_executor  # noqa: E402
-from engine.testing_lm import install_script  # noqa: E402
+from tests.support.scripted_lm import install_script  # noqa: E402
 from storage import repo  # noqa: E402
 from storage.db import Database  # noqa: E402
-from storage.models import Candidate, Evaluation, LMCall  # noqa: E402
 
 W, BUDGET, MINIBATCH = 4, 240, 3
 # latencies of the simulated LM and evaluator; overridable only to explore quality quickly
@@ -156,12 +155,9 @@ def run_refract(cfg: Config, seed: int, workdir: Path) -> dict:
 
 def measured_latencies(db: Database, run_id: str, run, n_val: int) -> Optional[Latencies]:
     """The runtime model's inputs, as measured in the run."""
-    from sqlmodel import select
-
-    with db.read() as s:
-        lm = [c.seconds for c in s.exec(select(LMCall).where(LMCall.run_id == run_id)) if not c.cached and not c.error]
-        ev = [e.seconds for e in s.exec(select(Evaluation).where(Evaluation.run_id == run_id)) if not e.cached]
-        merges = list(s.exec(select(Candidate).where(Candidate.run_id == run_id, Candidate.origin == "merge")))
+    lm = [c.seconds for c in repo.lm_calls_for(db, run_id) if not c.cached and not c.error]
+    ev = [e.seconds for e in repo.evaluations_for(db, run_id) if not e.cached]
+    merges = [c for c in repo.list_candidates(db, run_id) if c.origin == "merge"]
     if not lm or not ev:
         return None
     tested = [m for m in merges if m.minibatch_score is not None]

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from engine.config import parse_config  # noqa: E402
 from engine.lm import LMClient  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
-from engine.testing_lm import install_script  # noqa: E402
+from tests.support.scripted_lm import install_script  # noqa: E402
 from engine.worker import Worker  # noqa: E402
 from storage import repo  # noqa: E402
 from storage.db import Database  # noqa: E402

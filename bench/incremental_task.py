@@ -16,7 +16,7 @@ lines of the feedback, and like a real LM it is imperfect:
 - asked to combine versions (Refract's merge prompt) it takes the union of their rules, but
   now and then loses one of them.
 Its randomness comes from (the prompt, the sample index, the benchmark seed), so a run is
-repeatable. It answers through litellm (the ``scripted`` provider of ``engine.testing_lm``)
+repeatable. It answers through litellm (the ``scripted`` provider of ``tests.support.scripted_lm``)
 with a fixed latency, like any provider.
 """
 

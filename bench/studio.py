@@ -48,7 +48,7 @@ def main() -> None:
     from streamlit.testing.v1 import AppTest
 
     from storage.db import open_db
-    from storage.synthetic import generate_run
+    from tests.support.synthetic import generate_run
     from ui import data
 
     db = open_db(url)
@@ -138,7 +138,7 @@ def main() -> None:
         "",
         f"Produced by `bench/studio.py` on {time.strftime('%Y-%m-%d')} ({os.cpu_count()} cores, 1-minute load "
         f"average {load_at_start:.1f} at the start: other work on the machine slows every figure, SQLite). "
-        f"Synthetic run (`storage/synthetic.py`, seed 42): {len(cands):,} candidates "
+        f"Synthetic run (`tests/support/synthetic.py`, seed 42): {len(cands):,} candidates "
         f"({int((cands.status == 'accepted').sum()):,} accepted, validated on {args.val} examples; the rest rejected or failed), "
         f"{n_evals:,} validation evaluations. Generating it took {gen_s:.1f} s.",
         "",

@@ -1,4 +1,4 @@
-"""Refract's engine: batched reflective optimization (see DESIGN.md)."""
+"""Refract's engine: batched reflective optimization (see docs/design.md)."""
 
 import os
 

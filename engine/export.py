@@ -12,10 +12,11 @@ from typing import Any, Optional
 
 from storage import repo
 from storage.db import Database
-from storage.errors import Conflict
 from storage.models import Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step
+from storage.transfer import insert_run
 
 from engine.frontier import compute_frontier
+from engine.state import content_hash
 
 FORMAT = "refract-run/1"
 
@@ -43,10 +44,7 @@ def export_run(db: Database, run_id: str) -> dict[str, Any]:
     key_of = {e.pk: e.key for e in examples}
     cands = repo.list_candidates(db, run_id)
     evals = sorted(repo.evaluations_for(db, run_id), key=lambda e: (e.candidate_id, key_of.get(e.example_pk, "")))
-    with db.read() as s:
-        from sqlmodel import select
-
-        calls = list(s.exec(select(LMCall).where(LMCall.run_id == run_id).order_by(LMCall.id)))
+    calls = repo.lm_calls_for(db, run_id)
     call_pos = {c.id: i for i, c in enumerate(calls)}
     commands = repo.list_commands(db, run_id)
     # commands are numbered by position, so the numbers survive an import into another database
@@ -62,23 +60,9 @@ def export_run(db: Database, run_id: str) -> dict[str, Any]:
     best_mean = run.best_val_mean
     return {
         "format": FORMAT,
-        "run": {"id": run.id, "name": run.name, "owner": run.owner, "config": run.config, "status": run.status,
-                "status_reason": run.status_reason, "created_at": iso(run.created_at),
-                "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
-                "totals": {"metric_calls": run.metric_calls, "cost_usd": round(run.cost_usd, 10),
-                           "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "seconds": round(run.seconds, 3),
-                           "steps": run.steps_done, "budget_overshoot": run.budget_overshoot,
-                           "proposals": {"total": run.proposals_total, "parsed": run.proposals_parsed,
-                                         "valid": run.proposals_valid, "accepted": run.proposals_accepted}}},
+        "run": _run_doc(run),
         "examples": [{"id": e.key, "split": e.split, "payload": e.payload} for e in examples],
-        "candidates": [{"id": c.id, "parent_ids": c.parent_ids, "origin": c.origin, "step": c.step,
-                        "content": c.content, "status": c.status, "reason": c.reason, "component": c.component,
-                        "pinned": c.pinned, "vetoed": c.vetoed, "author": c.author, "val_mean": c.val_mean,
-                        "val_scores": val_scores.get(c.id, {}), "val_cut_short": c.val_cut_short,
-                        "minibatch_score": c.minibatch_score, "parent_minibatch_score": c.parent_minibatch_score,
-                        "minibatch_keys": c.minibatch_keys, "frontier_version": c.frontier_version,
-                        "created_at": iso(c.created_at), "started_at": iso(c.started_at),
-                        "finished_at": iso(c.finished_at), "lm_call": call_pos.get(c.lm_call_id)} for c in cands],
+        "candidates": [_candidate_doc(c, val_scores.get(c.id, {}), call_pos.get(c.lm_call_id)) for c in cands],
         "evaluations": [{"candidate_id": e.candidate_id, "example_id": key_of.get(e.example_pk), "score": e.score,
                          "side_info": e.side_info, "error": e.error, "cached": e.cached,
                          "seconds": round(e.seconds, 6), "cost_usd": e.cost_usd, "created_at": iso(e.created_at)}
@@ -106,77 +90,93 @@ def export_run(db: Database, run_id: str) -> dict[str, Any]:
     }
 
 
+def _run_doc(run: Run) -> dict:
+    return {"id": run.id, "name": run.name, "owner": run.owner, "config": run.config, "status": run.status,
+            "status_reason": run.status_reason, "created_at": iso(run.created_at),
+            "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
+            "totals": {"metric_calls": run.metric_calls, "cost_usd": round(run.cost_usd, 10),
+                       "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "seconds": round(run.seconds, 3),
+                       "steps": run.steps_done, "budget_overshoot": run.budget_overshoot,
+                       "proposals": {"total": run.proposals_total, "parsed": run.proposals_parsed,
+                                     "valid": run.proposals_valid, "accepted": run.proposals_accepted}}}
+
+
+def _candidate_doc(c: Candidate, val_scores: dict[str, float], lm_call: Optional[int]) -> dict:
+    """A candidate in the document; ``lm_call`` is the position of its LM call in ``lm_calls``."""
+    return {"id": c.id, "parent_ids": c.parent_ids, "origin": c.origin, "step": c.step,
+            "content": c.content, "status": c.status, "reason": c.reason, "component": c.component,
+            "pinned": c.pinned, "vetoed": c.vetoed, "author": c.author, "val_mean": c.val_mean,
+            "val_scores": val_scores, "val_cut_short": c.val_cut_short,
+            "minibatch_score": c.minibatch_score, "parent_minibatch_score": c.parent_minibatch_score,
+            "minibatch_keys": c.minibatch_keys, "frontier_version": c.frontier_version,
+            "created_at": iso(c.created_at), "started_at": iso(c.started_at),
+            "finished_at": iso(c.finished_at), "lm_call": lm_call}
+
+
 def import_run(db: Database, doc: dict[str, Any]) -> str:
-    """Load an exported run (same ids) into ``db``; Conflict if the run id already exists."""
+    """Load an exported run (same ids) into ``db`` in one transaction; Conflict if the run id
+    already exists."""
     if doc.get("format") != FORMAT:
         raise ValueError(f"not a Refract export (format {doc.get('format')!r}, expected {FORMAT!r})")
-    r, t = doc["run"], doc["run"]["totals"]
-    with db.write() as s:
-        if s.get(Run, r["id"]) is not None:
-            raise Conflict(f"run {r['id']} already exists in this database")
-        p = t["proposals"]
-        s.add(Run(id=r["id"], name=r["name"], owner=r["owner"], config=r["config"], status=r["status"],
-                  status_reason=r.get("status_reason", ""), metric_calls=t["metric_calls"], cost_usd=t["cost_usd"],
-                  tokens_in=t["tokens_in"], tokens_out=t["tokens_out"], seconds=t["seconds"], steps_done=t["steps"],
-                  budget_overshoot=t["budget_overshoot"], proposals_total=p["total"], proposals_parsed=p["parsed"],
-                  proposals_valid=p["valid"], proposals_accepted=p["accepted"],
-                  best_candidate_id=doc["best"]["candidate_id"], best_val_mean=doc["best"]["val_mean"],
-                  test_mean=doc["best"]["test_mean"], created_at=_when(r, "created_at"),
-                  started_at=parse_iso(r.get("started_at")), finished_at=parse_iso(r.get("finished_at"))))
-        s.flush()
-        pk = {}
-        for pos, e in enumerate(doc["examples"]):
-            ex = Example(run_id=r["id"], key=e["id"], split=e["split"], position=pos, payload=e["payload"])
-            s.add(ex)
-            s.flush()
-            pk[e["id"]] = ex.pk
-        call_ids = []
-        for c in doc["lm_calls"]:
-            row = LMCall(run_id=r["id"], purpose=c["purpose"], model=c["model"], candidate_id=c["candidate_id"],
-                         example_key=c["example_id"], step=c["step"], messages=c["messages"], answer=c["answer"],
-                         tokens_in=c["tokens_in"], tokens_out=c["tokens_out"], cost_usd=c["cost_usd"],
-                         seconds=c["seconds"], cached=c["cached"], error=c["error"],
-                         started_at=_when(c, "started_at"))
-            s.add(row)
-            s.flush()
-            call_ids.append(row.id)
-        from engine.state import content_hash
-
-        hashes = {}
-        for c in doc["candidates"]:
-            hashes[c["id"]] = content_hash(c["content"])
-            s.add(Candidate(id=c["id"], run_id=r["id"], content=c["content"], content_hash=hashes[c["id"]],
-                            origin=c["origin"], parent_ids=c["parent_ids"], component=c["component"], step=c["step"],
-                            status=c["status"], reason=c["reason"], pinned=c["pinned"], vetoed=c["vetoed"],
-                            author=c["author"], val_mean=c["val_mean"], val_count=len(c["val_scores"]),
-                            val_cut_short=c["val_cut_short"], minibatch_score=c["minibatch_score"],
-                            parent_minibatch_score=c["parent_minibatch_score"], minibatch_keys=c["minibatch_keys"],
-                            frontier_version=c["frontier_version"], created_at=_when(c, "created_at"),
-                            started_at=parse_iso(c.get("started_at")), finished_at=parse_iso(c.get("finished_at")),
-                            lm_call_id=call_ids[c["lm_call"]] if c["lm_call"] is not None else None))
-        s.flush()
-        for e in doc["evaluations"]:
-            s.add(Evaluation(run_id=r["id"], candidate_id=e["candidate_id"], example_pk=pk.get(e["example_id"]),
-                             content_hash=hashes[e["candidate_id"]], score=e["score"], side_info=e["side_info"],
-                             error=e["error"], cached=e["cached"], seconds=e["seconds"], cost_usd=e["cost_usd"],
-                             created_at=_when(e, "created_at")))
-        cmd_ids = []
-        for c in doc["commands"]:
-            cmd = Command(run_id=r["id"], kind=c["kind"], payload=c["payload"], author=c["author"], reason=c["reason"],
+    r = doc["run"]
+    example_pos = {e["id"]: pos for pos, e in enumerate(doc["examples"])}
+    hashes = {c["id"]: content_hash(c["content"]) for c in doc["candidates"]}
+    return insert_run(
+        db, _run_row(doc),
+        examples=[Example(run_id=r["id"], key=e["id"], split=e["split"], position=pos, payload=e["payload"])
+                  for pos, e in enumerate(doc["examples"])],
+        lm_calls=[_lm_call_row(r["id"], c) for c in doc["lm_calls"]],
+        candidates=[_candidate_row(r["id"], c, hashes[c["id"]]) for c in doc["candidates"]],
+        evaluations=[Evaluation(run_id=r["id"], candidate_id=e["candidate_id"], example_pk=example_pos.get(e["example_id"]),
+                                content_hash=hashes[e["candidate_id"]], score=e["score"], side_info=e["side_info"],
+                                error=e["error"], cached=e["cached"], seconds=e["seconds"], cost_usd=e["cost_usd"],
+                                created_at=_when(e, "created_at")) for e in doc["evaluations"]],
+        commands=[Command(run_id=r["id"], kind=c["kind"], payload=c["payload"], author=c["author"], reason=c["reason"],
                           status=c["status"], created_at=parse_iso(c["created_at"]), applied_at=parse_iso(c["applied_at"]),
-                          applied_step=c["applied_step"], result=c["result"])
-            s.add(cmd)
-            s.flush()
-            cmd_ids.append(cmd.id)
-        for st in doc["steps"]:
-            s.add(Step(run_id=r["id"], index=st["index"], parent_ids=st["parent_ids"],
-                       parent_reasons=st["parent_reasons"], proposal_ids=st["proposal_ids"],
-                       accepted_ids=st["accepted_ids"], applied_command_ids=[cmd_ids[i] for i in st["applied_command_ids"]],
-                       metric_calls=st["metric_calls"], cost_usd=st["cost_usd"], seconds=st["seconds"],
-                       predicted_speedup=st["predicted_speedup"], measured_speedup=st["measured_speedup"],
-                       worker_utilisation=st["worker_utilisation"], started_at=parse_iso(st["started_at"]),
-                       ended_at=parse_iso(st["ended_at"])))
-        for c in doc["comments"]:
-            s.add(Comment(run_id=r["id"], candidate_id=c["candidate_id"], author=c["author"], text=c["text"],
-                          kind=c["kind"], created_at=parse_iso(c["created_at"])))
-    return r["id"]
+                          applied_step=c["applied_step"], result=c["result"]) for c in doc["commands"]],
+        steps=[_step_row(r["id"], st) for st in doc["steps"]],
+        comments=[Comment(run_id=r["id"], candidate_id=c["candidate_id"], author=c["author"], text=c["text"],
+                          kind=c["kind"], created_at=parse_iso(c["created_at"])) for c in doc["comments"]])
+
+
+def _run_row(doc: dict) -> Run:
+    r, t = doc["run"], doc["run"]["totals"]
+    p = t["proposals"]
+    return Run(id=r["id"], name=r["name"], owner=r["owner"], config=r["config"], status=r["status"],
+               status_reason=r.get("status_reason", ""), metric_calls=t["metric_calls"], cost_usd=t["cost_usd"],
+               tokens_in=t["tokens_in"], tokens_out=t["tokens_out"], seconds=t["seconds"], steps_done=t["steps"],
+               budget_overshoot=t["budget_overshoot"], proposals_total=p["total"], proposals_parsed=p["parsed"],
+               proposals_valid=p["valid"], proposals_accepted=p["accepted"],
+               best_candidate_id=doc["best"]["candidate_id"], best_val_mean=doc["best"]["val_mean"],
+               test_mean=doc["best"]["test_mean"], created_at=_when(r, "created_at"),
+               started_at=parse_iso(r.get("started_at")), finished_at=parse_iso(r.get("finished_at")))
+
+
+def _lm_call_row(run_id: str, c: dict) -> LMCall:
+    return LMCall(run_id=run_id, purpose=c["purpose"], model=c["model"], candidate_id=c["candidate_id"],
+                  example_key=c["example_id"], step=c["step"], messages=c["messages"], answer=c["answer"],
+                  tokens_in=c["tokens_in"], tokens_out=c["tokens_out"], cost_usd=c["cost_usd"],
+                  seconds=c["seconds"], cached=c["cached"], error=c["error"], started_at=_when(c, "started_at"))
+
+
+def _candidate_row(run_id: str, c: dict, hash_: str) -> Candidate:
+    """A candidate row; ``lm_call_id`` is the position in the document's ``lm_calls``."""
+    return Candidate(id=c["id"], run_id=run_id, content=c["content"], content_hash=hash_,
+                     origin=c["origin"], parent_ids=c["parent_ids"], component=c["component"], step=c["step"],
+                     status=c["status"], reason=c["reason"], pinned=c["pinned"], vetoed=c["vetoed"],
+                     author=c["author"], val_mean=c["val_mean"], val_count=len(c["val_scores"]),
+                     val_cut_short=c["val_cut_short"], minibatch_score=c["minibatch_score"],
+                     parent_minibatch_score=c["parent_minibatch_score"], minibatch_keys=c["minibatch_keys"],
+                     frontier_version=c["frontier_version"], created_at=_when(c, "created_at"),
+                     started_at=parse_iso(c.get("started_at")), finished_at=parse_iso(c.get("finished_at")),
+                     lm_call_id=c["lm_call"])
+
+
+def _step_row(run_id: str, st: dict) -> Step:
+    """A step row; ``applied_command_ids`` are positions in the document's ``commands``."""
+    return Step(run_id=run_id, index=st["index"], parent_ids=st["parent_ids"], parent_reasons=st["parent_reasons"],
+                proposal_ids=st["proposal_ids"], accepted_ids=st["accepted_ids"],
+                applied_command_ids=st["applied_command_ids"], metric_calls=st["metric_calls"],
+                cost_usd=st["cost_usd"], seconds=st["seconds"], predicted_speedup=st["predicted_speedup"],
+                measured_speedup=st["measured_speedup"], worker_utilisation=st["worker_utilisation"],
+                started_at=parse_iso(st["started_at"]), ended_at=parse_iso(st["ended_at"]))

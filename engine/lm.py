@@ -31,7 +31,7 @@ import litellm  # noqa: E402
 from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
 from engine.lm_errors import RETRYABLE, describe, is_retryable, missing_credentials, retry_after_seconds  # noqa: E402
 from engine.lm_defaults import default_lm_config, default_model, default_model_reason  # noqa: E402,F401
-from engine.lm_providers import IN_PROCESS_PROVIDERS, register_builtin_providers  # noqa: E402
+from engine.lm_providers import is_in_process, register_builtin_providers  # noqa: E402
 from storage.lm_cache import LMCache, cache_key  # noqa: E402
 
 litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stderr
@@ -202,7 +202,7 @@ class LMClient:
         if missing:
             return _failure(cfg, f"no credentials for {cfg.model}: {', '.join(missing)} not set in the engine's "
                                  f"environment (set it, or name the variable in api_key_env)")
-        if cfg.model.split("/", 1)[0] in IN_PROCESS_PROVIDERS:
+        if is_in_process(cfg.model):
             # Our own providers honour a seed: the K proposals of one parent must differ.
             kwargs["seed"] = sample_index
         limit = _limit_for(cfg.model)

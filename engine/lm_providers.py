@@ -1,18 +1,27 @@
-"""Registration of Refract's in-process litellm providers (``CustomLLM`` handlers).
+"""Registration of in-process litellm providers (``CustomLLM`` handlers).
 
 litellm routes ``"<provider>/<model>"`` to the handler registered under ``<provider>`` in
 ``litellm.custom_provider_map``; it re-reads that list on every call, so a provider can be
-registered at any time. Two providers run in this process:
-- ``local``: the offline default model on the CPU (``engine.local_lm``);
-- ``scripted``: answers from a Python function, for tests and benchmarks (``engine.testing_lm``).
+registered at any time. The product registers one: ``local``, the offline default model on the
+CPU (``engine.local_lm``).
+
+Test hook: ``REFRACT_LM_PLUGINS`` names modules (comma-separated import paths) that a
+``python -m engine`` process imports at start, before it reads any run; such a module registers
+its providers with ``register_provider`` when imported. The test suite uses it to give worker
+subprocesses its scripted LM (``tests.support.scripted_lm``); the product itself never names a
+test module. The variable is read from the engine's own environment, which is trusted like
+``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
+
 import litellm
 from litellm.llms.custom_llm import CustomLLM
 
-IN_PROCESS_PROVIDERS = frozenset({"local", "scripted"})
+PLUGINS_ENV = "REFRACT_LM_PLUGINS"
 
 
 def register_provider(name: str, handler: CustomLLM) -> None:
@@ -22,11 +31,28 @@ def register_provider(name: str, handler: CustomLLM) -> None:
     litellm.custom_provider_map = entries
 
 
+def is_in_process(model: str) -> bool:
+    """Whether ``model`` is served by a provider registered in this process (they honour a seed)."""
+    provider = model.split("/", 1)[0]
+    return any(e.get("provider") == provider for e in (litellm.custom_provider_map or []))
+
+
 def register_builtin_providers() -> None:
-    """Register ``local`` and ``scripted`` (cheap: nothing loads until a first call), so that a
-    worker process can serve run configs that name either."""
+    """Register ``local`` (cheap: nothing loads until a first call)."""
     from engine.local_lm import LocalLLM
-    from engine.testing_lm import ScriptedLLM
 
     register_provider("local", LocalLLM())
-    register_provider("scripted", ScriptedLLM())
+
+
+def load_plugins(environ: dict | None = None) -> list[str]:
+    """Import the modules named in ``REFRACT_LM_PLUGINS``; returns their names. A module that
+    cannot be imported is an error naming the variable (a typo must not fall back silently)."""
+    names = [n.strip() for n in (environ if environ is not None else os.environ).get(PLUGINS_ENV, "").split(",")]
+    loaded = []
+    for name in filter(None, names):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ValueError(f"{PLUGINS_ENV}: cannot import {name!r}: {exc}") from None
+        loaded.append(name)
+    return loaded

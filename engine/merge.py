@@ -1,4 +1,4 @@
-"""GEPA's system-aware merge for multi-component candidates (DESIGN.md §1 step 6).
+"""GEPA's system-aware merge for multi-component candidates (docs/design.md §2 step 6).
 
 Two frontier candidates that descend from a common ancestor and changed *different*
 components since it are combined: the merged candidate takes each component from whichever

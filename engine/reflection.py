@@ -1,4 +1,4 @@
-"""The reflection prompt and the parsing of its answer (DESIGN.md §1 step 3).
+"""The reflection prompt and the parsing of its answer (docs/design.md §2 step 3).
 
 The prompt states the objective, the background, what *kind* of artifact this is (a small
 model otherwise answers with code *about* the artifact), the current text, the minibatch side

@@ -1,6 +1,6 @@
 """The runtime model: predicted wall-clock of a run, for any batch shape and schedule.
 
-DESIGN.md §1 gives the speed-up of a k-proposal step over k sequential steps,
+docs/design.md §5 gives the speed-up of a k-proposal step over k sequential steps,
 ``T(1)/T(k) ≈ k·(L_step + a·L_val) / (L_step + q_k·L_val)``. This module refines it into a
 prediction of *seconds* from what can be measured in a run — the reflection LM latency ``L``,
 the latency ``T`` of one metric call on a worker, the fraction ``a`` of proposals that pass
@@ -132,7 +132,7 @@ def predict_speedup(shape: Shape, lat: Latencies, budget: Optional[int] = None) 
 
 
 def predict_step_speedup(shape: Shape, lat: Latencies) -> float:
-    """DESIGN.md's T(1)·k / T(k): one k-proposal step against k sequential 1×1 steps."""
+    """docs/design.md §5's T(1)·k / T(k): one k-proposal step against k sequential 1×1 steps."""
     t1, _ = sync_step(Shape(), lat)
     tk, _ = sync_step(shape, lat)
     return shape.k * t1 / tk if tk > 0 else float(shape.k)
@@ -158,19 +158,15 @@ def run_prediction(db, run_id: str) -> Optional[dict]:
     """Predicted against measured wall-clock of a stored run, the prediction made from the
     run's own measurements: {"measured", "predicted", "speedup", "latencies"}, or None
     while nothing has been measured yet. (The measurement includes the workers' start-up.)"""
-    from sqlmodel import select
-
     from engine.config import RunConfig
     from storage import repo
-    from storage.models import LMCall
 
     run = repo.get_run(db, run_id)
     cfg = RunConfig.model_validate(run.config)
     split = {ex.pk: ex.split for ex in repo.get_examples(db, run_id)}
     n_val = sum(1 for s in split.values() if s == "val") or sum(1 for s in split.values() if s == "train")
-    with db.read() as s:
-        lm = [c.seconds for c in s.exec(select(LMCall).where(LMCall.run_id == run_id))
-              if c.purpose in ("reflection", "merge") and not c.cached and not c.error]
+    lm = [c.seconds for c in repo.lm_calls_for(db, run_id)
+          if c.purpose in ("reflection", "merge") and not c.cached and not c.error]
     evals = [e.seconds for e in repo.evaluations_for(db, run_id) if not e.cached and split.get(e.example_pk) != "test"]
     merges = [c for c in repo.list_candidates(db, run_id) if c.origin == "merge" and c.minibatch_score is not None]
     extra = {"merge_pass": sum(c.status == "accepted" for c in merges) / len(merges)} if merges else {}

@@ -1,4 +1,4 @@
-"""Parent selection strategies (DESIGN.md §1 step 1), behind one small Protocol.
+"""Parent selection strategies (docs/design.md §2 step 1), behind one small Protocol.
 
 A selector picks ``n`` parents from the pool view and says why each was chosen; the reason is
 recorded on the step so a reviewer sees the effect of pins and vetoes. Randomness comes from

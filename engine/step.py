@@ -1,4 +1,4 @@
-"""One synchronous step of the batched loop (DESIGN.md §1, steps 1–5).
+"""One synchronous step of the batched loop (docs/design.md §2, steps 1–5; §3 for the schedule).
 
 P parents are selected, each gets its own minibatch, P×K reflective proposals run
 concurrently and share one worker pool. The step is trimmed to the metric calls left: a slot

@@ -21,6 +21,7 @@ from typing import Callable, Optional
 from storage import repo
 from storage.db import Database
 
+from engine.jobs import JobRunner
 from engine.optimizer import Optimizer
 
 log = logging.getLogger("refract.worker")
@@ -41,7 +42,19 @@ class Worker:
         repo.worker_heartbeat(self.db, self.id, os.getpid(), socket.gethostname(), self.current)
 
     def run_forever(self, stop: threading.Event, once: bool = False) -> None:
-        """Claim and run runs until ``stop`` is set (or, with ``once``, until nothing is left)."""
+        """Claim and run runs until ``stop`` is set (or, with ``once``, until nothing is left).
+        The studio's jobs (``engine.jobs``) run meanwhile in a thread of their own, so a long
+        run never delays them."""
+        jobs_done = threading.Event()
+        runner = threading.Thread(target=JobRunner(self.db, self.id).loop, args=(jobs_done,), daemon=True, name="jobs")
+        runner.start()
+        try:
+            self._claim_and_run(stop, once)
+        finally:
+            jobs_done.set()
+            runner.join(timeout=5)
+
+    def _claim_and_run(self, stop: threading.Event, once: bool) -> None:
         while not stop.is_set():
             self.beat()
             run_id = repo.claim_run(self.db, self.id, self.lease_seconds)

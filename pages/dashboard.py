@@ -14,6 +14,7 @@ import streamlit as st
 
 from storage.queries import elapsed_seconds
 from ui import analysis, charts, data, keys, nav, steering
+from ui.errors import shows_storage_errors
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
 
 LIVE_S, FRONTIER_S = 2.0, 5.0
@@ -79,7 +80,7 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
     cols[5].metric("Speed-up", "—" if not measured else f"{measured:.1f}×",
                    None if not predicted else f"predicted {predicted:.1f}×", delta_color="off", delta_arrow="off",
                    help="mean over the steps of the engine's measurements: measured = the step's sequential work "
-                        "over its wall-clock; predicted = the runtime model of DESIGN.md §1 for this batch shape. "
+                        "over its wall-clock; predicted = the runtime model's estimate for this batch shape. "
                         "Per step in the Steps table below.")
     _rates(run, cost)
 
@@ -158,6 +159,7 @@ def _grey_vetoed(table: pd.DataFrame):
 
 
 @st.fragment(run_every=LIVE_S if run["status"] in ACTIVE else None)
+@shows_storage_errors
 def live(run_id: str) -> None:
     run, cands, steps = data.live_snapshot(run_id)
     if run is None:
@@ -198,6 +200,7 @@ def live(run_id: str) -> None:
 
 
 @st.fragment(run_every=FRONTIER_S if run["status"] in ACTIVE else None)
+@shows_storage_errors
 def frontier_panel(run_id: str) -> None:
     run, cands, view = data.frontier_snapshot(run_id)
     if run is None:
@@ -223,7 +226,7 @@ def frontier_panel(run_id: str) -> None:
     pts = (ev.selection.points if ev else []) or []
     if pts and pts[0].get("customdata"):
         nav.go("candidate", run=run_id, candidate=pts[0]["customdata"])
-    # the degenerate members DESIGN.md warns about (e.g. "reject everything" regexes), one click from a veto
+    # degenerate members (docs/design.md §2) (e.g. "reject everything" regexes), one click from a veto
     steering.degenerate_members(run_id, cands, list(members.index), run["status"] not in ACTIVE)
 
 

@@ -6,8 +6,6 @@ every change, so nothing typed is lost on a validation error, a page switch or a
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,15 +13,13 @@ import streamlit as st
 
 from engine.config import LOCAL_MODEL
 from storage.db import DEFAULT_DATA_DIR
-from ui import data, keys as K, nav, run_form
-from ui.render import md, show_side_info, show_text
+from ui import data, jobs, keys as K, nav, run_form
 from ui.sidebar import current_user
 
 DRAFT = "_new_draft"
 EDITOR_VERSION = "_new_editor_version"
 PLAIN_EDITOR = "new_plain_editor"
 DRAFTS_DIR = DEFAULT_DATA_DIR / "drafts"
-TRY_EXAMPLES = 5
 
 try:
     from streamlit_ace import st_ace
@@ -260,21 +256,8 @@ for k in (K.NEW_MODEL, K.NEW_API_BASE, K.NEW_API_KEY_ENV):
     _errors(k)
 st.slider("Temperature", 0.0, 2.0, step=0.1, key=K.NEW_TEMPERATURE)
 if st.button("Test connection", key=K.NEW_TEST_LM, icon=":material/network_check:"):
-    argv = [sys.executable, "-m", "engine", "check-lm", st.session_state[K.NEW_MODEL]]
-    if st.session_state[K.NEW_API_BASE].strip():
-        argv += ["--api-base", st.session_state[K.NEW_API_BASE].strip()]
-    if st.session_state[K.NEW_API_KEY_ENV].strip():
-        argv += ["--api-key-env", st.session_state[K.NEW_API_KEY_ENV].strip()]
-    with st.spinner("Asking the model for one word (the local model may take a minute to load)…"):
-        try:  # a subprocess: the studio process never loads an LM
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=run_form.ROOT)
-            st.session_state[K.NEW_LM_RESULT] = (proc.returncode == 0, (proc.stdout + proc.stderr).strip())
-        except subprocess.TimeoutExpired:
-            st.session_state[K.NEW_LM_RESULT] = (False, "no answer within 300 s")
-if K.NEW_LM_RESULT in st.session_state:
-    ok, out = st.session_state[K.NEW_LM_RESULT]
-    (st.success if ok else st.error)("The model answered." if ok else "The connection test failed:")
-    show_text(out)
+    jobs.start_check(st.session_state[K.NEW_MODEL], st.session_state[K.NEW_API_BASE], st.session_state[K.NEW_API_KEY_ENV])
+jobs.show_check()
 
 # ------------------------------------------------------------------ batch shape
 st.subheader("5 · Batch shape and budgets")
@@ -290,7 +273,7 @@ o[0].selectbox("Parent selection", run_form.SELECTIONS, key=K.NEW_SELECTION)
 o[1].selectbox("Children that pay a validation pass", run_form.ACCEPTS, key=K.NEW_ACCEPT,
                help="all improving children, only the best one of a step, or the top k")
 o[2].toggle("Merge frontier candidates", key=K.NEW_MERGE)
-with st.expander("Predicted speed-up of this batch shape (runtime model, DESIGN.md §1)", expanded=True):
+with st.expander("Predicted speed-up of this batch shape (runtime model)", expanded=True):
     from ui.speedup import predicted
 
     a1, a2, a3 = st.columns(3)
@@ -307,7 +290,11 @@ with st.expander("Predicted speed-up of this batch shape (runtime model, DESIGN.
     m1, m2 = st.columns(2)
     m1.metric(f"One step of {k_} proposals vs {k_} sequential steps", f"{step_sp:.2f}×")
     m2.metric("Metric calls per second vs 1×1", f"{call_sp:.2f}×")
-    st.caption("The dashboard shows the measured speed-up next to this prediction once the run has steps.")
+    st.caption("How the estimate works: the k proposals of a step reflect at the same time, so a step costs about one "
+               "reflection plus its evaluations, spread over the W workers; each improving child (the acceptance "
+               "rate) then pays a validation pass. The more evaluations of a step fit on the workers at once, the "
+               "closer the step comes to doing k proposals in the time of one. The dashboard shows the measured "
+               "speed-up next to this prediction once the run has steps.")
 g = st.columns(4)
 g[0].number_input("Max metric calls", 0, 10_000_000, key=K.NEW_MAX_CALLS, help="0: no limit")
 g[1].number_input("Max dollars", 0.0, 100_000.0, step=0.5, key=K.NEW_MAX_COST, help="0: no limit")
@@ -329,31 +316,6 @@ run_form.save_draft(DRAFTS_DIR, current_user(), draft)
 
 
 # ------------------------------------------------------------------ try / validate / start
-def _try_evaluator(cfg) -> dict:
-    """Run the evaluator on the seed in the sandbox (never in this process)."""
-    from engine.executor import EvalTask
-    from engine.runs import examples_of  # the same examples a run would store
-    from engine.sandbox import make_executor
-
-    seed = cfg.seed_candidate
-    if seed in (None, ""):
-        return {"error": "There is no seed to try: give a seed candidate (the objective-only mode has none)."}
-    examples = [(key, payload) for key, split, payload in examples_of(cfg) if split in ("val", "train")][:TRY_EXAMPLES]
-    executor = make_executor(cfg.executor, cfg.evaluator)
-    try:
-        problem = executor.validate(seed)
-        futures = [(key, executor.submit(EvalTask(candidate=seed, example=payload if cfg.dataset else None,
-                                                  example_key=key))) for key, payload in examples]
-        results = []
-        for key, fut in futures:
-            out = fut.result(timeout=cfg.executor.timeout_seconds + 30)
-            results.append({"example": key, "score": out.score, "side_info": out.side_info, "error": out.error,
-                            "seconds": out.seconds})
-        return {"validate": problem, "results": results}
-    finally:
-        executor.close()
-
-
 st.divider()
 act = st.columns([1, 1, 1, 1])
 try_clicked = act[0].button("Try evaluator on the seed", key=K.NEW_TRY, icon=":material/science:", width="stretch")
@@ -367,11 +329,7 @@ if try_clicked or validate_clicked or submit_clicked:
     if errors:
         st.rerun()  # redraw with each message next to its field
     if try_clicked:
-        with st.spinner(f"Running the evaluator on the seed for up to {TRY_EXAMPLES} examples in the sandbox…"):
-            try:
-                st.session_state[K.NEW_TRY_RESULT] = _try_evaluator(cfg)
-            except Exception as exc:  # the sandbox reports every evaluator failure; show anything else as is
-                st.session_state[K.NEW_TRY_RESULT] = {"error": f"{type(exc).__name__}: {exc}"}
+        jobs.start_try(cfg)  # the engine worker runs it in the sandbox; the panel below polls it
     elif validate_clicked:
         st.success(f"Valid: {cfg.mode} run, {len(cfg.dataset or [])} training / {len(cfg.valset or cfg.dataset or [])} "
                    f"validation / {len(cfg.testset or [])} test examples.")
@@ -387,20 +345,4 @@ if try_clicked or validate_clicked or submit_clicked:
             st.toast(f"Run {run_id} queued")
             nav.go("dashboard", run=run_id)
 
-if K.NEW_TRY_RESULT in st.session_state:
-    res = st.session_state[K.NEW_TRY_RESULT]
-    with st.container(border=True):
-        st.markdown("**Evaluator on the seed**")
-        if res.get("error"):
-            st.error("The evaluator could not be tried:")
-            show_text(res["error"])
-        else:
-            if res.get("validate"):
-                st.warning("validate(seed) rejected the seed:")
-                show_text(res["validate"])
-            for r in res["results"]:
-                label = f"{md(r['example'])} · score {r['score']:.3f} · {r['seconds']:.2f} s" + (" · failed" if r["error"] else "")
-                with st.expander(label, expanded=bool(r["error"])):
-                    if r["error"]:
-                        show_text(r["error"])
-                    show_side_info(r["side_info"])
+jobs.show_try()

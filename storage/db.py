@@ -1,28 +1,42 @@
 """Database setup: SQLite by default, any SQLAlchemy URL through REFRACT_DB.
 
-Contract for callers:
+Contract for callers (every backend keeps it; the storage tests run on SQLite and PostgreSQL):
 - ``db.write()`` is the only way to change data. On SQLite it begins ``IMMEDIATE``, so
   concurrent read-modify-write cycles in different processes serialise instead of silently
-  losing updates (see NOTES.md). The block commits on success, rolls back on error.
-- ``db.read()`` is a read-only session on a separate engine with a plain ``BEGIN``, so readers
-  (the studio) never queue behind the writer.
+  losing updates (pysqlite's default deferred transactions lose them). The block commits on
+  success, rolls back on error: it is atomic.
+- ``db.read()`` is a session on a separate reader engine that cannot write: SQLite connections
+  run with ``PRAGMA query_only=ON`` and a plain ``BEGIN`` (readers never queue behind the
+  writer), PostgreSQL connections default to read-only transactions. A write through it raises
+  ``ReadOnly``. ``db.read(time_limit=s)`` also interrupts any statement that runs longer than
+  ``s`` seconds (SQLite: a progress handler; PostgreSQL: ``statement_timeout``) with
+  ``TimedOut``; the studio's reads use ``studio_time_limit()``.
+- Opening a database (``open_db``, ``create_all``) creates the missing tables and upgrades an
+  older schema in place (``storage.schema``).
 - SQLAlchemy errors leaving these blocks are translated into ``storage.errors``.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
-from sqlmodel import Session, SQLModel, create_engine
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlmodel import Session, create_engine
 
-from storage import models  # noqa: F401  (registers the tables)
-from storage.errors import Conflict, StorageError, Unavailable
+from storage.errors import Conflict, ReadOnly, StorageError, TimedOut, Unavailable
+from storage.schema import create_or_upgrade
+
+STUDIO_TIME_LIMIT_ENV = "REFRACT_STUDIO_QUERY_SECONDS"
+STUDIO_TIME_LIMIT_DEFAULT = 10.0
+_TIME_LIMIT = "refract_time_limit"  # key in a connection's info dict while a limited read runs
+_PROGRESS_STEPS = 10_000  # SQLite VM instructions between two looks at the clock
 
 def data_dir() -> Path:
     """The folder for the default database, the LM cache and the local model (REFRACT_DATA,
@@ -42,6 +56,19 @@ def default_url() -> str:
     return f"sqlite:///{folder / 'refract.db'}"
 
 
+def studio_time_limit() -> float:
+    """Seconds one statement of a studio read may run (REFRACT_STUDIO_QUERY_SECONDS, default 10;
+    0 means no limit), so that one heavy page cannot hold a database connection for long."""
+    raw = os.environ.get(STUDIO_TIME_LIMIT_ENV, "")
+    try:
+        value = float(raw) if raw.strip() else STUDIO_TIME_LIMIT_DEFAULT
+    except ValueError:
+        raise ValueError(f"{STUDIO_TIME_LIMIT_ENV}: {raw!r} is not a number of seconds") from None
+    if value < 0:
+        raise ValueError(f"{STUDIO_TIME_LIMIT_ENV}: {raw!r} must be 0 (no limit) or a positive number of seconds")
+    return value
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -51,7 +78,7 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-def _make_sqlite_engine(url: str, immediate: bool) -> Engine:
+def _make_sqlite_engine(url: str, reader: bool) -> Engine:
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
     event.listen(engine, "connect", _sqlite_pragmas)
 
@@ -59,36 +86,62 @@ def _make_sqlite_engine(url: str, immediate: bool) -> Engine:
     @event.listens_for(engine, "connect")
     def _no_autobegin(dbapi_conn, _record):
         dbapi_conn.isolation_level = None
+        if reader:
+            dbapi_conn.execute("PRAGMA query_only=ON")
 
     @event.listens_for(engine, "begin")
     def _begin(conn):
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        conn.exec_driver_sql("BEGIN" if reader else "BEGIN IMMEDIATE")
+
+    if reader:
+        @event.listens_for(engine, "before_cursor_execute")
+        def _arm_time_limit(conn, _cursor, _statement, _params, _context, _many):
+            # each statement gets the whole limit; without one the handler is removed
+            seconds = conn.info.get(_TIME_LIMIT)
+            dbapi_conn = conn.connection.dbapi_connection
+            if not seconds:
+                dbapi_conn.set_progress_handler(None, 0)
+                return
+            deadline = time.monotonic() + seconds
+            dbapi_conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+
+    return engine
+
+
+def _make_pg_engine(url: str, reader: bool) -> Engine:
+    engine = create_engine(url, pool_pre_ping=True)
+    if reader:
+        @event.listens_for(engine, "connect")
+        def _read_only(dbapi_conn, _record):
+            cur = dbapi_conn.cursor()
+            cur.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+            cur.close()
+            dbapi_conn.commit()
 
     return engine
 
 
 class Database:
-    """One database, addressed by URL, with a writer and a reader engine."""
+    """One database, addressed by URL, with a writer and a read-only reader engine."""
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
         self.is_sqlite = self.url.startswith("sqlite")
+        make = _make_sqlite_engine if self.is_sqlite else _make_pg_engine
         try:
-            if self.is_sqlite:
-                self.writer = _make_sqlite_engine(self.url, immediate=True)
-                self.reader = _make_sqlite_engine(self.url, immediate=False)
-            else:
-                self.writer = create_engine(self.url, pool_pre_ping=True)
-                self.reader = self.writer
+            self.writer = make(self.url, reader=False)
+            self.reader = make(self.url, reader=True)
         except (SQLAlchemyError, ImportError) as exc:
             raise Unavailable(f"cannot use the database URL {self.safe_url}: {exc}. Give a SQLAlchemy URL such as "
                               "sqlite:///data/refract.db or postgresql+psycopg://user@host/refract") from None
 
-    def create_all(self) -> None:
+    def create_all(self) -> list[str]:
+        """Create the missing tables and add the columns an older schema lacks (atomic,
+        idempotent: see ``storage.schema``); returns the added ``table.column`` names."""
         try:
-            SQLModel.metadata.create_all(self.writer)
+            return create_or_upgrade(self.writer)
         except SQLAlchemyError as exc:
-            raise Unavailable(f"cannot create the tables in {self.safe_url}: {exc}") from exc
+            raise Unavailable(f"cannot create or upgrade the tables in {self.safe_url}: {exc}") from exc
 
     @property
     def safe_url(self) -> str:
@@ -108,29 +161,73 @@ class Database:
                     yield session
 
     @contextmanager
-    def read(self) -> Iterator[Session]:
-        with _translated(self.safe_url):
+    def read(self, time_limit: float | None = None) -> Iterator[Session]:
+        """A read-only session; with ``time_limit``, each statement may run that many seconds."""
+        with _translated(self.safe_url, time_limit):
             # closing (not rolling back) ends the read transaction without expiring the
             # loaded objects, so callers can use them after the block
             with Session(self.reader, expire_on_commit=False) as session:
-                yield session
+                if not time_limit:
+                    yield session
+                    return
+                conn = session.connection()
+                if self.is_sqlite:
+                    conn.info[_TIME_LIMIT] = time_limit
+                else:  # SET LOCAL: ends with this read transaction
+                    conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(time_limit * 1000))}")
+                try:
+                    yield session
+                finally:
+                    if conn.info.pop(_TIME_LIMIT, None) is not None:  # no expired handler back into the pool
+                        conn.connection.dbapi_connection.set_progress_handler(None, 0)
 
     def dispose(self) -> None:
         self.writer.dispose()
-        if self.reader is not self.writer:
-            self.reader.dispose()
+        self.reader.dispose()
+
+
+def _driver_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
+    """The drivers' own exception bases and their "operational" kinds: raw cursor reads
+    (``queries._fetch_raw``) raise them without SQLAlchemy's wrapping."""
+    errors: list[type[Exception]] = [sqlite3.Error]
+    operational: list[type[Exception]] = [sqlite3.OperationalError]
+    try:
+        import psycopg
+
+        errors.append(psycopg.Error)
+        operational.append(psycopg.OperationalError)
+    except ImportError:
+        pass
+    return tuple(errors), tuple(operational)
+
+
+_DRIVER_ERRORS, _DRIVER_OPERATIONAL = _driver_errors()
 
 
 @contextmanager
-def _translated(where: str) -> Iterator[None]:
+def _translated(where: str, time_limit: float | None = None) -> Iterator[None]:
     try:
         yield
     except IntegrityError as exc:
         raise Conflict(f"conflicting write in {where}: {exc.orig}") from exc
-    except OperationalError as exc:
-        raise Unavailable(f"database {where} is unavailable: {exc.orig}") from exc
+    except DBAPIError as exc:
+        raise _from_driver(exc.orig, isinstance(exc, OperationalError), where, time_limit) from exc
     except SQLAlchemyError as exc:
         raise StorageError(f"database error in {where}: {exc}") from exc
+    except _DRIVER_ERRORS as exc:
+        raise _from_driver(exc, isinstance(exc, _DRIVER_OPERATIONAL), where, time_limit) from exc
+
+
+def _from_driver(orig: BaseException, operational: bool, where: str, time_limit: float | None) -> StorageError:
+    message, sqlstate = str(orig), getattr(orig, "sqlstate", None) or ""
+    if sqlstate == "57014" or message == "interrupted":  # query_canceled / SQLite's progress handler
+        return TimedOut(f"a query on {where} took longer than its limit of {time_limit or 0:g} s and was stopped; "
+                        f"reload to try again, or raise {STUDIO_TIME_LIMIT_ENV}")
+    if sqlstate == "25006" or "readonly database" in message:  # read_only_sql_transaction
+        return ReadOnly(f"refused to write through the read-only reader of {where}: {message}")
+    if operational:
+        return Unavailable(f"database {where} is unavailable: {message}")
+    return StorageError(f"database error in {where}: {message}")
 
 
 _OPEN: dict[str, Database] = {}

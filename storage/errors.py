@@ -15,3 +15,11 @@ class Conflict(StorageError):
 
 class Unavailable(StorageError):
     """The database cannot be reached or is locked for too long."""
+
+
+class TimedOut(StorageError):
+    """A statement ran longer than the time limit of its read and was stopped."""
+
+
+class ReadOnly(StorageError):
+    """A write was attempted through the read-only reader (a programming error)."""

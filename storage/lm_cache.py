@@ -5,7 +5,7 @@ sampling parameters and the sample index (so that the K proposals of one parent 
 entries). API keys are never part of the key or the value.
 
 Storage: a plain ``diskcache_community.Cache`` (not ``FanoutCache``, which dropped writes under
-contention, see NOTES.md) with ``JSONDisk``: values are JSON, so opening a cache directory never
+contention when tried on this machine) with ``JSONDisk``: values are JSON, so opening a cache directory never
 unpickles anything (CVE-2025-69872). The directory is created with mode 0700.
 
 What this cache does NOT guarantee:

@@ -1,4 +1,4 @@
-"""SQLModel tables: the data model of DESIGN.md §3.
+"""SQLModel tables: the data model of docs/design.md §7.
 
 The database is the only interface between the studio and the engine, so every fact the
 engine learns is a row here. Ids of runs and candidates are short random strings chosen by
@@ -198,3 +198,22 @@ class WorkerBeat(SQLModel, table=True):
     started_at: datetime = Field(default_factory=utcnow)
     heartbeat_at: datetime = Field(default_factory=utcnow)
     current_run_id: Optional[str] = Field(default=None, max_length=32)
+
+
+class Job(SQLModel, table=True):
+    """Short work the studio asks an engine worker for (try an evaluator, test an LM): the page
+    writes the row, a worker runs it and records progress and the result, the page polls."""
+
+    id: str = Field(default_factory=lambda: new_id("j"), primary_key=True, max_length=32)
+    kind: str = Field(max_length=30)  # try_evaluator | check_lm
+    payload: dict = _json("dict")
+    author: str = Field(default="", max_length=100)
+    # pending | running | done | failed
+    status: str = Field(default="pending", index=True, max_length=20)
+    progress: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    result: dict = _json("dict")
+    error: Optional[str] = Field(default=None, sa_column=Column(Text))
+    worker_id: Optional[str] = Field(default=None, max_length=100)
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: Optional[datetime] = None
+    finished_at: Optional[datetime] = None

@@ -5,10 +5,14 @@ Contract:
   each call is atomic; callers never think about locking.
 - Run totals change only through ``_bump`` (``UPDATE … SET n = n + :d``), so concurrent
   writers (engine threads, a CLI command, the studio) never lose an update.
-- ``record_evaluation`` is idempotent per (candidate, example): a second call returns the
+- ``record_evaluations`` is idempotent per (candidate, example): a second call returns the
   existing row and charges nothing. That, plus deterministic candidate ids, is what lets a
   killed run resume without paying twice.
+- Reads go through ``db.read()`` (the read-only reader; no time limit: the engine's reads must
+  finish). Reads inside a write function see that transaction.
 - Functions return detached ORM objects or plain values; ``NotFound`` for unknown ids.
+- Not atomic across calls: a reader may see a run between two of them (e.g. a candidate
+  before its evaluations). ``storage.transfer.insert_run`` writes a whole run at once.
 """
 
 from __future__ import annotations
@@ -194,20 +198,6 @@ def list_candidates(db: Database, run_id: str, statuses: Iterable[str] | None = 
 # ---------------------------------------------------------------- evaluations
 
 
-def get_evaluation(db: Database, candidate_id: str, example_pk: Optional[int]) -> Optional[Evaluation]:
-    with db.read() as s:
-        return s.exec(select(Evaluation).where(Evaluation.candidate_id == candidate_id,
-                                               Evaluation.example_pk == example_pk)).first()
-
-
-def cached_evaluation(db: Database, run_id: str, content_hash: str, example_pk: Optional[int]) -> Optional[Evaluation]:
-    """An evaluation of the same content on the same example in this run (any candidate)."""
-    with db.read() as s:
-        return s.exec(select(Evaluation).where(Evaluation.run_id == run_id, Evaluation.content_hash == content_hash,
-                                               Evaluation.example_pk == example_pk, Evaluation.cached == False)  # noqa: E712
-                      ).first()
-
-
 def known_evaluations(db: Database, run_id: str, candidate_id: str, content_hash: str,
                       example_pks: list[int]) -> tuple[dict[int, Evaluation], dict[int, Evaluation]]:
     """In two queries: this candidate's own evaluations on ``example_pks``, and evaluations of
@@ -225,7 +215,12 @@ def known_evaluations(db: Database, run_id: str, candidate_id: str, content_hash
 
 
 def record_evaluations(db: Database, items: list[tuple[Evaluation, bool]]) -> list[tuple[Evaluation, bool]]:
-    """``record_evaluation`` for several (evaluation, metric_call) pairs in one transaction."""
+    """Insert (evaluation, metric_call) pairs in one transaction and charge each run one metric
+    call per inserted row whose ``metric_call`` is True (False: cached, or the held-out test
+    pass). Idempotent per (candidate, example): an evaluation that exists already is returned
+    as it is and charges nothing. ``ev.cost_usd`` (the evaluator's own lm() calls) is
+    attribution only: those calls were charged when their LMCall rows were recorded.
+    Returns (row, inserted) per item, in order."""
     out = []
     with db.write() as s:
         for ev, metric_call in items:
@@ -244,15 +239,6 @@ def record_evaluations(db: Database, items: list[tuple[Evaluation, bool]]) -> li
         for run_id, n in by_run.items():
             _bump(s, run_id, {"metric_calls": n})
     return out
-
-
-def record_evaluation(db: Database, ev: Evaluation, metric_call: bool) -> tuple[Evaluation, bool]:
-    """Insert an evaluation and charge the run one metric call (unless ``metric_call`` is
-    False: cached, or the held-out test pass) in the same transaction. Idempotent per
-    (candidate, example): a second call returns the existing row and charges nothing.
-    ``ev.cost_usd`` (the evaluator's own lm() calls) is attribution only: those calls were
-    charged to the run when their LMCall rows were recorded. Returns (row, inserted)."""
-    return record_evaluations(db, [(ev, metric_call)])[0]
 
 
 def evaluations_for(db: Database, run_id: str, candidate_ids: Iterable[str] | None = None) -> list[Evaluation]:
@@ -274,6 +260,12 @@ def record_lm_call(db: Database, call: LMCall) -> int:
         if call.run_id:
             _bump(s, call.run_id, {"cost_usd": call.cost_usd, "tokens_in": call.tokens_in, "tokens_out": call.tokens_out})
         return call.id
+
+
+def lm_calls_for(db: Database, run_id: str) -> list[LMCall]:
+    """Every LM call of a run, in the order they were recorded."""
+    with db.read() as s:
+        return list(s.exec(select(LMCall).where(LMCall.run_id == run_id).order_by(LMCall.id)))
 
 
 def get_lm_call(db: Database, call_id: int) -> Optional[LMCall]:

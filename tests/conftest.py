@@ -42,9 +42,10 @@ def _sqlite(tmp_path) -> Database:
     return Database(f"sqlite:///{tmp_path / 'refract.db'}")
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def db(request, tmp_path):
-    """A fresh Database with its tables created, on SQLite and on PostgreSQL."""
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+def _database(request, tmp_path, create: bool):
     name = None
     if request.param == "sqlite":
         database = _sqlite(tmp_path)
@@ -52,11 +53,24 @@ def db(request, tmp_path):
         server = request.getfixturevalue("pg_server")
         name, url = server.create_database()
         database = Database(url)
-    database.create_all()
+    if create:
+        database.create_all()
     yield database
     database.dispose()
     if name is not None:
         server.drop_database(name)
+
+
+@pytest.fixture(params=BACKENDS)
+def db(request, tmp_path):
+    """A fresh Database with its tables created, on SQLite and on PostgreSQL."""
+    yield from _database(request, tmp_path, create=True)
+
+
+@pytest.fixture(params=BACKENDS)
+def blank_db(request, tmp_path):
+    """A Database with no tables yet (to create an older schema in), on SQLite and PostgreSQL."""
+    yield from _database(request, tmp_path, create=False)
 
 
 @pytest.fixture

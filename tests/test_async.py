@@ -12,7 +12,7 @@ import pytest
 from engine.commands import send_command
 from engine.config import ConfigWarning
 from engine.runs import submit_run
-from engine.testing_lm import install_script, uninstall_script
+from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo
 from tests.support import toy
 from tests.support.harness import assert_consistent_totals, by_content, run_optimizer, run_toy, toy_config

@@ -13,7 +13,7 @@ from engine.budget import Budget
 from engine.commands import send_command
 from engine.config import BudgetConfig, ConfigError, ConfigWarning, parse_config
 from engine.runs import submit_run
-from engine.testing_lm import install_script, uninstall_script
+from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo
 from tests.support import toy
 from tests.support.harness import (assert_consistent_totals, evaluations, lm_calls, run_optimizer, run_toy, toy_config,

@@ -7,7 +7,7 @@ import pytest
 
 from engine.config import BudgetConfig
 from engine.budget import Budget
-from engine.testing_lm import uninstall_script
+from tests.support.scripted_lm import uninstall_script
 from storage import repo
 from tests.support import toy
 from tests.support.harness import assert_consistent_totals, evaluations, lm_calls, run_toy, toy_config

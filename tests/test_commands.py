@@ -13,7 +13,7 @@ import pytest
 from engine.commands import CommandError, send_command
 from engine.export import export_run
 from engine.runs import submit_run
-from engine.testing_lm import install_script, uninstall_script
+from tests.support.scripted_lm import install_script, uninstall_script
 from engine.worker import Worker
 from storage import repo
 from storage.errors import NotFound
@@ -390,7 +390,7 @@ def test_commands_refused_when_sent(sqlite_db, tmp_path):
 
 
 def test_pinning_a_rejected_proposal_makes_it_a_parent(sqlite_db, tmp_path):
-    """DESIGN.md: pinned candidates are always eligible. A rejected proposal a person pins (it
+    """docs/design.md §2: pinned candidates are always eligible. A rejected proposal a person pins (it
     lost on a 3-example minibatch, but they believe in it) must become a parent within
     pin_every steps, not be reported "pinned" and then ignored."""
 

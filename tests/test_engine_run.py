@@ -16,7 +16,7 @@ import engine  # noqa: F401  first: makes litellm use its bundled price list (no
 import litellm
 import pytest
 
-from engine.testing_lm import install_script, uninstall_script
+from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo
 from tests.support import toy
 from tests.support.harness import (

@@ -9,7 +9,7 @@ import pytest
 
 from engine.commands import send_command
 from engine.export import FORMAT, export_run, import_run
-from engine.testing_lm import uninstall_script
+from tests.support.scripted_lm import uninstall_script
 from storage import repo
 from storage.db import Database
 from storage.errors import Conflict

@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 
 from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
 from engine.lm_defaults import OVERRIDE_ENV, PROVIDER_DEFAULTS  # noqa: E402
-from engine.testing_lm import install_script, uninstall_script  # noqa: E402
+from tests.support.scripted_lm import install_script, uninstall_script  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "improve this text please"}]
 
@@ -293,3 +293,12 @@ def test_scripted_provider_without_a_script_says_how_to_install_one(client, monk
     monkeypatch.delenv("REFRACT_SCRIPTED_LM", raising=False)
     result = client.complete(LMConfig(model="scripted/none"), MESSAGES)
     assert "install_script" in result.error and "REFRACT_SCRIPTED_LM" in result.error
+
+
+def test_lm_plugins_are_imported_by_name_and_a_typo_is_an_error():
+    from engine.lm_providers import PLUGINS_ENV, is_in_process, load_plugins
+
+    assert load_plugins({PLUGINS_ENV: " tests.support.scripted_lm , "}) == ["tests.support.scripted_lm"]
+    assert is_in_process("scripted/x") and not is_in_process("openai/gpt-4.1-mini")
+    with pytest.raises(ValueError, match=f"{PLUGINS_ENV}: cannot import 'tests.support.no_such_plugin'"):
+        load_plugins({PLUGINS_ENV: "tests.support.no_such_plugin"})

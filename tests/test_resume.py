@@ -147,7 +147,7 @@ def _start(db, tmp_path, run_id, worker_id, lease):
 
 
 def test_heartbeats_keep_the_lease_so_no_other_worker_can_claim_a_live_run(sqlite_db, tmp_path):
-    from engine.testing_lm import install_script, uninstall_script
+    from tests.support.scripted_lm import install_script, uninstall_script
     from tests.support import toy
 
     install_script(toy.script, latency=0.3)
@@ -174,7 +174,7 @@ def test_heartbeats_keep_the_lease_so_no_other_worker_can_claim_a_live_run(sqlit
 def test_a_worker_that_loses_its_lease_stops_touching_the_run(sqlite_db, tmp_path):
     from datetime import timedelta
 
-    from engine.testing_lm import install_script, uninstall_script
+    from tests.support.scripted_lm import install_script, uninstall_script
     from tests.support import toy
 
     install_script(toy.script, latency=0.3)

@@ -323,7 +323,7 @@ def test_concurrent_atomic_increments_are_never_lost(db):
 
 
 def test_sqlite_read_modify_write_in_write_blocks_is_serialised(sqlite_db):
-    # Without BEGIN IMMEDIATE this ends near 200, not 600 (NOTES.md).
+    # Without BEGIN IMMEDIATE this ends near 200, not 600 (pysqlite's deferred transactions lose updates).
     run, _, _ = _seed(sqlite_db)
     _run_in_processes(_read_modify_write_metric_calls, sqlite_db.url, run.id)
     assert _metric_calls(sqlite_db, run.id) == PROCESSES * INCREMENTS

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import event
 
 from storage import queries
-from storage.synthetic import generate_run
+from tests.support.synthetic import generate_run
 from ui import analysis, charts, keys as K, run_form
 from ui.lineage import layout, lineage_figure
 
@@ -212,7 +212,7 @@ def test_drafts_round_trip(tmp_path):
 
 
 def test_supervisor_restarts_and_stops_the_worker(tmp_path):
-    from ui.supervisor import WorkerSupervisor
+    from engine.supervisor import WorkerSupervisor
 
     sup = WorkerSupervisor("sqlite:///x.db", tmp_path, command=[sys.executable, "-c", "import time; time.sleep(60)"],
                            min_backoff=0.1, stop_timeout=5)

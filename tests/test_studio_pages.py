@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from storage.synthetic import generate_run
+from tests.support.synthetic import generate_run
 from tests.support.studio import studio_database
 from ui import keys as K
 
@@ -125,3 +125,11 @@ def test_new_run_loads_a_builtin_example_and_submits(studio):
     runs = queries.runs_table(db)
     assert "ISO date regex" in set(runs["name"])
     assert runs.loc[runs["name"] == "ISO date regex", "status"].iloc[0] == "queued"
+
+
+def test_a_read_over_the_time_limit_is_an_error_on_the_page_not_a_traceback(studio, monkeypatch):
+    run_id = generate_run(studio[0], n_candidates=80, n_val=40, seed=3)  # big enough for the limit to bite
+    monkeypatch.setenv("REFRACT_STUDIO_QUERY_SECONDS", "0.000001")  # every statement is over the limit
+    at = _page("pages/dashboard.py", run=run_id)  # its frontier reads every validation score
+    errors = [e.value for e in at.error]
+    assert any("could not answer" in e and "REFRACT_STUDIO_QUERY_SECONDS" in e for e in errors), errors

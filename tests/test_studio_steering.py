@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from storage import queries, repo
 from storage.db import Database
 from storage.models import Candidate
-from storage.synthetic import generate_run
+from tests.support.synthetic import generate_run
 from tests.support.studio import studio_database
 from ui import interventions as iv, keys as K
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.testing_lm import install_script
+from tests.support.scripted_lm import install_script
 from storage import repo
 from sqlmodel import select
 

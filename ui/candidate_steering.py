@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import data, interventions as iv, keys
+from ui.errors import shows_storage_errors
 from ui.render import md, status_badge
 from ui.sidebar import current_user
 from ui.steering import LIVE_S, budget_inputs, show_outcome
@@ -28,6 +29,7 @@ def _finished_note(run: dict) -> None:
 
 
 @st.fragment(run_every=LIVE_S)
+@shows_storage_errors
 def live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on: int | None) -> None:
     """Badges (status, origin, best, frontier, pinned, vetoed), pin / veto buttons, and the
     commands about this candidate — refreshed every second, so another person's pin shows here."""
@@ -140,6 +142,7 @@ def _send_edit(run: dict, cand_id: str, content: dict, budget_fields: dict | Non
 
 
 @st.fragment
+@shows_storage_errors
 def edit_panel(run: dict, cand: dict) -> None:
     """Edit this candidate into a new ``human`` candidate (parent = this one), component by
     component, with a diff preview and a required reason. On a finished run the send button
@@ -212,6 +215,7 @@ def _send_inject(rid: str, components: list[str]) -> None:
 
 
 @st.fragment
+@shows_storage_errors
 def inject_panel(run: dict, components: list[str]) -> None:
     """A wholly new candidate (no parent), evaluated and entered like any other."""
     rid = run["id"]
@@ -244,6 +248,7 @@ def _send_feedback(rid: str, cand_id: str) -> None:
 
 
 @st.fragment
+@shows_storage_errors
 def feedback_box(run: dict, cand_id: str) -> None:
     finished = run["status"] in iv.FINISHED
     with st.form(f"steer_feedback_form_{cand_id}", clear_on_submit=True, border=False, enter_to_submit=False):
@@ -258,6 +263,7 @@ def feedback_box(run: dict, cand_id: str) -> None:
 
 
 @st.fragment(run_every=2 * LIVE_S)  # a second: within 2 s, at half the cost of the state above
+@shows_storage_errors
 def comment_thread(run_id: str, cand_id: str) -> None:
     """Comments and applied feedback, oldest first, plus feedback still waiting for the engine."""
     live = data.candidate_live(data.db_url(), run_id, cand_id)
@@ -290,6 +296,7 @@ def _post_comment(rid: str, cand_id: str) -> None:
 
 
 @st.fragment
+@shows_storage_errors
 def comment_box(run_id: str, cand_id: str) -> None:
     with st.form(f"steer_comment_form_{cand_id}", clear_on_submit=True, border=False, enter_to_submit=False):
         st.text_area("Add a comment", key=keys.COMMENT_TEXT.format(cand=cand_id), height=80,

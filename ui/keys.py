@@ -89,8 +89,8 @@ NEW_VALIDATE = "new_validate"
 NEW_SUBMIT = "new_submit"
 NEW_RESET = "new_reset"
 NEW_ERRORS = "_new_errors"  # {field: [reasons]} from the last validation
-NEW_TRY_RESULT = "_new_try_result"
-NEW_LM_RESULT = "_new_lm_result"
+NEW_TRY_RESULT = "_new_try_result"  # the id of the last "try evaluator" job
+NEW_LM_RESULT = "_new_lm_result"  # the id of the last "test connection" job
 NEW_DRAFT_LOADED = "_new_draft_loaded"
 NEW_PREFILL = "_new_prefill"  # a config dict to load into the form on the next run (duplicate / template)
 

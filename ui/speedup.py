@@ -8,7 +8,7 @@ from engine.runtime_model import Latencies, Shape, predict_speedup, predict_step
 
 def predicted(parents: int, per_parent: int, workers: int, accept_rate: float, lm_seconds: float,
               eval_seconds: float, minibatch: int, n_val: int, accept_rule: str = "all") -> tuple[float, float]:
-    """(step speed-up T(1)·k/T(k) of DESIGN.md §1, metric-call throughput relative to 1×1)."""
+    """(step speed-up T(1)·k/T(k) of docs/design.md §5, metric-call throughput relative to 1×1)."""
     shape = Shape(parents=parents, per_parent=per_parent, accept=accept_rule)
     lat = Latencies(lm=lm_seconds, eval=eval_seconds, accept=accept_rate, minibatch=minibatch, n_val=n_val,
                     workers=workers)

@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import data, interventions as iv, keys
+from ui.errors import shows_storage_errors
 from ui.render import fmt_seconds, md
 from ui.sidebar import STALE_AFTER_S, current_user
 
@@ -78,6 +79,7 @@ def run_controls(run_id: str) -> None:
 
 
 @st.fragment(run_every=LIVE_S)
+@shows_storage_errors
 def _live_controls(run_id: str) -> None:
     run, log = data.controls_snapshot(run_id)
     if run is None:
@@ -125,6 +127,7 @@ def _send_run_command(run_id: str, kind: str, reason_key: str) -> None:
 
 
 @st.fragment
+@shows_storage_errors
 def _budget_editor(run: dict) -> None:
     finished = run["status"] in iv.FINISHED
     title = "Continue this run with a new budget" if finished else "Change the budget of this run"
@@ -194,6 +197,7 @@ def degenerate_members(run_id: str, cands: pd.DataFrame, members: list[str], fin
 
 
 @st.fragment(run_every=LIVE_S)
+@shows_storage_errors
 def intervention_log(run_id: str) -> None:
     """Every command of the run (who, when, what, why, status, result, step), newest first,
     then each step's parents with why they were chosen and the commands applied before it."""

@@ -21,12 +21,14 @@ import time
 from datetime import timezone
 
 import pytest
+from playwright.sync_api import expect
 
 from engine.commands import send_command
 from engine.runs import submit_run
 from storage import repo
 from storage.db import Database
 from tests.support.harness import toy_config
+from tests.support.scripted_lm import SUBPROCESS_ENV
 
 from .conftest import ARTIFACTS, new_page, shot, start_studio, stop_studio
 
@@ -41,7 +43,7 @@ def studio(tmp_path_factory):
     db = Database(url)
     db.create_all()
     proc, studio = start_studio(tmp, url, worker=True, env={"REFRACT_SCRIPTED_LM": "tests.support.toy:script",
-                                                            "REFRACT_SCRIPTED_LATENCY": "0.2"})
+                                                            "REFRACT_SCRIPTED_LATENCY": "0.2", **SUBPROCESS_ENV})
     studio.db = db
     yield studio
     stop_studio(proc)
@@ -65,7 +67,8 @@ def _wait_status(db: Database, run_id: str, status: str, timeout: float = 60.0) 
         time.sleep(0.2)
 
 
-def test_new_run_from_an_example_to_its_first_accepted_candidate(studio, browser):
+def _new_run_with_toy_words(studio, browser):
+    """The new-run page of a fresh browser session, with the built-in toy example loaded."""
     page = new_page(browser, studio.url, who="ana")
     page.goto(f"{studio.url}/new")
     _ready(page)
@@ -73,6 +76,25 @@ def test_new_run_from_an_example_to_its_first_accepted_candidate(studio, browser
     page.get_by_role("option", name=re.compile("Toy words")).click()
     _key(page, "new_load_template").get_by_role("button").click()
     _ready(page)
+    return page
+
+
+def test_try_evaluator_runs_in_the_engine_while_the_page_polls(studio, browser):
+    page = _new_run_with_toy_words(studio, browser)
+    _key(page, "new_try_evaluator").get_by_role("button").click()
+    # what the worker reports while it works (waiting for it, starting the sandbox, n of 5 done)
+    page.get_by_text("Evaluator on the seed", exact=True).wait_for()
+    page.get_by_text("Evaluator on the seed", exact=True).scroll_into_view_if_needed()
+    shot(page, "e2e-try-evaluator-running")
+    page.get_by_text(re.compile(r"^w0 · score \d\.\d{3}")).first.wait_for(timeout=60_000)  # then the table
+    # the progress line goes away once the result is there (the panel stops polling)
+    expect(page.get_by_text(re.compile("waiting for the engine|example\\(s\\) evaluated…"))).to_have_count(0)
+    page.locator('[data-testid="stDataFrame"]').last.scroll_into_view_if_needed()
+    shot(page, "e2e-try-evaluator-result")
+
+
+def test_new_run_from_an_example_to_its_first_accepted_candidate(studio, browser):
+    page = _new_run_with_toy_words(studio, browser)
     # the example's own splits are kept: three sets, as given
     page.get_by_text("Splits as given: 8 train · 6 validation · 3 test").wait_for()
     model = _key(page, "new_model").locator("input")

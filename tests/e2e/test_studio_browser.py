@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from storage.db import Database
-from storage.synthetic import generate_run
+from tests.support.synthetic import generate_run
 
 from .conftest import shot, start_studio, stop_studio
 

@@ -19,7 +19,7 @@ from engine.lm import LMClient  # first: offline price map before litellm is imp
 from engine.config import RunConfig, parse_config
 from engine.optimizer import Optimizer
 from engine.runs import submit_run
-from engine.testing_lm import install_script
+from tests.support.scripted_lm import SUBPROCESS_ENV, install_script
 from storage import repo
 from storage.db import Database
 from storage.models import Evaluation, LMCall
@@ -91,10 +91,7 @@ def evaluations(db: Database, run_id: str) -> list[tuple[Evaluation, str, str]]:
 
 
 def lm_calls(db: Database, run_id: str) -> list[LMCall]:
-    from sqlmodel import select
-
-    with db.read() as s:
-        return list(s.exec(select(LMCall).where(LMCall.run_id == run_id).order_by(LMCall.id)))
+    return repo.lm_calls_for(db, run_id)
 
 
 def paid_search_evaluations(db: Database, run_id: str) -> int:
@@ -125,9 +122,9 @@ def by_content(db: Database, run_id: str) -> dict[str, str]:
 
 def subprocess_env(tmp_path: Path, **extra: str) -> dict:
     """Environment for ``python -m engine`` subprocesses: the repo importable, the toy's
-    scripted LM, and data (LM cache) under tmp_path."""
+    scripted LM (loaded through the engine's plug-in hook), and data (LM cache) under tmp_path."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("REFRACT_")}
     env.update(PYTHONPATH=str(ROOT), REFRACT_DATA=str(tmp_path / "data"),
-               REFRACT_SCRIPTED_LM="tests.support.toy:script", LITELLM_LOCAL_MODEL_COST_MAP="True")
+               REFRACT_SCRIPTED_LM="tests.support.toy:script", LITELLM_LOCAL_MODEL_COST_MAP="True", **SUBPROCESS_ENV)
     env.update(extra)
     return env

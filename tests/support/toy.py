@@ -3,7 +3,7 @@
 The candidate is a list of words; example i asks for the word ``w_i``; the score is 1 when
 the word is in the candidate. The scripted LM reads the current version and the failing
 examples from the reflection prompt and adds the first (proposal 0) or second (proposal 1…)
-missing word, so siblings fix different failures — the incremental task of DESIGN.md.
+missing word, so siblings fix different failures — the incremental task of docs/benchmarks-batching.md.
 """
 
 from __future__ import annotations

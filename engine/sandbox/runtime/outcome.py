@@ -1,6 +1,6 @@
 """Turn whatever an evaluator returned or raised into a JSON-safe (score, side_info, error).
 
-Contract (DESIGN.md §1): a finite number, ``(number, dict)``, or a dict with a ``"score"`` key.
+Contract (docs/design.md §1, "evaluator"): a finite number, ``(number, dict)``, or a dict with a ``"score"`` key.
 Anything else is an *error outcome* whose message says what was returned and what to return
 instead. Images (PNG bytes, PIL images) in side_info become ``{"__image__": "png", "data": b64}``.
 """

@@ -1,8 +1,9 @@
-"""A scripted LM for tests and benchmarks: litellm provider ``scripted``.
+"""A scripted LM for tests and benchmarks: litellm provider ``scripted`` (test code, not product).
 
-Any model string ``scripted/<anything>`` is answered by a Python function the test installs::
+Importing this module registers the provider in this process. Any model string
+``scripted/<anything>`` is answered by a Python function the test installs::
 
-    from engine.testing_lm import install_script
+    from tests.support.scripted_lm import install_script
     stats = install_script(lambda messages, params: "```\\nbetter text\\n```", latency=0.05,
                            price_per_token=1e-6)
     LMClient().complete(LMConfig(model="scripted/toy"), messages)
@@ -14,9 +15,11 @@ The function gets the chat ``messages`` and ``params`` = {"model", "temperature"
 answer as a provider would. Usage counts one token per whitespace-separated word (deterministic,
 never zero for non-empty text) and costs ``price_per_token`` dollars per token in and out.
 
-A worker *process* cannot receive a function: set ``REFRACT_SCRIPTED_LM=package.module:function``
-(and optionally ``REFRACT_SCRIPTED_LATENCY`` seconds, ``REFRACT_SCRIPTED_PRICE`` dollars per
-token) in its environment, and the provider imports the function itself on first use.
+A worker *process* cannot receive a function: give it ``REFRACT_LM_PLUGINS=tests.support.scripted_lm``
+(the engine's test hook, see ``engine.lm_providers``: ``python -m engine`` imports this module, which
+registers the provider) and ``REFRACT_SCRIPTED_LM=package.module:function`` (optionally
+``REFRACT_SCRIPTED_LATENCY`` seconds, ``REFRACT_SCRIPTED_PRICE`` dollars per token); the provider
+imports the function itself on first use. ``SUBPROCESS_ENV`` holds the first variable.
 """
 
 from __future__ import annotations
@@ -31,8 +34,11 @@ from typing import Callable
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 from litellm.types.utils import ModelResponse, Usage
 
+from engine.lm_providers import PLUGINS_ENV, register_provider
+
 Script = Callable[[list[dict], dict], str]
 ENV_SCRIPT = "REFRACT_SCRIPTED_LM"
+SUBPROCESS_ENV = {PLUGINS_ENV: __name__}
 
 
 @dataclass
@@ -59,8 +65,6 @@ _installed: _Installed | None = None
 def install_script(fn: Script, latency: float = 0.0, price_per_token: float = 0.0) -> ScriptStats:
     """Answer every ``scripted/*`` call with ``fn`` after ``latency`` seconds; returns fresh stats."""
     global _installed
-    from engine.lm_providers import register_provider
-
     register_provider("scripted", ScriptedLLM())
     _installed = _Installed(fn=fn, latency=latency, price_per_token=price_per_token, stats=ScriptStats())
     return _installed.stats
@@ -88,7 +92,7 @@ def _current() -> _Installed:
         _installed = _from_environment()
     if _installed is None:
         raise CustomLLMError(status_code=400, message=(
-            "no scripted LM is installed: call engine.testing_lm.install_script(fn) in this process, "
+            "no scripted LM is installed: call tests.support.scripted_lm.install_script(fn) in this process, "
             f"or set {ENV_SCRIPT}=package.module:function for a worker process"))
     return _installed
 
@@ -131,3 +135,6 @@ class ScriptedLLM(CustomLLM):
         model_response.model = f"scripted/{model}"
         model_response._hidden_params["response_cost"] = (tokens_in + tokens_out) * script.price_per_token
         return model_response
+
+
+register_provider("scripted", ScriptedLLM())

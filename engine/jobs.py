@@ -1,0 +1,99 @@
+"""Running the studio's jobs in the engine worker: trying an evaluator on the seed, testing an
+LM connection. Both can take minutes (a sandbox pool, a local model loading), so the studio
+never runs them in a page: it queues a ``Job`` (``storage.jobs``) and polls it.
+
+``JobRunner`` runs in a thread of ``python -m engine worker`` next to the runs, one job at a
+time. A job's own failure (a bad config, an evaluator that cannot start) is recorded on the job
+as ``failed`` with the message; it never stops the worker.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from typing import Callable, Optional
+
+from storage import jobs
+from storage.db import Database
+
+log = logging.getLogger("refract.jobs")
+
+TRY_EXAMPLES = 5  # the evaluator is tried on at most this many examples
+TRY_EVALUATOR, CHECK_LM = "try_evaluator", "check_lm"
+
+
+def try_evaluator(db: Database, job_id: str, payload: dict) -> dict:
+    """Evaluate the seed of ``payload["config"]`` (a stored run config) on the first examples
+    in the sandbox, recording each result as it arrives. {"validate", "results": [...]}."""
+    from engine.config import RunConfig
+    from engine.executor import EvalTask
+    from engine.runs import examples_of
+    from engine.sandbox import make_executor
+
+    cfg = RunConfig.model_validate(payload["config"])
+    seed = cfg.seed_candidate
+    if seed in (None, ""):
+        raise ValueError("there is no seed to try: give a seed candidate (the objective-only mode has none)")
+    examples = [(key, row) for key, split, row in examples_of(cfg) if split in ("val", "train")][:TRY_EXAMPLES]
+    out: dict = {"validate": None, "results": [], "examples": len(examples)}
+    jobs.update_job(db, job_id, f"starting the sandbox for {len(examples)} example(s)", out)
+    executor = make_executor(cfg.executor, cfg.evaluator)
+    try:
+        out["validate"] = executor.validate(seed)
+        futures = [(key, executor.submit(EvalTask(candidate=seed, example=row if cfg.dataset else None,
+                                                  example_key=key))) for key, row in examples]
+        for key, fut in futures:
+            res = fut.result(timeout=cfg.executor.timeout_seconds + 30)
+            out["results"].append({"example": key, "score": res.score, "side_info": res.side_info,
+                                   "error": res.error, "seconds": res.seconds})
+            jobs.update_job(db, job_id, f"{len(out['results'])} of {len(examples)} example(s) evaluated", out)
+    finally:
+        executor.close()
+    return out
+
+
+def check_lm(db: Database, job_id: str, payload: dict) -> dict:
+    """``python -m engine check-lm`` in the worker: {"ok", "output"} (what the command prints)."""
+    from engine.lm_check import check_lm_command
+
+    jobs.update_job(db, job_id, "asking the model for one word (a local model may take a minute to load)")
+    buf = io.StringIO()
+    code = check_lm_command(payload.get("model") or None, api_base=payload.get("api_base") or None,
+                            api_key_env=payload.get("api_key_env") or None, out=buf, err=buf)
+    return {"ok": code == 0, "output": buf.getvalue().strip()}
+
+
+HANDLERS: dict[str, Callable[[Database, str, dict], dict]] = {TRY_EVALUATOR: try_evaluator, CHECK_LM: check_lm}
+
+
+class JobRunner:
+    """Claims and runs jobs until stopped; ``run_once`` runs at most one (for tests)."""
+
+    def __init__(self, db: Database, worker_id: str, poll_seconds: float = 0.5) -> None:
+        self.db, self.worker_id, self.poll_seconds = db, worker_id, poll_seconds
+
+    def run_once(self) -> Optional[str]:
+        """Run the oldest pending job, if any; its id."""
+        job = jobs.claim_job(self.db, self.worker_id, tuple(HANDLERS))
+        if job is None:
+            return None
+        try:
+            result = HANDLERS[job.kind](self.db, job.id, job.payload)
+        except Exception as exc:  # noqa: BLE001 -- a job's failure is its outcome, never the worker's
+            log.info("job %s (%s) failed: %s", job.id, job.kind, exc)
+            # our own refusals (ValueError) read as sentences; anything else keeps its type
+            jobs.finish_job(self.db, job.id, None, error=str(exc) if type(exc) is ValueError else f"{type(exc).__name__}: {exc}")
+        else:
+            jobs.finish_job(self.db, job.id, result)
+        return job.id
+
+    def loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                ran = self.run_once()
+            except Exception:  # a transient database error: try again after a pause
+                log.exception("job runner")
+                ran = None
+            if ran is None:
+                stop.wait(self.poll_seconds)

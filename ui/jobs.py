@@ -1,0 +1,110 @@
+"""The new-run page's engine jobs: "Try evaluator on the seed" and "Test connection".
+
+The page never runs the work itself (a sandbox pool, a model that may take minutes to load): a
+click queues a job (``storage.jobs``) that the engine worker runs, and a fragment polls it once
+a second, showing what the worker reported so far and then the result. The job id lives in
+session state, so the result stays on the page across reruns until the draft changes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Callable
+
+import pandas as pd
+import streamlit as st
+
+from engine.jobs import CHECK_LM, TRY_EVALUATOR, TRY_EXAMPLES
+from storage import jobs
+from ui import data, keys as K
+from ui.errors import shows_storage_errors
+from ui.render import fmt_seconds, md, show_side_info, show_text
+from ui.sidebar import STALE_AFTER_S, current_user
+
+POLL_S = 1.0
+
+
+def start_try(cfg) -> None:
+    """Queue a try of the evaluator on the seed of a validated config."""
+    job_id = jobs.submit_job(data.get_db(), TRY_EVALUATOR, {"config": cfg.stored()}, author=current_user())
+    st.session_state[K.NEW_TRY_RESULT] = job_id
+
+
+def start_check(model: str, api_base: str, api_key_env: str) -> None:
+    payload = {"model": model.strip(), "api_base": api_base.strip(), "api_key_env": api_key_env.strip()}
+    st.session_state[K.NEW_LM_RESULT] = jobs.submit_job(data.get_db(), CHECK_LM, payload, author=current_user())
+
+
+def show_try() -> None:
+    _show(K.NEW_TRY_RESULT, "Evaluator on the seed",
+          f"waiting for the engine to run the evaluator on up to {TRY_EXAMPLES} examples in the sandbox…", _try_result)
+
+
+def show_check() -> None:
+    _show(K.NEW_LM_RESULT, "Connection test", "waiting for the engine to ask the model for one word…", _check_result)
+
+
+def _show(key: str, title: str, waiting: str, render: Callable[[dict], None]) -> None:
+    job_id = st.session_state.get(key)
+    if not job_id:
+        return
+    first = jobs.job_view(data.get_db(), job_id)
+    active = first is not None and first["status"] in jobs.ACTIVE
+
+    @st.fragment(run_every=POLL_S if active else None)
+    @shows_storage_errors
+    def panel() -> None:
+        job = jobs.job_view(data.get_db(), job_id)
+        if job is None:
+            st.session_state.pop(key, None)
+            return
+        if active and job["status"] not in jobs.ACTIVE:
+            st.rerun(scope="app")  # finished: redraw once without polling
+        with st.container(border=True):
+            st.markdown(f"**{title}**")
+            if job["status"] in jobs.ACTIVE:
+                _progress(job, waiting)
+            if job["error"]:
+                st.error("It could not be done:")
+                show_text(job["error"])
+            render(job)
+
+    panel()
+
+
+def _progress(job: dict, waiting: str) -> None:
+    since = job["started_at"] or job["created_at"]
+    age = (datetime.now(timezone.utc) - since).total_seconds()
+    text = md(job["progress"]) + "…" if job["status"] == "running" and job["progress"] else waiting
+    st.info(f"{text} ({fmt_seconds(age)})", icon=":material/hourglass_top:")
+    beat = data.worker_status(data.db_url())
+    if beat is None or beat["age_s"] > STALE_AFTER_S:
+        st.warning("No engine worker is running, so nothing will happen yet: the job waits for one. Start the "
+                   "studio with `make run`, or run `python -m engine worker` beside it.", icon=":material/power_off:")
+
+
+def _try_result(job: dict) -> None:
+    res = job["result"] or {}
+    if res.get("validate"):
+        st.warning("validate(seed) rejected the seed:")
+        show_text(res["validate"])
+    rows = res.get("results") or []
+    if not rows:
+        return
+    table = pd.DataFrame([{"example": r["example"], "score": r["score"], "seconds": r["seconds"],
+                           "error": (r["error"] or "").strip().splitlines()[-1] if r["error"] else ""} for r in rows])
+    st.dataframe(table, hide_index=True, width="stretch")
+    for r in rows:
+        label = f"{md(r['example'])} · score {r['score']:.3f} · {r['seconds']:.2f} s" + (" · failed" if r["error"] else "")
+        with st.expander(label, expanded=bool(r["error"])):
+            if r["error"]:
+                show_text(r["error"])
+            show_side_info(r["side_info"])
+
+
+def _check_result(job: dict) -> None:
+    res = job["result"] or {}
+    if "ok" not in res:
+        return
+    (st.success if res["ok"] else st.error)("The model answered." if res["ok"] else "The connection test failed:")
+    show_text(res["output"])
