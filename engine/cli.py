@@ -152,6 +152,14 @@ def cmd_import(args) -> int:
     return 0
 
 
+def cmd_import_gepa(args) -> int:
+    from engine.gepa_import import import_gepa_run
+
+    run_id = import_gepa_run(_db(args), args.run_dir)
+    print(f"run {run_id} (imported from {args.run_dir}; open it in the studio to browse its lineage and frontier)")
+    return 0
+
+
 def cmd_check_lm(args) -> int:
     from engine.lm_check import check_lm_command
 
@@ -219,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("run")
     sp.add_argument("--out", required=True)
     add("import", cmd_import, "load an exported run").add_argument("file")
+    add("import-gepa", cmd_import_gepa, "load a GEPA run directory (run_dir; JSON and text only) as a finished run"
+        ).add_argument("run_dir")
     add("check-lm", cmd_check_lm, "test the connection to a model").add_argument("model", nargs="?")
     for name in ("pause", "resume", "step", "stop"):
         add(name, cmd_steer, f"{name} a run (at the next step boundary)").add_argument("run")
