@@ -10,6 +10,7 @@ budgets, cache, records and accounting as any run. No engine worker ever claims 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import socket
@@ -58,7 +59,9 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
     Ctrl-C finishes the current step and leaves the run ``paused`` (then re-raises
     KeyboardInterrupt); ``optimize_anything(evaluator=..., resume=RUN_ID)`` continues it with
     its stored settings (pass the same dataset objects again if they are not plain JSON).
-    While the run is paused from the studio or the CLI the call waits for a resume.
+    While the run is paused from the studio or the CLI the call waits for a resume; when the
+    engine pauses it (the reflection LM keeps failing) the call returns, and the result's
+    ``status_reason`` says why.
     Raises ``ConfigError`` (``field: reason``) for bad arguments.
     """
     if not callable(evaluator):
@@ -118,18 +121,29 @@ def evaluator_record(fn: Callable) -> str:
 
 
 def _storable(rows: Optional[list], field: str) -> Optional[list]:
-    """The examples as stored for the studio: JSON as they are, else their repr."""
+    """The examples as stored for the studio and shown to the reflection LM: JSON as they are;
+    a dataclass or a pydantic model as its fields; anything else as its repr."""
     if rows is None:
         return None
     if not isinstance(rows, (list, tuple)):
         raise ConfigError(f"{field}: must be a list of examples, not {type(rows).__name__}")
     out = []
     for i, row in enumerate(rows):
-        try:
-            out.append(outcome.to_json(row, f"{field}[{i}]"))
-        except outcome.NotJSON:
-            out.append({"repr": repr(row)[:2000]})
+        out.append(_storable_row(row, f"{field}[{i}]"))
     return out
+
+
+def _storable_row(row: Any, where: str) -> Any:
+    if dataclasses.is_dataclass(row) and not isinstance(row, type):
+        fields = dataclasses.asdict(row)
+    elif callable(getattr(row, "model_dump", None)):
+        fields = row.model_dump()
+    else:
+        fields = row
+    try:
+        return outcome.to_json(fields, where)
+    except outcome.NotJSON:
+        return {"repr": repr(row)[:2000]}
 
 
 def _reattach(db: Database, run_id: str, process_id: str, owner: str) -> bool:
@@ -152,6 +166,12 @@ def _reattach(db: Database, run_id: str, process_id: str, owner: str) -> bool:
 
 
 # ---------------------------------------------------------------- running
+
+
+def _paused_by_person(db: Database, run_id: str) -> bool:
+    """Was the run paused by a pause or step command (rather than by the engine)?"""
+    control = [c for c in repo.list_commands(db, run_id) if c.kind in ("pause", "resume", "step") and c.status == "applied"]
+    return bool(control) and control[-1].kind in ("pause", "step")
 
 
 class _Session:
@@ -195,8 +215,8 @@ class _Session:
             status = self._wait(self.optimizer, bar)
             if status == "lost":
                 raise RuntimeError(f"run {self.run_id} was taken over by another process (this one's lease lapsed)")
-            if status != "paused":
-                return
+            if status != "paused" or not _paused_by_person(self.db, self.run_id):
+                return  # e.g. the engine paused it (the reflection LM keeps failing): the result says why
             while not repo.pending_commands(self.db, self.run_id):
                 bar.update(waiting=True)
                 threading.Event().wait(POLL_SECONDS)

@@ -16,7 +16,6 @@ written by threads the evaluator starts itself is not captured.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 import multiprocessing
 import os
@@ -25,7 +24,6 @@ import threading
 import time
 import traceback
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from types import ModuleType
 from typing import Any, Callable, Optional
 
 from engine.executor import EvalOutcome, EvalTask, LMHandler
@@ -35,15 +33,7 @@ from engine.sandbox.runtime import outcome
 CAPTURE_CHARS = 20_000
 
 
-def evaluator_module() -> ModuleType:
-    """This process's ``refract_evaluator`` (the sandbox's module, also importable under that
-    name here once the engine is imported)."""
-    mod = importlib.import_module("engine.sandbox.runtime.refract_evaluator")
-    sys.modules.setdefault("refract_evaluator", mod)
-    return sys.modules["refract_evaluator"]
-
-
-oa = evaluator_module()
+oa = sys.modules["refract_evaluator"]  # registered by engine/__init__.py
 _current = threading.local()  # .account: the _LMAccount of the evaluation running in this thread
 
 

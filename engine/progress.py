@@ -6,6 +6,8 @@ read from the database, as the studio reads it.
 
 from __future__ import annotations
 
+import sys
+
 from storage import repo
 from storage.db import Database
 
@@ -17,6 +19,10 @@ class ProgressBar:
         self.db, self.run_id = db, run_id
         budget = (repo.get_run(db, run_id).config.get("budget") or {}).get("max_metric_calls")
         self.bar = tqdm(total=budget, unit="call", desc=f"run {run_id}", disable=not enabled)
+        if enabled:
+            from engine.result import studio_url
+
+            self.write(f"run {run_id}: watch and steer it in the studio at {studio_url(run_id)}")
 
     def update(self, waiting: bool = False) -> None:
         """Show the run's counters now; ``waiting``: it is paused and the call waits for a command."""
@@ -29,7 +35,8 @@ class ProgressBar:
         self.bar.set_postfix_str(text, refresh=True)
 
     def write(self, text: str) -> None:
-        self.bar.write(text)
+        """A message beside the bar (on stderr, shown even when the bar is off)."""
+        self.bar.write(text, file=sys.stderr)
 
     def close(self) -> None:
         self.update()
