@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Optional
 
@@ -121,7 +121,10 @@ def _content(cand: dict) -> dict:
 
 
 def _document(folder: Path, candidates: list[dict], log: list, scores: dict, outputs: dict) -> dict[str, Any]:
-    run_id, now = new_id("r"), iso(datetime.now(timezone.utc))
+    start = datetime.now(timezone.utc)
+    run_id, now = new_id("r"), iso(start)
+    # GEPA records no times; candidates get one apart each, so that they keep GEPA's order
+    made_at = [iso(start + timedelta(milliseconds=i)) for i in range(len(candidates))]
     cid = [deterministic_id(run_id, "gepa", i) for i in range(len(candidates))]
     made: dict[int, tuple[list[int], str, int, dict]] = {}  # index -> (parents, origin, step, task record)
     steps, proposals = [], 0
@@ -136,7 +139,7 @@ def _document(folder: Path, candidates: list[dict], log: list, scores: dict, out
         if entry.get("merged") and entry.get("merged_entities"):
             chosen = [int(x) for x in list(entry["merged_entities"])[:2]]
         calls = sum(len(t.get("subsample_scores") or []) + len(t.get("new_subsample_scores") or []) for t in tasks) \
-            + len(news) * len(entry.get("evaluated_val_indices") or [])
+            + len(entry.get("new_program_subsample_scores") or []) + len(news) * len(entry.get("evaluated_val_indices") or [])
         steps.append({"index": step, "parent_ids": [cid[p] for p in dict.fromkeys(chosen) if 0 <= p < len(cid)],
                       "parent_reasons": {}, "proposal_ids": [cid[i] for i in news], "accepted_ids": [cid[i] for i in news],
                       "applied_command_ids": [], "metric_calls": calls, "started_at": now, "ended_at": now,
@@ -156,8 +159,8 @@ def _document(folder: Path, candidates: list[dict], log: list, scores: dict, out
                       "val_mean": sum(own.values()) / len(own) if own else None, "val_scores": own, "val_cut_short": "",
                       "minibatch_score": _total(task.get("new_subsample_scores")) if origin == "reflection" else None,
                       "parent_minibatch_score": _total(task.get("subsample_scores")) if origin == "reflection" else None,
-                      "minibatch_keys": [], "frontier_version": 0, "created_at": now, "started_at": now,
-                      "finished_at": now, "lm_call": None})
+                      "minibatch_keys": [], "frontier_version": 0, "created_at": made_at[i], "started_at": made_at[i],
+                      "finished_at": made_at[i], "lm_call": None})
         for vid, score in own.items():
             side = outputs.get((i, vid), (score, {}))[1]
             evals.append({"candidate_id": cid[i], "example_id": vid, "score": score, "side_info": side, "error": None,

@@ -49,8 +49,11 @@ def attach_run(db: Database, run_id: str, process_id: str, lease_seconds: float)
 
 def waiting_note(run: dict, now: Optional[datetime] = None) -> Optional[str]:
     """What to tell a person looking at a run whose Python process is gone (None otherwise):
-    such a run makes no progress, and commands sent to it wait, until it is resumed from Python."""
-    if not run.get("attached_to") or run.get("status") not in WAITING:
+    such a run makes no progress, and commands sent to it wait, until it is resumed from Python.
+    ``run`` is a run row as a dict (``commands_pending`` counted, as ``run_overview`` gives it)."""
+    if not run.get("attached_to"):
+        return None
+    if run.get("status") not in WAITING and not run.get("commands_pending"):  # finished, and nothing asked of it
         return None
     expires = run.get("lease_expires_at")
     now = now or datetime.now(timezone.utc)

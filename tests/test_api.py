@@ -172,6 +172,9 @@ def test_no_engine_worker_claims_a_run_started_from_python(db):
     assert attached.attach_run(db, run_id, "python:h:2:b", 15)
     assert attached.waiting_note(_run_dict(repo.get_run(db, run_id))) is None  # its process is back
     assert not attached.attach_run(db, run_id, "python:h:3:c", 15)  # held: a second process cannot take it
+    repo.set_run_fields(db, run_id, status="completed", lease_owner=None, lease_expires_at=None)
+    assert attached.waiting_note({**_run_dict(repo.get_run(db, run_id)), "commands_pending": 0}) is None
+    assert attached.waiting_note({**_run_dict(repo.get_run(db, run_id)), "commands_pending": 1}) is not None
 
 
 # ---------------------------------------------------------------- steering from the CLI while the call waits
