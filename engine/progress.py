@@ -18,7 +18,7 @@ class ProgressBar:
 
         self.db, self.run_id = db, run_id
         budget = (repo.get_run(db, run_id).config.get("budget") or {}).get("max_metric_calls")
-        self.bar = tqdm(total=budget, unit="call", desc=f"run {run_id}", disable=not enabled)
+        self.bar = tqdm(total=budget, unit="call", desc=f"run {run_id}", disable=not enabled, mininterval=0.5)
         if enabled:
             from engine.result import studio_url
 
@@ -32,7 +32,8 @@ class ProgressBar:
         text = f"step {run.steps_done} · best {best} · ${run.cost_usd:.4f}"
         if waiting:
             text += f" · {run.status_reason or 'paused'}: waiting for a resume (studio or `python -m engine resume {self.run_id}`)"
-        self.bar.set_postfix_str(text, refresh=True)
+        self.bar.set_postfix_str(text, refresh=False)
+        self.bar.update(0)  # redraws at most every mininterval
 
     def write(self, text: str) -> None:
         """A message beside the bar (on stderr, shown even when the bar is off)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -125,6 +126,7 @@ def test_log_capture_is_per_evaluation_across_threads(sqlite_db):
         for _ in range(20):  # interleave with the other threads' writes
             oa.log(example["word"])
             print(example["word"])
+            sys.stderr.write(example["word"] + "!")
             time.sleep(0.001)
         return float(example["word"] in candidate.split())
 
@@ -135,6 +137,7 @@ def test_log_capture_is_per_evaluation_across_threads(sqlite_db):
     for ev, key, _ in evs:
         word = dict((r["id"], r["word"]) for r in toy.dataset(8))[key]
         assert ev.side_info["log"] == f"{word}\n" * 20 and ev.side_info["stdout"] == f"{word}\n" * 20
+        assert ev.side_info["stderr"] == f"{word}!" * 20
 
 
 def test_a_process_pool_runs_a_function_that_pickles(sqlite_db):
@@ -269,3 +272,47 @@ def test_the_result_is_json_friendly(sqlite_db):
                                dataset=toy.dataset(3), db=sqlite_db.url, config=_config(budget={"max_steps": 2}), progress=False)
     assert isinstance(result.best_candidate, dict) and set(result.best_candidate) == {"words", "note"}
     json.dumps(result.__dict__)  # plain data throughout
+
+
+def test_the_example_script_runs(tmp_path):
+    url = f"sqlite:///{tmp_path / 'example.db'}"
+    env = subprocess_env(tmp_path, REFRACT_SCRIPTED_LM="tests.support.api_evaluators:triage_script")
+    out = subprocess.run([PYTHON, "examples/python_api.py", "scripted/triage", "--db", url], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "completed: best 1.00 with 'is down, outage, security, error 500'" in out.stdout
+    assert "the triage object saw" in out.stdout and "watch and steer it in the studio" in out.stderr
+
+
+def test_the_evaluator_calls_the_task_lm_through_the_engine(sqlite_db):
+    def answers(messages, params):
+        if len(messages) == 1:  # the evaluator's oa.lm(prompt): one user message
+            return "yes" if "alpha" in messages[0]["content"] else "no"
+        return toy.script(messages, params)
+
+    install_script(answers, price_per_token=1e-6)
+
+    def evaluate(candidate, example):
+        verdict = oa.lm(f"Does {candidate!r} contain {example['word']}?")
+        return float(example["word"] in candidate.split()), {"judge": verdict}
+
+    result = optimize_anything("start", evaluator=evaluate, dataset=toy.dataset(3), db=sqlite_db.url,
+                               config=_config(budget={"max_steps": 1}), progress=False)
+    evs = evaluations(sqlite_db, result.run_id)
+    assert evs and all(ev.side_info["judge"] in ("yes", "no") and ev.cost_usd > 0 for ev, _, _ in evs if not ev.cached)
+    from tests.support.harness import lm_calls
+
+    task_calls = [c for c in lm_calls(sqlite_db, result.run_id) if c.purpose == "task"]
+    assert len(task_calls) == sum(1 for ev, _, _ in evs if not ev.cached)
+    assert_consistent_totals(sqlite_db, result.run_id)  # their cost is in the run's total
+
+
+def test_the_call_returns_when_the_engine_pauses_the_run(sqlite_db):
+    def broken(messages, params):
+        raise RuntimeError("the provider is down")
+
+    install_script(broken)
+    result = optimize_anything("start", evaluator=words, dataset=toy.dataset(3), db=sqlite_db.url,
+                               config=_config(), progress=False)
+    assert result.status == "paused" and "the reflection LM failed" in result.status_reason
+    assert result.candidates == ["start"] and result.best_idx == 0

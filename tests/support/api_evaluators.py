@@ -16,3 +16,9 @@ def words(candidate, example):
     oa.log("looking for", example["word"], "in process", os.getpid())
     found = example["word"] in candidate.split()
     return (1.0 if found else 0.0), {"expected": example["word"]}
+
+
+def triage_script(messages: list[dict], params: dict) -> str:
+    """Scripted reflection LM for examples/python_api.py: proposes keywords that triage its
+    tickets right ("is down", not "down": a ticket asks where to *down*load receipts)."""
+    return "Change: name the urgent signals.\n```\nis down, outage, security, error 500\n```"
