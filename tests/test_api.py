@@ -316,3 +316,14 @@ def test_the_call_returns_when_the_engine_pauses_the_run(sqlite_db):
                                config=_config(), progress=False)
     assert result.status == "paused" and "the reflection LM failed" in result.status_reason
     assert result.candidates == ["start"] and result.best_idx == 0
+
+
+def test_validate_refuses_a_proposal_before_any_metric_call(sqlite_db):
+    install_script(toy.script)
+    result = optimize_anything("start", evaluator=words, dataset=toy.dataset(4), db=sqlite_db.url,
+                               validate=lambda c: "no bravo here" if "bravo" in c.split() else None,
+                               config=_config(budget={"max_steps": 3}), progress=False)
+    refused = [c for c in repo.list_candidates(sqlite_db, result.run_id) if "no bravo here" in c.reason]
+    assert refused and all(c.status == "failed" for c in refused)
+    assert not repo.evaluations_for(sqlite_db, result.run_id, [c.id for c in refused])
+    assert all("bravo" not in c.split() for c in result.candidates)
