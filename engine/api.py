@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
+import pickle
 import socket
 import threading
 import uuid
@@ -50,8 +51,8 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
     ``import refract_evaluator as oa`` works inside it (``oa.log``; ``print`` is captured too).
     ``validate(candidate)``, if given, is the cheap check run before any metric call.
 
-    ``dataset`` / ``valset`` / ``testset`` are lists of examples (any Python objects; they are
-    stored as JSON where they can be, else as their ``repr``, for the studio). ``config`` holds
+    ``dataset`` / ``valset`` / ``testset`` are lists of examples: any Python objects, given to the
+    evaluator as they are; the database (the studio, the reflection LM) gets their JSON form. ``config`` holds
     the other settings of a run TOML (``search``, ``budget``, ``reflection_lm``, ``task_lm``,
     ``executor``, ``artifact_kind``…) as a dict or a ``RunConfig``. ``db`` is a database URL
     (default: the studio's). ``name`` names the run.
@@ -68,6 +69,9 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
         raise ConfigError("evaluator: must be a function evaluator(candidate[, example]) -> score or (score, side_info)")
     if pool not in POOLS:
         raise ConfigError(f"pool: {pool!r} is not one of {', '.join(POOLS)}")
+    if pool == "process":
+        _check_pickles(evaluator, "evaluator")
+        _check_pickles(validate, "validate")
     database = open_db(db)
     process_id = f"python:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     if resume:
@@ -91,9 +95,9 @@ def build_config(seed_candidate, evaluator: Callable, dataset, valset, testset, 
                  config: Union[dict, RunConfig, None], name: Optional[str]) -> RunConfig:
     """The run's validated config: ``config``'s settings plus the arguments (an argument and a
     ``config`` key for the same thing is an error, not a silent choice)."""
-    data = config.model_dump(mode="json") if isinstance(config, RunConfig) else dict(config or {})
     if not isinstance(config, (dict, RunConfig, type(None))):
         raise ConfigError(f"config: must be a dict or a RunConfig, not {type(config).__name__}")
+    data = config.model_dump(mode="json") if isinstance(config, RunConfig) else dict(config or {})
     given = {"seed_candidate": seed_candidate, "objective": objective, "background": background, "name": name,
              "dataset": _storable(dataset, "dataset"), "valset": _storable(valset, "valset"),
              "testset": _storable(testset, "testset")}
@@ -107,6 +111,17 @@ def build_config(seed_candidate, evaluator: Callable, dataset, valset, testset, 
     data["evaluator"] = evaluator_record(evaluator)
     data.setdefault("name", getattr(evaluator, "__name__", "") or "python run")
     return parse_config(data)
+
+
+def _check_pickles(fn: Optional[Callable], field: str) -> None:
+    """A process pool sends the function to its processes by pickling it."""
+    if fn is None:
+        return
+    try:
+        pickle.dumps(fn)
+    except Exception as exc:  # pickling raises several types (PicklingError, AttributeError, TypeError…)
+        raise ConfigError(f"{field}: cannot be sent to a process pool ({exc}); define it at the top level of a "
+                          "module, or use pool=\"thread\"") from None
 
 
 def evaluator_record(fn: Callable) -> str:

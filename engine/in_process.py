@@ -144,6 +144,8 @@ def evaluate_captured(fn: Callable, sig: Signature, task: EvalTask, capture_char
 
 def _evaluate_in_child(fn: Callable, task: EvalTask, capture_chars: int) -> EvalOutcome:
     """The process pool's task (a module-level function, so that it pickles)."""
+    if not isinstance(sys.stdout, _RoutedStream):  # first task in this child: capture print() here too
+        _route_streams(True)
     return evaluate_captured(fn, Signature(fn), task, capture_chars)
 
 
@@ -151,8 +153,8 @@ class InProcessExecutor:
     """Evaluates with ``fn`` on ``workers`` threads of this process (or spawned processes with
     ``pool="process"``, for a function that pickles). Thread-safe; futures never raise for
     evaluator errors. ``originals`` maps example keys to the caller's own example objects, given
-    to ``fn`` instead of the stored (JSON) payloads. ``validate`` is the optional cheap check (``validate(candidate)`` returning
-    None/True when valid, else a message or False)."""
+    to ``fn`` instead of the stored (JSON) payloads. ``validate(candidate)`` is the optional
+    cheap check: None or True when valid, else a message (or False)."""
 
     def __init__(self, fn: Callable, workers: int, lm_handler: Optional[LMHandler] = None,
                  validate: Optional[Callable] = None, pool: str = "thread", originals: Optional[dict] = None,

@@ -4,6 +4,7 @@ interrupted with Ctrl-C and resumed. Real databases, the real engine, the script
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -145,8 +146,10 @@ def test_a_process_pool_runs_a_function_that_pickles(sqlite_db):
     result = optimize_anything("start", evaluator=words, dataset=toy.dataset(4), db=sqlite_db.url, pool="process",
                                config=_config(executor={"workers": 2}), progress=False)
     assert result.status == "completed" and result.best_score == 1.0
-    pids = {ev.side_info["log"].split()[-1] for ev, _, _ in evaluations(sqlite_db, result.run_id)}
-    assert str(__import__("os").getpid()) not in pids and len(pids) >= 1  # evaluated in other processes
+    evs = evaluations(sqlite_db, result.run_id)
+    pids = {ev.side_info["log"].split()[-1] for ev, _, _ in evs}
+    assert str(os.getpid()) not in pids and len(pids) >= 1  # evaluated in other processes
+    assert all(ev.side_info["stdout"] == f"checked {ev.side_info['expected']}\n" for ev, _, _ in evs)
 
 
 def test_bad_arguments_name_the_argument(sqlite_db):
@@ -154,6 +157,10 @@ def test_bad_arguments_name_the_argument(sqlite_db):
         optimize_anything("x", evaluator="evaluate.py", db=sqlite_db.url)
     with pytest.raises(ConfigError, match="^pool: 'fork' is not one of"):
         optimize_anything("x", evaluator=words, pool="fork", db=sqlite_db.url)
+    with pytest.raises(ConfigError, match="^evaluator: cannot be sent to a process pool"):
+        optimize_anything("x", evaluator=lambda c: 1.0, pool="process", db=sqlite_db.url)
+    with pytest.raises(ConfigError, match="^config: must be a dict or a RunConfig, not str"):
+        optimize_anything("x", evaluator=words, config="search.toml", db=sqlite_db.url)
     with pytest.raises(ConfigError, match="^config.dataset: also given as the argument"):
         optimize_anything("x", evaluator=words, dataset=[{"word": "a"}], config={"dataset": [{"word": "b"}]},
                           db=sqlite_db.url)

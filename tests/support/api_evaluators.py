@@ -14,6 +14,7 @@ def words(candidate, example):
     """Score 1 when the example's word is in the candidate; slowed by REFRACT_TEST_EVAL_SLEEP."""
     time.sleep(float(os.environ.get("REFRACT_TEST_EVAL_SLEEP", "0") or 0))
     oa.log("looking for", example["word"], "in process", os.getpid())
+    print("checked", example["word"])
     found = example["word"] in candidate.split()
     return (1.0 if found else 0.0), {"expected": example["word"]}
 
