@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 from storage import repo
+from storage.attached import waiting_note
 from storage.db import open_db
 from storage.errors import StorageError
 
@@ -198,6 +199,12 @@ def cmd_steer(args) -> int:
     cid = send_command(db, args.run, args.command, payload, author=args.author, reason=args.reason)
     beat = repo.latest_worker_beat(db)
     note = "" if beat else " (no engine worker has run yet: it is applied when one starts)"
+    run = repo.get_run(db, args.run)
+    waiting = waiting_note({**run.model_dump(), "commands_pending": 1})
+    if waiting:  # a run started from Python whose process is gone: no worker will apply it
+        note = f". {waiting}"
+    elif run.attached_to:
+        note = " by the Python process that runs it"
     print(f"command {cid} ({args.command}) queued; applied at the next step boundary{note}")
     return 0
 

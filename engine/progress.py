@@ -31,7 +31,8 @@ class ProgressBar:
         best = f"{run.best_val_mean:.4g}" if run.best_val_mean is not None else "-"
         text = f"step {run.steps_done} · best {best} · ${run.cost_usd:.4f}"
         if waiting:
-            text += f" · {run.status_reason or 'paused'}: waiting for a resume (studio or `python -m engine resume {self.run_id}`)"
+            text += (f" · {run.status_reason or 'paused'}: waiting for a resume "
+                     f"(studio or `python -m engine resume {self.run_id}`)")
         self.bar.set_postfix_str(text, refresh=False)
         self.bar.update(0)  # redraws at most every mininterval
 

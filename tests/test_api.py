@@ -207,7 +207,8 @@ def test_pin_and_pause_from_the_cli_apply_while_the_python_call_waits(sqlite_db,
     run_id = _wait_for(lambda: repo.list_runs(sqlite_db) and repo.list_runs(sqlite_db)[0].id, what="the run")
     _wait_for(lambda: repo.get_run(sqlite_db, run_id).steps_done >= 1, what="a first step")
     seed = next(c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "seed")
-    _cli(tmp_path, url, "pin", run_id, seed.id)
+    said = _cli(tmp_path, url, "pin", run_id, seed.id)
+    assert "applied at the next step boundary by the Python process that runs it" in said
     _cli(tmp_path, url, "pause", run_id)
     _wait_for(lambda: repo.get_run(sqlite_db, run_id).status == "paused", what="the pause")
     assert repo.get_candidate(sqlite_db, seed.id).pinned
@@ -249,6 +250,7 @@ def test_ctrl_c_leaves_the_run_paused_and_resume_continues_it(sqlite_db, tmp_pat
     assert run.lease_owner is None and run.attached_to  # released, still attached: the studio says it waits
     assert attached.waiting_note(_run_dict(run)) is not None
     assert repo.claim_run(sqlite_db, "worker-1", 15) is None
+    assert "Waiting for its Python process" in _cli(tmp_path, url, "feedback", run_id, run.best_candidate_id, "shorter")
     before = {(ev.candidate_id, ev.example_pk) for ev, _, _ in evaluations(sqlite_db, run_id)}
     steps_before = run.steps_done
 
