@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 from storage import repo
+from storage.attached import waiting_note
 from storage.db import open_db
 from storage.errors import StorageError
 
@@ -152,6 +153,14 @@ def cmd_import(args) -> int:
     return 0
 
 
+def cmd_import_gepa(args) -> int:
+    from engine.gepa_import import import_gepa_run
+
+    run_id = import_gepa_run(_db(args), args.run_dir)
+    print(f"run {run_id} (imported from {args.run_dir}; open it in the studio to browse its lineage and frontier)")
+    return 0
+
+
 def cmd_check_lm(args) -> int:
     from engine.lm_check import check_lm_command
 
@@ -190,6 +199,12 @@ def cmd_steer(args) -> int:
     cid = send_command(db, args.run, args.command, payload, author=args.author, reason=args.reason)
     beat = repo.latest_worker_beat(db)
     note = "" if beat else " (no engine worker has run yet: it is applied when one starts)"
+    run = repo.get_run(db, args.run)
+    waiting = waiting_note({**run.model_dump(), "commands_pending": 1})
+    if waiting:  # a run started from Python whose process is gone: no worker will apply it
+        note = f". {waiting}"
+    elif run.attached_to:
+        note = " by the Python process that runs it"
     print(f"command {cid} ({args.command}) queued; applied at the next step boundary{note}")
     return 0
 
@@ -219,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("run")
     sp.add_argument("--out", required=True)
     add("import", cmd_import, "load an exported run").add_argument("file")
+    add("import-gepa", cmd_import_gepa, "load a GEPA run directory (run_dir; JSON and text only) as a finished run"
+        ).add_argument("run_dir")
     add("check-lm", cmd_check_lm, "test the connection to a model").add_argument("model", nargs="?")
     for name in ("pause", "resume", "step", "stop"):
         add(name, cmd_steer, f"{name} a run (at the next step boundary)").add_argument("run")

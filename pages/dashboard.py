@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from storage.attached import waiting_note
 from storage.queries import elapsed_seconds
 from ui import analysis, charts, data, keys, nav, steering
 from ui.errors import shows_storage_errors
@@ -172,6 +173,9 @@ def live(run_id: str) -> None:
     elapsed = elapsed_seconds(run)
     reason = f" — {md(run['status_reason'])}" if run.get("status_reason") else ""
     st.markdown(f"{status_badge(run['status'])}{reason}")
+    waiting = waiting_note(run)
+    if waiting:
+        st.warning(waiting, icon=":material/hourglass_empty:")
     bs = analysis.budgets(run, elapsed)
     if bs:
         st.progress(bs[0].fraction, text=f"{bs[0].label()} ({bs[0].fraction:.0%}) — binds first"

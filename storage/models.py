@@ -45,6 +45,9 @@ class Run(SQLModel, table=True):
     lease_owner: Optional[str] = Field(default=None, max_length=100)
     lease_expires_at: Optional[datetime] = None
     heartbeat_at: Optional[datetime] = None
+    # set for a run started from Python (engine.api): its evaluator lives in that process, so no
+    # engine worker may claim it; holds the id of the process that started or last resumed it
+    attached_to: Optional[str] = Field(default=None, max_length=100)
     step_mode: bool = False  # run exactly one step, then pause (teaching)
     # totals, updated atomically as facts are recorded
     metric_calls: int = 0

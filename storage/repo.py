@@ -99,14 +99,16 @@ def get_examples(db: Database, run_id: str, split: str | None = None) -> list[Ex
 def claim_run(db: Database, worker_id: str, lease_seconds: float, run_id: str | None = None) -> Optional[str]:
     """Claim a run that needs a worker: a queued one, a running one whose lease expired (its
     worker died), a paused one with pending commands (a resume or step may be among them), or
-    a finished one with a pending resume (continued with a new budget).
+    a finished one with a pending resume (continued with a new budget). Never a run started
+    from Python (``attached_to`` set): only its own process can evaluate it.
     Returns the run id or None. Atomic: two workers never claim the same run."""
     now = utcnow()
     free = (Run.lease_expires_at == None) | (Run.lease_expires_at < now)  # noqa: E711
     has_commands = exists().where(Command.run_id == Run.id, Command.status == "pending")
     resumed = exists().where(Command.run_id == Run.id, Command.status == "pending", Command.kind.in_(("resume", "step")))
     with db.write() as s:
-        q = select(Run).where(or_(Run.status == "queued",
+        # a run started from Python (attached_to) is run only by that Python process
+        q = select(Run).where(Run.attached_to == None, or_(Run.status == "queued",  # noqa: E711
                                   (Run.status == "running") & free,
                                   (Run.status == "paused") & free & has_commands,
                                   Run.status.in_(("completed", "stopped", "failed")) & free & resumed))

@@ -58,6 +58,17 @@ def test_dashboard_shows_status_budget_kpis(studio):
     assert cand_table["val score"].dropna().is_monotonic_decreasing  # best first; unvalidated last
 
 
+def test_dashboard_says_a_python_run_waits_for_its_process(studio):
+    from storage import repo
+
+    db, run_id = studio
+    repo.set_run_fields(db, run_id, status="paused", attached_to="python:host:1:abc", lease_owner=None,
+                        lease_expires_at=None)
+    at = _page("pages/dashboard.py", run=run_id)
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("Waiting for its Python process") and f'resume="{run_id}"' in w for w in warnings), warnings
+
+
 def test_dashboard_unknown_run_says_so(studio):
     at = _page("pages/dashboard.py", run="rnope")
     assert any("no run with id" in e.value for e in at.error)

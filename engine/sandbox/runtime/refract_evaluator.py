@@ -11,7 +11,9 @@ Porting an evaluator written for GEPA's ``optimize_anything``: replace the one l
   Calls from several threads are serialised. It raises ``LMError`` when the engine refuses or
   the call fails, and is unavailable on the Dask executor (the error says so).
 
-This module is importable only inside a sandbox worker; it has no dependencies.
+This module is importable inside a sandbox worker, and in a Python process that uses
+``from engine import optimize_anything`` (the evaluator then runs in that process, see
+``engine/in_process.py``); it has no dependencies.
 """
 
 from __future__ import annotations

@@ -1,0 +1,217 @@
+"""InProcessExecutor: the ``Executor`` contract over a Python function in the caller's process.
+
+This is the executor of runs started from Python (``engine.api.optimize_anything``). The
+evaluator is the caller's own code, trusted as in GEPA: it is **not sandboxed** — no time,
+memory, file or network limits apply, and ``[executor] timeout_seconds`` / ``memory_mb`` /
+``network`` have no effect. ``[executor] workers`` threads (or, with ``pool="process"``, spawned
+processes) evaluate in parallel.
+
+Inside the function, ``import refract_evaluator as oa`` works as in the sandbox: ``oa.log(...)``,
+``print(...)`` and writes to ``sys.stderr`` from the evaluating thread land in that evaluation's
+side_info (``log``, ``stdout``, ``stderr``), per evaluation and thread-safely; ``oa.lm(...)`` calls
+the run's task LM through the engine (costed and charged to the run; thread pool only). Text
+written by threads the evaluator starts itself is not captured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import multiprocessing
+import os
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any, Callable, Optional
+
+from engine.executor import EvalOutcome, EvalTask, LMHandler
+from engine.sandbox.pool import _LMAccount
+from engine.sandbox.runtime import outcome
+
+CAPTURE_CHARS = 20_000
+
+
+oa = sys.modules["refract_evaluator"]  # registered by engine/__init__.py
+_current = threading.local()  # .account: the _LMAccount of the evaluation running in this thread
+
+
+def _lm_in_process(messages: list, model: Optional[str], params: dict) -> str:
+    account = getattr(_current, "account", None)
+    if account is None:
+        raise oa.LMError("lm() was called outside an evaluation (or from a thread the evaluator started)")
+    reply = account({"messages": messages, "model": model, "params": params})
+    if reply["type"] != "lm_result":
+        raise oa.LMError(reply["error"])
+    return reply["text"]
+
+
+class _RoutedStream:
+    """Stands in for sys.stdout / sys.stderr while in-process evaluations run: text written by
+    a thread that is evaluating goes to that evaluation's sink, any other text where it went."""
+
+    def __init__(self, target, name: str) -> None:
+        self._target, self._name = target, name
+
+    def write(self, text: str) -> int:
+        sink = getattr(_current, self._name, None)
+        return (sink if sink is not None else self._target).write(text)
+
+    def flush(self) -> None:
+        if getattr(_current, self._name, None) is None:
+            self._target.flush()
+
+    def __getattr__(self, attr: str):
+        return getattr(self._target, attr)
+
+
+_streams_lock = threading.Lock()
+_streams_users = 0
+
+
+def _route_streams(on: bool) -> None:
+    """Install the routed streams for the first open executor; remove them with the last
+    (unless someone replaced sys.stdout since: then theirs stays)."""
+    global _streams_users
+    with _streams_lock:
+        _streams_users += 1 if on else -1
+        if on and _streams_users == 1:
+            sys.stdout, sys.stderr = _RoutedStream(sys.stdout, "stdout"), _RoutedStream(sys.stderr, "stderr")
+        elif not on and _streams_users == 0:
+            for name in ("stdout", "stderr"):
+                stream = getattr(sys, name)
+                if isinstance(stream, _RoutedStream):
+                    setattr(sys, name, stream._target)
+
+
+class Signature:
+    """How to call the user's evaluate: with or without the example, with ``opt_state``?"""
+
+    def __init__(self, fn: Callable) -> None:
+        params = inspect.signature(fn).parameters.values()
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "opt_state"]
+        self.takes_example = len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+        self.wants_opt_state = any(p.name == "opt_state" for p in params)
+
+    def call(self, fn: Callable, candidate: Any, example: Any, has_example: bool):
+        if has_example and not self.takes_example:
+            raise TypeError("this run has a dataset but the evaluator takes only the candidate: "
+                            "define evaluator(candidate, example)")
+        args = (candidate, example) if self.takes_example else (candidate,)
+        kwargs = {"opt_state": oa.OptimizationState()} if self.wants_opt_state else {}
+        return fn(*args, **kwargs)
+
+
+def describe(exc: BaseException) -> tuple[str, str]:
+    """(``Name: message (file.py, line N)`` at the innermost frame, the traceback without ours)."""
+    tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    frames = traceback.extract_tb(tb)
+    where = f" ({os.path.basename(frames[-1].filename)}, line {frames[-1].lineno})" if frames else ""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}{where}" if text else f"{type(exc).__name__}{where}", \
+        "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def evaluate_captured(fn: Callable, sig: Signature, task: EvalTask, capture_chars: int,
+                      account: Optional[_LMAccount] = None) -> EvalOutcome:
+    """Run one evaluation in this thread with its own log/stdout/stderr sinks; never raises
+    for the evaluator's errors."""
+    t0 = time.monotonic()
+    sinks = {name: oa.BoundedText(capture_chars) for name in ("log", "stdout", "stderr")}
+    oa.set_log_context(sinks["log"])
+    _current.stdout, _current.stderr, _current.account = sinks["stdout"], sinks["stderr"], account
+    score, side, error = 0.0, {}, None
+    try:
+        score, side = outcome.normalise(sig.call(fn, task.candidate, task.example, task.example is not None))
+    except outcome.NotJSON as exc:
+        error = str(exc)
+    except Exception as exc:  # the user's code failing is an outcome, never an engine error
+        error, trace = describe(exc)
+        side = {"traceback": trace}
+    finally:
+        oa.set_log_context(None)
+        _current.stdout = _current.stderr = _current.account = None
+    for key, sink in sinks.items():
+        text = sink.getvalue()
+        if text:
+            side[key if key not in side else f"{key} (captured)"] = text
+    out = EvalOutcome(score=score, side_info=side, error=error, seconds=time.monotonic() - t0)
+    if account is not None:
+        out.lm_cost_usd, out.lm_tokens_in, out.lm_tokens_out = account.cost, account.tokens_in, account.tokens_out
+    return out
+
+
+def _evaluate_in_child(fn: Callable, task: EvalTask, capture_chars: int) -> EvalOutcome:
+    """The process pool's task (a module-level function, so that it pickles)."""
+    if not isinstance(sys.stdout, _RoutedStream):  # first task in this child: capture print() here too
+        _route_streams(True)
+    return evaluate_captured(fn, Signature(fn), task, capture_chars)
+
+
+class InProcessExecutor:
+    """Evaluates with ``fn`` on ``workers`` threads of this process (or spawned processes with
+    ``pool="process"``, for a function that pickles). Thread-safe; futures never raise for
+    evaluator errors. ``originals`` maps example keys to the caller's own example objects, given
+    to ``fn`` instead of the stored (JSON) payloads. ``validate(candidate)`` is the optional
+    cheap check: None or True when valid, else a message (or False)."""
+
+    def __init__(self, fn: Callable, workers: int, lm_handler: Optional[LMHandler] = None,
+                 validate: Optional[Callable] = None, pool: str = "thread", originals: Optional[dict] = None,
+                 capture_chars: int = CAPTURE_CHARS) -> None:
+        self.fn, self.sig, self.lm_handler, self._validate = fn, Signature(fn), lm_handler, validate
+        self.originals = originals or {}
+        self.capture_chars, self._n, self.kind = capture_chars, workers, pool
+        self._lock = threading.Lock()
+        self._busy = 0.0
+        if pool == "process":
+            self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        else:
+            self._pool = ThreadPoolExecutor(workers, thread_name_prefix="refract-eval")
+            if oa._lm_transport is None:
+                oa._lm_transport = _lm_in_process
+        _route_streams(True)
+        self._closed = False
+
+    @property
+    def workers(self) -> int:
+        return self._n
+
+    def busy_seconds(self) -> float:
+        with self._lock:
+            return self._busy
+
+    def submit(self, task: EvalTask) -> "Future[EvalOutcome]":
+        if task.example_key in self.originals:
+            task = dataclasses.replace(task, example=self.originals[task.example_key])
+        if self.kind == "process":
+            fut = self._pool.submit(_evaluate_in_child, self.fn, task, self.capture_chars)
+        else:
+            fut = self._pool.submit(evaluate_captured, self.fn, self.sig, task, self.capture_chars,
+                                    _LMAccount(self.lm_handler, task))
+        fut.add_done_callback(self._count_busy)
+        return fut
+
+    def _count_busy(self, fut: Future) -> None:
+        if not fut.cancelled() and fut.exception() is None:
+            with self._lock:
+                self._busy += fut.result().seconds
+
+    def validate(self, candidate: Any) -> Optional[str]:
+        if self._validate is None:
+            return None
+        try:
+            verdict = self._validate(candidate)
+        except Exception as exc:
+            return f"validate() failed: {describe(exc)[0]}"
+        if verdict is None or verdict is True:
+            return None
+        return "validate() returned False" if verdict is False else str(verdict)
+
+    def close(self) -> None:
+        """Cancel queued evaluations; wait for the running ones (threads cannot be killed)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        _route_streams(False)

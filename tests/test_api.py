@@ -1,0 +1,338 @@
+"""The Python API: ``optimize_anything`` with an evaluator in this process, steered from the CLI,
+interrupted with Ctrl-C and resumed. Real databases, the real engine, the scripted LM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+
+import engine  # noqa: F401  first: offline price map, and refract_evaluator importable
+import refract_evaluator as oa
+from engine import optimize_anything
+from engine.config import ConfigError
+from engine.testing_lm import install_script, uninstall_script
+from storage import attached, repo
+from storage.models import utcnow
+from storage.queries import _run_dict
+from tests.support import toy
+from tests.support.api_evaluators import words
+from tests.support.harness import PYTHON, ROOT, assert_consistent_totals, evaluations, subprocess_env
+
+SCRIPTED = {"reflection_lm": {"model": "scripted/toy", "num_retries": 0}}
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("REFRACT_DATA", str(tmp_path / "data"))  # a fresh LM cache per test
+    yield
+    uninstall_script()
+
+
+def _config(**over) -> dict:
+    cfg = {**SCRIPTED, "budget": {"max_metric_calls": 300, "stop_at_score": 1.0}, "executor": {"workers": 3}}
+    cfg.update(over)
+    return cfg
+
+
+def _wait_for(predicate, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _cli(tmp_path, url: str, *args: str) -> str:
+    out = subprocess.run([PYTHON, "-m", "engine", *args, "--db", url], cwd=ROOT, env=subprocess_env(tmp_path),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+# ---------------------------------------------------------------- an evaluator closing over local objects
+
+
+@dataclass(frozen=True)
+class Question:  # not JSON: the evaluator must get this object, not its stored form ({"word": …})
+    word: str
+
+
+class Grader:
+    """Something no sandboxed evaluator could reach: an object living in the test's process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls = 0
+        self.threads: set[str] = set()
+
+    def grade(self, candidate: str, question: Question) -> float:
+        with self.lock:
+            self.calls += 1
+            self.threads.add(threading.current_thread().name)
+        return 1.0 if question.word in candidate.split() else 0.0
+
+
+def test_an_in_process_evaluator_closing_over_a_local_object(db):
+    install_script(toy.script, price_per_token=1e-6)
+    grader = Grader()
+    questions = [Question(row["word"]) for row in toy.dataset(6)]
+
+    def evaluate(candidate, example):
+        assert isinstance(example, Question), type(example)
+        score = grader.grade(candidate, example)
+        oa.log("graded", example.word)
+        print("stdout for", example.word)
+        return score, {"expected": example.word}
+
+    result = optimize_anything("start", evaluator=evaluate, dataset=questions, objective="list the words",
+                               config=_config(), db=db.url, name="closure", progress=False)
+
+    run = repo.get_run(db, result.run_id)
+    assert (result.status, run.status) == ("completed", "completed")
+    assert result.best_score == 1.0 and set(toy.WORDS[:6]) <= set(result.best_candidate.split())
+    # every metric call ran here, in the grader's threads (several of them: the pool is parallel)
+    assert grader.calls == run.metric_calls == result.total_metric_calls
+    assert len(grader.threads) > 1 and all(t.startswith("refract-eval") for t in grader.threads)
+    assert_consistent_totals(db, result.run_id)
+    # the studio's view: examples stored as their fields, each evaluation with its own log and stdout
+    assert [e.payload for e in repo.get_examples(db, result.run_id)] == [{"word": q.word} for q in questions]
+    for ev, key, _ in evaluations(db, result.run_id):
+        word = ev.side_info["expected"]
+        assert ev.side_info["log"] == f"graded {word}\n" and ev.side_info["stdout"] == f"stdout for {word}\n"
+    # GEPA's names, aligned with each other
+    assert result.candidates[result.best_idx] == result.best_candidate
+    assert result.parents[0] == [None] and all(p is not None for ps in result.parents[1:] for p in ps)
+    assert result.val_aggregate_scores == [c.val_mean for c in repo.list_candidates(db, result.run_id, ["accepted"])]
+    assert result.cost_usd == pytest.approx(run.cost_usd) and result.cost_usd > 0
+    assert result.run_id in result.url and set(result.frontier) == {f"train-{i}" for i in range(6)}
+    assert all(f["best_score"] == 1.0 and result.best_idx in f["candidates"] for f in result.frontier.values())
+    assert run.attached_to.startswith("python:") and run.lease_owner is None  # released at the end
+
+
+def test_log_capture_is_per_evaluation_across_threads(sqlite_db):
+    install_script(toy.script)
+
+    def evaluate(candidate, example):
+        for _ in range(20):  # interleave with the other threads' writes
+            oa.log(example["word"])
+            print(example["word"])
+            sys.stderr.write(example["word"] + "!")
+            time.sleep(0.001)
+        return float(example["word"] in candidate.split())
+
+    result = optimize_anything("start", evaluator=evaluate, dataset=toy.dataset(8), db=sqlite_db.url,
+                               config=_config(executor={"workers": 4}, budget={"max_steps": 1}), progress=False)
+    evs = evaluations(sqlite_db, result.run_id)
+    assert len(evs) > 8
+    for ev, key, _ in evs:
+        word = dict((r["id"], r["word"]) for r in toy.dataset(8))[key]
+        assert ev.side_info["log"] == f"{word}\n" * 20 and ev.side_info["stdout"] == f"{word}\n" * 20
+        assert ev.side_info["stderr"] == f"{word}!" * 20
+
+
+def test_a_process_pool_runs_a_function_that_pickles(sqlite_db):
+    install_script(toy.script)
+    result = optimize_anything("start", evaluator=words, dataset=toy.dataset(4), db=sqlite_db.url, pool="process",
+                               config=_config(executor={"workers": 2}), progress=False)
+    assert result.status == "completed" and result.best_score == 1.0
+    evs = evaluations(sqlite_db, result.run_id)
+    pids = {ev.side_info["log"].split()[-1] for ev, _, _ in evs}
+    assert str(os.getpid()) not in pids and len(pids) >= 1  # evaluated in other processes
+    assert all(ev.side_info["stdout"] == f"checked {ev.side_info['expected']}\n" for ev, _, _ in evs)
+
+
+def test_bad_arguments_name_the_argument(sqlite_db):
+    with pytest.raises(ConfigError, match="^evaluator: must be a function"):
+        optimize_anything("x", evaluator="evaluate.py", db=sqlite_db.url)
+    with pytest.raises(ConfigError, match="^pool: 'fork' is not one of"):
+        optimize_anything("x", evaluator=words, pool="fork", db=sqlite_db.url)
+    with pytest.raises(ConfigError, match="^evaluator: cannot be sent to a process pool"):
+        optimize_anything("x", evaluator=lambda c: 1.0, pool="process", db=sqlite_db.url)
+    with pytest.raises(ConfigError, match="^config: must be a dict or a RunConfig, not str"):
+        optimize_anything("x", evaluator=words, config="search.toml", db=sqlite_db.url)
+    with pytest.raises(ConfigError, match="^config.dataset: also given as the argument"):
+        optimize_anything("x", evaluator=words, dataset=[{"word": "a"}], config={"dataset": [{"word": "b"}]},
+                          db=sqlite_db.url)
+    with pytest.raises(ConfigError, match="search.parents_per_step"):
+        optimize_anything("x", evaluator=words, config={"search": {"parents_per_step": 0}}, db=sqlite_db.url)
+    assert repo.list_runs(sqlite_db) == []  # nothing was created
+
+
+# ---------------------------------------------------------------- no worker takes it; the studio says why
+
+
+def test_no_engine_worker_claims_a_run_started_from_python(db):
+    run_id = attached.create_attached_run(db, "py", "", {"budget": {}}, [("task", "val", None)], "python:h:1:a", 0.01)
+    repo.set_run_fields(db, run_id, status="paused", lease_expires_at=utcnow() - timedelta(seconds=5))
+    repo.add_command(db, run_id, "resume", {}, "ana")
+    assert repo.claim_run(db, "worker-1", 15) is None  # a plain run in the same state would be claimed
+    note = attached.waiting_note(_run_dict(repo.get_run(db, run_id)))
+    assert note.startswith("Waiting for its Python process") and f'resume="{run_id}"' in note
+    assert attached.attach_run(db, run_id, "python:h:2:b", 15)
+    assert attached.waiting_note(_run_dict(repo.get_run(db, run_id))) is None  # its process is back
+    assert not attached.attach_run(db, run_id, "python:h:3:c", 15)  # held: a second process cannot take it
+    repo.set_run_fields(db, run_id, status="completed", lease_owner=None, lease_expires_at=None)
+    assert attached.waiting_note({**_run_dict(repo.get_run(db, run_id)), "commands_pending": 0}) is None
+    assert attached.waiting_note({**_run_dict(repo.get_run(db, run_id)), "commands_pending": 1}) is not None
+
+
+# ---------------------------------------------------------------- steering from the CLI while the call waits
+
+
+def test_pin_and_pause_from_the_cli_apply_while_the_python_call_waits(sqlite_db, tmp_path):
+    install_script(toy.endless, latency=0.05)
+    url = sqlite_db.url
+    result: dict = {}
+
+    def evaluate(candidate, example):
+        time.sleep(0.02)
+        return float(example["word"] in candidate.split()), {"expected": example["word"]}
+
+    call = threading.Thread(target=lambda: result.update(r=optimize_anything(
+        "start", evaluator=evaluate, dataset=toy.dataset(6), db=url, progress=False,
+        config=_config(budget={"max_metric_calls": 2000, "stop_at_score": None},
+                       search={"parents_per_step": 1, "proposals_per_parent": 2}))))
+    call.start()
+    run_id = _wait_for(lambda: repo.list_runs(sqlite_db) and repo.list_runs(sqlite_db)[0].id, what="the run")
+    _wait_for(lambda: repo.get_run(sqlite_db, run_id).steps_done >= 1, what="a first step")
+    seed = next(c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "seed")
+    said = _cli(tmp_path, url, "pin", run_id, seed.id)
+    assert "applied at the next step boundary by the Python process that runs it" in said
+    _cli(tmp_path, url, "pause", run_id)
+    _wait_for(lambda: repo.get_run(sqlite_db, run_id).status == "paused", what="the pause")
+    assert repo.get_candidate(sqlite_db, seed.id).pinned
+    assert [c.status for c in repo.list_commands(sqlite_db, run_id)] == ["applied", "applied"]
+    steps = repo.get_run(sqlite_db, run_id).steps_done
+    time.sleep(1.0)
+    run = repo.get_run(sqlite_db, run_id)
+    assert call.is_alive() and run.steps_done == steps  # paused: the call waits, no step runs
+    assert run.lease_owner == run.attached_to and run.lease_owner.startswith("python:")  # never a worker's
+    _cli(tmp_path, url, "resume", run_id)
+    _wait_for(lambda: repo.get_run(sqlite_db, run_id).steps_done > steps, what="steps after the resume")
+    _cli(tmp_path, url, "stop", run_id)
+    call.join(60)
+    assert not call.is_alive() and result["r"].status == "stopped"
+    assert [c.kind for c in repo.list_commands(sqlite_db, run_id)] == ["pin", "pause", "resume", "stop"]
+    assert all(c.status == "applied" for c in repo.list_commands(sqlite_db, run_id))
+    assert_consistent_totals(sqlite_db, run_id)
+
+
+# ---------------------------------------------------------------- Ctrl-C, then resume
+
+
+def test_ctrl_c_leaves_the_run_paused_and_resume_continues_it(sqlite_db, tmp_path):
+    url = sqlite_db.url
+    env = subprocess_env(tmp_path, REFRACT_SCRIPTED_LM="tests.support.toy:endless", REFRACT_TEST_EVAL_SLEEP="0.02")
+    proc = subprocess.Popen([PYTHON, "-m", "tests.support.api_script", url], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_id = _wait_for(lambda: repo.list_runs(sqlite_db) and repo.list_runs(sqlite_db)[0].id, what="the run")
+        _wait_for(lambda: repo.get_run(sqlite_db, run_id).steps_done >= 2, what="two steps")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err, err
+    assert f'resume="{run_id}"' in err  # it says how to continue
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.status == "paused" and "Ctrl-C" in run.status_reason
+    assert run.lease_owner is None and run.attached_to  # released, still attached: the studio says it waits
+    assert attached.waiting_note(_run_dict(run)) is not None
+    assert repo.claim_run(sqlite_db, "worker-1", 15) is None
+    assert "Waiting for its Python process" in _cli(tmp_path, url, "feedback", run_id, run.best_candidate_id, "shorter")
+    before = {(ev.candidate_id, ev.example_pk) for ev, _, _ in evaluations(sqlite_db, run_id)}
+    steps_before = run.steps_done
+
+    install_script(toy.endless)
+    result = optimize_anything(evaluator=words, resume=run_id, db=url, progress=False)
+
+    run = repo.get_run(sqlite_db, run_id)
+    assert result.status == run.status == "completed" and "budget spent" in run.status_reason
+    assert run.steps_done > steps_before and run.metric_calls >= 90
+    assert_consistent_totals(sqlite_db, run_id)  # nothing evaluated twice across the interruption
+    assert before <= {(ev.candidate_id, ev.example_pk) for ev, _, _ in evaluations(sqlite_db, run_id)}
+    resume = repo.list_commands(sqlite_db, run_id)[-1]
+    assert (resume.kind, resume.status, resume.author) == ("resume", "applied", "python")
+    # a finished run has nothing to continue: resuming it returns its result as it is
+    again = optimize_anything(evaluator=words, resume=run_id, db=url, progress=False)
+    assert again.total_metric_calls == result.total_metric_calls and again.candidates == result.candidates
+
+
+def test_resume_refuses_a_run_not_started_from_python(sqlite_db):
+    run_id = repo.create_run(sqlite_db, "toml run", "", {}, [("task", "val", None)])
+    with pytest.raises(ConfigError, match=f"^resume: run {run_id} was not started from Python"):
+        optimize_anything(evaluator=words, resume=run_id, db=sqlite_db.url)
+
+
+def test_the_result_is_json_friendly(sqlite_db):
+    install_script(toy.script)
+    result = optimize_anything({"words": "start", "note": "n"}, evaluator=lambda c, e: float(e["word"] in c["words"].split()),
+                               dataset=toy.dataset(3), db=sqlite_db.url, config=_config(budget={"max_steps": 2}), progress=False)
+    assert isinstance(result.best_candidate, dict) and set(result.best_candidate) == {"words", "note"}
+    json.dumps(result.__dict__)  # plain data throughout
+
+
+def test_the_example_script_runs(tmp_path):
+    url = f"sqlite:///{tmp_path / 'example.db'}"
+    env = subprocess_env(tmp_path, REFRACT_SCRIPTED_LM="tests.support.api_evaluators:triage_script")
+    out = subprocess.run([PYTHON, "examples/python_api.py", "scripted/triage", "--db", url], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "completed: best 1.00 with 'is down, outage, security, error 500'" in out.stdout
+    assert "the triage object saw" in out.stdout and "watch and steer it in the studio" in out.stderr
+
+
+def test_the_evaluator_calls_the_task_lm_through_the_engine(sqlite_db):
+    def answers(messages, params):
+        if len(messages) == 1:  # the evaluator's oa.lm(prompt): one user message
+            return "yes" if "alpha" in messages[0]["content"] else "no"
+        return toy.script(messages, params)
+
+    install_script(answers, price_per_token=1e-6)
+
+    def evaluate(candidate, example):
+        verdict = oa.lm(f"Does {candidate!r} contain {example['word']}?")
+        return float(example["word"] in candidate.split()), {"judge": verdict}
+
+    result = optimize_anything("start", evaluator=evaluate, dataset=toy.dataset(3), db=sqlite_db.url,
+                               config=_config(budget={"max_steps": 1}), progress=False)
+    evs = evaluations(sqlite_db, result.run_id)
+    assert evs and all(ev.side_info["judge"] in ("yes", "no") and ev.cost_usd > 0 for ev, _, _ in evs if not ev.cached)
+    from tests.support.harness import lm_calls
+
+    task_calls = [c for c in lm_calls(sqlite_db, result.run_id) if c.purpose == "task"]
+    assert len(task_calls) == sum(1 for ev, _, _ in evs if not ev.cached)
+    assert_consistent_totals(sqlite_db, result.run_id)  # their cost is in the run's total
+
+
+def test_the_call_returns_when_the_engine_pauses_the_run(sqlite_db):
+    def broken(messages, params):
+        raise RuntimeError("the provider is down")
+
+    install_script(broken)
+    result = optimize_anything("start", evaluator=words, dataset=toy.dataset(3), db=sqlite_db.url,
+                               config=_config(), progress=False)
+    assert result.status == "paused" and "the reflection LM failed" in result.status_reason
+    assert result.candidates == ["start"] and result.best_idx == 0
+
+
+def test_validate_refuses_a_proposal_before_any_metric_call(sqlite_db):
+    install_script(toy.script)
+    result = optimize_anything("start", evaluator=words, dataset=toy.dataset(4), db=sqlite_db.url,
+                               validate=lambda c: "no bravo here" if "bravo" in c.split() else None,
+                               config=_config(budget={"max_steps": 3}), progress=False)
+    refused = [c for c in repo.list_candidates(sqlite_db, result.run_id) if "no bravo here" in c.reason]
+    assert refused and all(c.status == "failed" for c in refused)
+    assert not repo.evaluations_for(sqlite_db, result.run_id, [c.id for c in refused])
+    assert all("bravo" not in c.split() for c in result.candidates)
