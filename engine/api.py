@@ -25,6 +25,7 @@ from storage.db import Database, open_db
 from engine.commands import FINISHED, send_command
 from engine.config import ConfigError, RunConfig, parse_config
 from engine.in_process import InProcessExecutor
+from engine.lm_providers import load_plugins
 from engine.optimizer import Optimizer
 from engine.result import OptimizeResult, build_result
 from engine.runs import examples_of
@@ -72,6 +73,7 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
     if pool == "process":
         _check_pickles(evaluator, "evaluator")
         _check_pickles(validate, "validate")
+    load_plugins()  # the test hook, honoured here as in `python -m engine` (this process is the engine)
     database = open_db(db)
     process_id = f"python:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     if resume:

@@ -6,7 +6,7 @@ registered at any time. The product registers one: ``local``, the offline defaul
 CPU (``engine.local_lm``).
 
 Test hook: ``REFRACT_LM_PLUGINS`` names modules (comma-separated import paths) that a
-``python -m engine`` process imports at start, before it reads any run; such a module registers
+``python -m engine`` process (or a Python process calling ``optimize_anything``) imports at start, before it reads any run; such a module registers
 its providers with ``register_provider`` when imported. The test suite uses it to give worker
 subprocesses its scripted LM (``tests.support.scripted_lm``); the product itself never names a
 test module. The variable is read from the engine's own environment, which is trusted like

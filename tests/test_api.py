@@ -19,7 +19,7 @@ import engine  # noqa: F401  first: offline price map, and refract_evaluator imp
 import refract_evaluator as oa
 from engine import optimize_anything
 from engine.config import ConfigError
-from engine.testing_lm import install_script, uninstall_script
+from tests.support.scripted_lm import install_script, uninstall_script
 from storage import attached, repo
 from storage.models import utcnow
 from storage.queries import _run_dict
