@@ -67,8 +67,9 @@ class BoundedText:
 
 @dataclass
 class OptimizationState:
-    """What GEPA injects into an evaluator that declares ``opt_state``. Refract passes an empty
-    history (each evaluation is independent and may run on any worker)."""
+    """What GEPA injects into an evaluator that declares ``opt_state``: ``best_example_evals``,
+    the best evaluations so far of this example (up to 30, best first), each
+    ``{"score": float, "side_info": dict}`` — as GEPA fills it."""
 
     best_example_evals: list = field(default_factory=list)
 
