@@ -242,6 +242,8 @@ class ConfigWarning(UserWarning):
 
 def config_warnings(cfg: RunConfig) -> list[str]:
     """Settings that are allowed but do less than they seem to, each as ``field: what happens``."""
+    from engine.images import mentions_images, supports_vision
+
     s = cfg.search
     out = []
     if s.accept == "top_k" and s.top_k >= s.batch_size:
@@ -253,6 +255,10 @@ def config_warnings(cfg: RunConfig) -> list[str]:
     if s.schedule == "async" and s.accept != "all":
         out.append(f"search.accept: {s.accept!r} chooses among the children of one step; with schedule = \"async\" there "
                    "is no step, so every improving child is validated (as with accept = \"all\")")
+    if mentions_images(cfg.evaluator) and not supports_vision(cfg.reflection_lm.model):
+        out.append(f"reflection_lm.model: {cfg.reflection_lm.model!r} cannot see images (litellm's supports_vision), "
+                   "and the evaluator seems to return some: the reflection prompt will say each image was omitted; "
+                   "choose a vision model to send them")
     return out
 
 

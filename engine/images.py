@@ -17,7 +17,6 @@ from typing import Any
 
 MAX_SIDE = 1024
 MAX_IMAGES = 8
-_MEDIA = {"png": "image/png", "jpeg": "image/jpeg"}
 
 
 def is_image(value: Any) -> bool:
@@ -80,7 +79,7 @@ class ImageCollector:
 def _part(img: dict) -> tuple[dict, bool]:
     """(an ``image_url`` content part, whether the image was downscaled)."""
     raw = base64.b64decode(img["data"])
-    kind = img["__image__"] if img["__image__"] in _MEDIA else "png"
+    kind = str(img["__image__"])
     shrunk = False
     try:
         from PIL import Image
@@ -89,10 +88,10 @@ def _part(img: dict) -> tuple[dict, bool]:
             if max(pic.size) > MAX_SIDE:
                 pic.thumbnail((MAX_SIDE, MAX_SIDE))
                 buf = io.BytesIO()
-                kind = "jpeg" if kind == "jpeg" else "png"
+                kind = "jpeg" if kind == "jpeg" else "png"  # what PIL writes for any other input
                 (pic.convert("RGB") if kind == "jpeg" else pic).save(buf, format=kind.upper())
                 raw, shrunk = buf.getvalue(), True
     except Exception:  # noqa: BLE001 -- undecodable: sent as it is, the provider says what is wrong
         pass
-    url = f"data:{_MEDIA[kind]};base64,{base64.b64encode(raw).decode()}"
+    url = f"data:image/{kind};base64,{base64.b64encode(raw).decode()}"
     return {"type": "image_url", "image_url": {"url": url}}, shrunk
