@@ -36,3 +36,17 @@ def test_pass(ctx, status: str, best_id: Optional[str]) -> dict:
     if seed is not None and seed.content:
         fields["seed_test_mean"] = _mean(ctx.evals.evaluate(seed, ctx.test_keys, kind="test", charge=False))
     return fields
+
+
+def audit_line(run) -> Optional[str]:
+    """The held-out audit in one line (CLI ``status``, the dashboard), or None before a test
+    pass. ``run`` is a Run row or its dict."""
+    get = run.get if isinstance(run, dict) else lambda name: getattr(run, name, None)
+    test, seed, val = get("test_mean"), get("seed_test_mean"), get("best_val_mean")
+    if test is None:
+        return None
+    parts = [f"held-out test: seed {seed:.4f} → best {test:.4f}" if seed is not None else f"held-out test: best {test:.4f}"]
+    if val is not None:
+        parts.append(f"validation {val:.4f}, validation–test gap {val - test:+.4f}")
+    parts.append(f"test pass LM cost ${get('test_cost_usd') or 0:.4f}, outside the budget")
+    return "; ".join(parts)
