@@ -123,3 +123,20 @@ def test_opt_state_holds_the_best_evaluations_of_the_example_so_far(sqlite_db, t
     assert all(s == [] for s in first.values())  # nothing before an example's first evaluation
     later = [ev.side_info["seen"] for ev in rows if ev.side_info["seen"]]
     assert later and any(1.0 in s for s in later)  # a later evaluation sees an earlier success
+
+
+def test_the_studio_frontier_follows_the_type(db, tmp_path):
+    from storage import queries
+    from ui import analysis
+
+    cfg = toy_config(4, evaluator=OBJECTIVE_EVALUATOR, search={"frontier": "objective"},
+                     budget={"max_steps": 2, "stop_at_score": None})
+    run_id, _ = run_toy(db, tmp_path, cfg)
+    doc = export_run(db, run_id)
+    engine_members = {c for e in doc["frontier"] for c in e["candidate_ids"]}
+    assert {e["objective"] for e in doc["frontier"]} == {"hit", "short"}
+    per_example = analysis.frontier(queries.val_scores(db, run_id), queries.candidate_rows(db, run_id))
+    view = analysis.typed_members(per_example, queries.val_objectives(db, run_id), "objective")
+    assert set(view.members) == engine_members
+    assert {c: int(view.best_on[c]) for c in view.members} == {
+        c: sum(1 for e in doc["frontier"] if c in e["candidate_ids"]) for c in engine_members}
