@@ -180,3 +180,17 @@ def test_no_improvement_stopper_counts_steps_since_the_best_rose(sqlite_db, tmp_
     assert "no improvement of the best mean for 2 steps (max_steps_without_improvement = 2)" in run.status_reason
     best = repo.get_candidate(sqlite_db, run.best_candidate_id)
     assert run.steps_done == best.step + 1 + 2
+
+
+def test_every_option_in_the_readme_table_is_a_config_field():
+    import re
+
+    from engine.config import RunConfig
+    from tests.support.harness import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("**Options, as GEPA names them.**")[1].split("## Evaluator contract")[0]
+    named = re.findall(r"^\| `\[(\w+)\] (\w+)`", table, re.M)
+    assert len(named) == 8
+    for section, name in named:
+        assert name in RunConfig.model_fields[section].annotation.model_fields, (section, name)
