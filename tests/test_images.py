@@ -169,3 +169,12 @@ def test_svg_badge_example_sends_rendered_images_to_a_vision_model(sqlite_db, tm
     # the recorded LM call keeps the request as sent (images included)
     recorded = [c for c in lm_calls(sqlite_db, run_id) if c.purpose == "reflection"][0]
     assert any(p.get("type") == "image_url" for p in recorded.messages[1]["content"])
+
+
+def test_the_candidate_page_shows_image_parts_as_a_short_note():
+    from ui.render import messages_text
+
+    url = "data:image/png;base64," + "A" * 4096
+    text = messages_text([{"role": "user", "content": [{"type": "text", "text": "look"},
+                                                       {"type": "image_url", "image_url": {"url": url}}]}])
+    assert text == "── user ──\nlook\n[image part: image/png, 3 KB]"
