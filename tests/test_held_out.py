@@ -9,6 +9,7 @@ import re
 import engine  # noqa: F401  first: offline litellm price map
 import pytest
 
+from engine.cli import main as cli_main
 from engine.commands import send_command
 from engine.test_pass import audit_line
 from engine.testing_lm import uninstall_script
@@ -45,7 +46,7 @@ def _test_rows(db, run_id):
     return [(ev, key) for ev, key, split in evaluations(db, run_id) if split == "test"]
 
 
-def test_after_a_dollar_stop_the_lm_judged_test_set_is_still_scored(sqlite_db, tmp_path):
+def test_after_a_dollar_stop_the_lm_judged_test_set_is_still_scored(sqlite_db, tmp_path, capsys):
     cfg = toy_config(evaluator=JUDGED, dataset=TRAIN, testset=TEST, search={"parents_per_step": 1},
                      budget={"max_cost_usd": 0.02, "stop_at_score": None, "max_metric_calls": 1000})
     run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=_judge_or_reflect, price=1e-5)
@@ -59,6 +60,9 @@ def test_after_a_dollar_stop_the_lm_judged_test_set_is_still_scored(sqlite_db, t
     assert test_calls and run.test_cost_usd == pytest.approx(sum(c.cost_usd for c in test_calls)) and run.test_cost_usd > 0
     assert_consistent_totals(sqlite_db, run_id)
     line = audit_line(run)
+    # the CLI's status shows the same line
+    assert cli_main(["status", run_id, "--db", sqlite_db.url]) == 0
+    assert line + " (the search never saw the test set)" in capsys.readouterr().out
     assert line.startswith(f"held-out test: seed 0.0000 → best {run.test_mean:.4f}; validation {run.best_val_mean:.4f}, "
                            f"validation–test gap {run.best_val_mean - run.test_mean:+.4f}")
 
