@@ -125,14 +125,14 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
     component = child.component
     current = parent.content[component]
     prompt = _prompt(ctx, parent, component, parent_results)
-    if not ctx.budget.may_call_lm():
-        return _fail(ctx, child, "budget: no room left for another LM call")
-    repo.bump_run(ctx.db, ctx.run_id, proposals_total=1)
+    # first the other components (component_selector = "all"), each call reserved and settled
+    # by itself, so that the reservation below is the one the child's own call settles
     base = _other_components(ctx, parent, child, k, parent_results)
     if base is None:
         return ctx.state.candidates[child.id]
-    if len(base) > 1 and cfg.search.component_selector == "all" and not ctx.budget.may_call_lm():
+    if not ctx.budget.may_call_lm():
         return _fail(ctx, child, "budget: no room left for another LM call")
+    repo.bump_run(ctx.db, ctx.run_id, proposals_total=1)
     messages = prompt.messages
     temperature = proposal_temperature(cfg.reflection_lm.temperature, k)
     parsed_once = False
