@@ -11,7 +11,7 @@ import pytest
 from engine.export import export_run
 from engine.frontier_types import frontier_entries, missing_objectives, typed_frontier
 from engine.selection import PoolView, make_selector
-from engine.testing_lm import uninstall_script
+from tests.support.scripted_lm import uninstall_script
 from storage import repo
 from tests.support import toy
 from tests.support.harness import evaluations, run_toy, toy_config

@@ -11,7 +11,7 @@ from engine import lm as lm_module
 from engine.config import ConfigError, LMConfig
 from engine.reflection import ExampleFeedback, build_prompt
 from engine.selection import PoolView, make_selector
-from engine.testing_lm import install_script, uninstall_script
+from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo
 from tests.support import toy
 from tests.support.harness import lm_calls, lm_client, run_toy, toy_config

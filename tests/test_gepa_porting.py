@@ -15,7 +15,7 @@ import engine  # noqa: F401  first: offline litellm price map
 import pytest
 
 from engine.config import ConfigWarning
-from engine.testing_lm import install_script, uninstall_script
+from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo
 from tests.support.harness import evaluations, run_optimizer, toy_config
 from engine.runs import submit_run

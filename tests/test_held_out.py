@@ -12,7 +12,7 @@ import pytest
 from engine.cli import main as cli_main
 from engine.commands import send_command
 from engine.test_pass import audit_line
-from engine.testing_lm import uninstall_script
+from tests.support.scripted_lm import uninstall_script
 from storage import repo
 from tests.support import toy
 from tests.support.harness import assert_consistent_totals, evaluations, lm_calls, run_toy, toy_config

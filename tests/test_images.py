@@ -21,7 +21,7 @@ from engine.config import ConfigWarning, parse_config
 from engine.images import MAX_SIDE, ImageCollector
 from engine.reflection import ExampleFeedback, build_prompt
 from engine.runs import submit_run
-from engine.testing_lm import install_script, uninstall_script
+from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo
 from tests.support.harness import ROOT, lm_calls, run_optimizer
 
