@@ -122,7 +122,7 @@ class AsyncLoop:
         self.m = min(cfg.minibatch_size, len(ctx.train_keys))
         self.max_idle = max_idle * self.c
         self.sampler = EpochSampler(ctx.train_keys, cfg.minibatch_size, cfg.seed)
-        self.selector = make_selector(cfg.selection, cfg.epsilon)
+        self.selector = make_selector(cfg.selection, cfg.epsilon, cfg.top_k_pareto_k)
         self.next_n = ctx.step_index * self.c  # the first proposal of the first wave not closed
         self.waves: dict[int, _Wave] = {}
         self.inflight: dict[Future, _Job] = {}

@@ -73,8 +73,10 @@ def _summary(db, run_id) -> int:
     print(f"status {run.status}: {run.status_reason}")
     if run.best_val_mean is not None:
         print(f"best {run.best_val_mean:.4f} (candidate {run.best_candidate_id})")
-    if run.test_mean is not None:
-        print(f"test {run.test_mean:.4f} (held-out, never seen by the search)")
+    from engine.test_pass import audit_line
+
+    if audit_line(run):
+        print(audit_line(run) + " (the search never saw the test set)")
     p = run.proposals_total or 1
     print(f"metric calls {run.metric_calls}  cost ${run.cost_usd:.4f}  tokens {run.tokens_in}+{run.tokens_out}  "
           f"{run.seconds:.1f} s  steps {run.steps_done}")

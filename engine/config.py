@@ -31,6 +31,11 @@ class SearchConfig(_Strict):
     proposals_per_parent: int = Field(2, ge=1, le=64, description="K: reflective proposals per parent")
     minibatch_size: int = Field(3, ge=1, le=1000)
     selection: Literal["pareto", "best", "epsilon_greedy", "top_k_pareto"] = "pareto"
+    top_k_pareto_k: int = Field(5, ge=1, description="k of selection = \"top_k_pareto\" (GEPA's 5)")
+    frontier: Literal["instance", "objective", "hybrid", "cartesian"] = Field(
+        "hybrid", description="what the Pareto frontier is kept over: examples, side_info['scores'] objectives, both, or each pair")
+    skip_perfect_score: bool = Field(False, description="no proposal for a parent that scores max_score on every example of its minibatch")
+    component_selector: Literal["round_robin", "all"] = Field("round_robin", description="which components one proposal rewrites")
     epsilon: float = Field(0.1, ge=0, le=1, description="exploration rate for epsilon_greedy")
     acceptance: Literal["strict", "improvement_or_equal"] = "strict"
     accept: Literal["all", "best", "top_k"] = Field("all", description="which improving children of a step pay a validation pass")
@@ -56,6 +61,8 @@ class BudgetConfig(_Strict):
     max_seconds: Optional[float] = Field(None, gt=0)
     stop_at_score: Optional[float] = None
     max_steps: Optional[int] = Field(None, ge=1)
+    max_candidate_proposals: Optional[int] = Field(None, ge=1, description="stop after this many reflective proposals")
+    max_steps_without_improvement: Optional[int] = Field(None, ge=1, description="stop when the best mean has not risen for this many steps")
 
 
 class LMConfig(_Strict):
@@ -67,6 +74,22 @@ class LMConfig(_Strict):
     timeout_seconds: float = Field(300, gt=0)
     num_retries: int = Field(3, ge=0, le=10)
     max_concurrency: int = Field(8, ge=1, le=256)
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="extra litellm parameters from an allow-list")
+    prompt_template: Optional[str] = Field(None, description="the reflection prompt with {candidate} and {side_info}")
+
+    @field_validator("kwargs")
+    @classmethod
+    def _allowed_kwargs(cls, v: dict) -> dict:
+        from engine.lm_params import check_kwargs
+
+        return check_kwargs(v)
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _template(cls, v: Optional[str]) -> Optional[str]:
+        from engine.reflection_template import check_template
+
+        return None if v is None else check_template(v)
 
     @field_validator("model")
     @classmethod
@@ -135,6 +158,10 @@ class RunConfig(_Strict):
                 raise ValueError(f"{name}: the {name} is empty; give at least one example or leave it out")
         if self.testset and not self.dataset:
             raise ValueError("testset: a testset needs a dataset (the search never sees the test set); give a dataset too")
+        if self.task_lm is not None and self.task_lm.prompt_template is not None:
+            raise ValueError("task_lm.prompt_template: only the reflection LM has a prompt template; move it to [reflection_lm]")
+        if self.search.skip_perfect_score and self.search.max_score is None:
+            raise ValueError("search.skip_perfect_score: needs search.max_score (the perfect score of one example)")
         if self.valset and not self.dataset:
             raise ValueError("valset: a valset needs a dataset (the examples the reflection LM learns from); "
                              "give a dataset, or give these examples as the dataset (it is then also the valset)")
@@ -215,6 +242,8 @@ class ConfigWarning(UserWarning):
 
 def config_warnings(cfg: RunConfig) -> list[str]:
     """Settings that are allowed but do less than they seem to, each as ``field: what happens``."""
+    from engine.images import mentions_images, supports_vision
+
     s = cfg.search
     out = []
     if s.accept == "top_k" and s.top_k >= s.batch_size:
@@ -226,6 +255,10 @@ def config_warnings(cfg: RunConfig) -> list[str]:
     if s.schedule == "async" and s.accept != "all":
         out.append(f"search.accept: {s.accept!r} chooses among the children of one step; with schedule = \"async\" there "
                    "is no step, so every improving child is validated (as with accept = \"all\")")
+    if mentions_images(cfg.evaluator) and not supports_vision(cfg.reflection_lm.model):
+        out.append(f"reflection_lm.model: {cfg.reflection_lm.model!r} cannot see images (litellm's supports_vision), "
+                   "and the evaluator seems to return some: the reflection prompt will say each image was omitted; "
+                   "choose a vision model to send them")
     return out
 
 

@@ -39,8 +39,10 @@ class RunContext:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def call_lm(self, cfg: LMConfig, messages: list[dict], purpose: str, candidate_id: Optional[str],
-                sample_index: int = 0, temperature: Optional[float] = None, example_key: Optional[str] = None):
-        """One LM call, recorded (tokens, cost, latency, cache) and charged to the budget."""
+                sample_index: int = 0, temperature: Optional[float] = None, example_key: Optional[str] = None,
+                charge: bool = True):
+        """One LM call, recorded (tokens, cost, latency, cache) and, unless ``charge`` is False
+        (the held-out test pass), charged to the budget."""
         started, t0 = utcnow(), time.monotonic()
         res = self.lm.complete(cfg, messages, sample_index=sample_index, temperature=temperature)
         self.timeline.add("lm", t0, time.monotonic(), candidate_id, purpose=purpose)
@@ -49,7 +51,8 @@ class RunContext:
                       tokens_in=res.tokens_in, tokens_out=res.tokens_out, cost_usd=res.cost_usd,
                       seconds=res.seconds, cached=res.cached, error=res.error, started_at=started)
         call_id = repo.record_lm_call(self.db, call)
-        self.budget.add_cost(res.cost_usd)
+        if charge:
+            self.budget.add_cost(res.cost_usd)
         if purpose in ("reflection", "merge", "seed"):
             with self._lock:
                 self._lm_failures = self._lm_failures + 1 if res.error else 0

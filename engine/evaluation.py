@@ -23,6 +23,7 @@ from storage.models import Candidate, Evaluation, Example
 
 from engine.budget import Budget
 from engine.executor import EvalOutcome, EvalTask, Executor
+from engine.opt_state import BestEvals
 from engine.state import to_evaluator
 
 
@@ -54,8 +55,10 @@ class Timeline:
 
 class EvaluationService:
     def __init__(self, db: Database, run_id: str, executor: Executor, budget: Budget,
-                 examples: dict[str, Example], single_text: bool, timeline: Timeline) -> None:
+                 examples: dict[str, Example], single_text: bool, timeline: Timeline, opt_state_k: int = 0) -> None:
         self.db, self.run_id, self.executor, self.budget = db, run_id, executor, budget
+        # what an evaluator's opt_state sees (0: it declares none, nothing is kept or sent)
+        self.best_evals = BestEvals(opt_state_k)
         self.examples, self.single_text, self.timeline = examples, single_text, timeline
         # (content hash, example key) -> (owner candidate id, result future, executor future) of
         # a dispatched evaluation: two proposals needing the same content on the same example at
@@ -137,7 +140,7 @@ class EvaluationService:
             if charge and not self.budget.reserve_metric_call():
                 return None
             task = EvalTask(candidate=to_evaluator(cand.content, self.single_text), example=self.examples[key].payload,
-                            example_key=key, candidate_id=cand.id)
+                            example_key=key, candidate_id=cand.id, kind=kind, opt_state=self.best_evals.get(key))
             result: Future = Future()
             raw = self.executor.submit(task)
             self._inflight[slot] = (cand.id, result, raw)
@@ -155,6 +158,7 @@ class EvaluationService:
                     out = EvalOutcome(score=0.0, side_info={}, error=f"executor error: {exc}")
                 end = time.monotonic()
                 self.timeline.add(kind, max(t_submit, end - out.seconds), end, cand.id, example=key)
+                self.best_evals.add(key, out.score, out.side_info)
                 row = self._row(cand, self.examples[key], out.score, out.side_info, out.error, out.seconds,
                                 out.lm_cost_usd, cached=False)
                 self._recorder.put(row, charge, result, Scored(out.score, out.side_info, out.error))

@@ -24,6 +24,9 @@ class EvalTask:
     example_key: str = ""
     # attribution of evaluator-side LM calls (``lm()`` inside the evaluator)
     candidate_id: Optional[str] = None
+    kind: str = "eval"  # minibatch | validation | test | …: the test pass's lm() calls are outside the budgets
+    # GEPA's OptimizationState.best_example_evals for this example: [{"score", "side_info"}], best first
+    opt_state: Optional[list] = None
 
 
 @dataclass

@@ -15,7 +15,7 @@ from storage.db import Database
 from storage.models import Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step
 from storage.transfer import insert_run
 
-from engine.frontier import compute_frontier
+from engine.frontier_types import frontier_entries, objective_scores, typed_frontier
 from engine.state import content_hash
 
 FORMAT = "refract-run/1"
@@ -51,12 +51,15 @@ def export_run(db: Database, run_id: str) -> dict[str, Any]:
     cmd_pos = {c.id: i for i, c in enumerate(commands)}
     val_keys = [e.key for e in examples if e.split == "val"] or [e.key for e in examples if e.split == "train"]
     val_scores: dict[str, dict[str, float]] = {}
+    objectives: dict[str, dict[str, dict[str, float]]] = {}
     for ev in evals:
         k = key_of.get(ev.example_pk)
         if k in val_keys:
             val_scores.setdefault(ev.candidate_id, {})[k] = ev.score
+            objectives.setdefault(ev.candidate_id, {})[k] = objective_scores(ev.side_info)
     eligible = [c.id for c in cands if c.status == "accepted" and not c.vetoed]
-    front = compute_frontier({c: val_scores.get(c, {}) for c in eligible})
+    frontier_type = (run.config.get("search") or {}).get("frontier", "instance")
+    front = typed_frontier({c: val_scores.get(c, {}) for c in eligible}, objectives, frontier_type)
     best_mean = run.best_val_mean
     return {
         "format": FORMAT,
@@ -84,9 +87,10 @@ def export_run(db: Database, run_id: str) -> dict[str, Any]:
                       "applied_step": c.applied_step, "result": c.result} for c in commands],
         "comments": [{"candidate_id": c.candidate_id, "author": c.author, "text": c.text, "kind": c.kind,
                       "created_at": iso(c.created_at)} for c in repo.list_comments(db, run_id)],
-        "frontier": [{"example_id": k, "best_score": front.best.get(k),
-                      "candidate_ids": sorted(front.holders.get(k, set()))} for k in val_keys],
-        "best": {"candidate_id": run.best_candidate_id, "val_mean": best_mean, "test_mean": run.test_mean},
+        "frontier_type": frontier_type,
+        "frontier": frontier_entries(front, val_keys),
+        "best": {"candidate_id": run.best_candidate_id, "val_mean": best_mean, "test_mean": run.test_mean,
+                 "seed_test_mean": run.seed_test_mean, "test_cost_usd": run.test_cost_usd},
     }
 
 
@@ -148,7 +152,8 @@ def _run_row(doc: dict) -> Run:
                budget_overshoot=t["budget_overshoot"], proposals_total=p["total"], proposals_parsed=p["parsed"],
                proposals_valid=p["valid"], proposals_accepted=p["accepted"],
                best_candidate_id=doc["best"]["candidate_id"], best_val_mean=doc["best"]["val_mean"],
-               test_mean=doc["best"]["test_mean"], created_at=_when(r, "created_at"),
+               test_mean=doc["best"]["test_mean"], seed_test_mean=doc["best"].get("seed_test_mean"),
+               test_cost_usd=doc["best"].get("test_cost_usd") or 0.0, created_at=_when(r, "created_at"),
                started_at=parse_iso(r.get("started_at")), finished_at=parse_iso(r.get("finished_at")))
 
 

@@ -94,12 +94,12 @@ class Signature:
         self.takes_example = len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
         self.wants_opt_state = any(p.name == "opt_state" for p in params)
 
-    def call(self, fn: Callable, candidate: Any, example: Any, has_example: bool):
+    def call(self, fn: Callable, candidate: Any, example: Any, has_example: bool, best_evals: Optional[list] = None):
         if has_example and not self.takes_example:
             raise TypeError("this run has a dataset but the evaluator takes only the candidate: "
                             "define evaluator(candidate, example)")
         args = (candidate, example) if self.takes_example else (candidate,)
-        kwargs = {"opt_state": oa.OptimizationState()} if self.wants_opt_state else {}
+        kwargs = {"opt_state": oa.OptimizationState(best_evals or [])} if self.wants_opt_state else {}
         return fn(*args, **kwargs)
 
 
@@ -123,7 +123,8 @@ def evaluate_captured(fn: Callable, sig: Signature, task: EvalTask, capture_char
     _current.stdout, _current.stderr, _current.account = sinks["stdout"], sinks["stderr"], account
     score, side, error = 0.0, {}, None
     try:
-        score, side = outcome.normalise(sig.call(fn, task.candidate, task.example, task.example is not None))
+        score, side = outcome.normalise(sig.call(fn, task.candidate, task.example, task.example is not None,
+                                                  task.opt_state))
     except outcome.NotJSON as exc:
         error = str(exc)
     except Exception as exc:  # the user's code failing is an outcome, never an engine error

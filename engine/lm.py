@@ -123,6 +123,7 @@ class LMClient:
             "temperature": cfg.temperature if temperature is None else temperature,
             "max_tokens": cfg.max_tokens if max_tokens is None else max_tokens,
             "stop": list(stop) if stop else None,
+            **cfg.kwargs,  # allow-listed at load (engine.lm_params): never the server or the key
         }
         started = time.monotonic()
         key = cache_key(model=cfg.model, api_base=cfg.api_base, messages=messages,

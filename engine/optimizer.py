@@ -22,15 +22,19 @@ from engine.commands import CommandApplier
 from engine.config import RunConfig
 from engine.context import RunContext
 from engine.evaluation import EvaluationService, Timeline
+from engine.frontier_types import missing_objectives
 from engine.executor import EvalTask, Executor, LazyExecutor
 from engine.merge import try_merge
 from engine.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
+from engine.stoppers import stop_reason
+from engine.test_pass import test_pass
 from engine.step import run_step, step_rng, validate_child
 
 log = logging.getLogger("refract.engine")
 MAX_CONSECUTIVE_LM_FAILURES = 5
 MAX_IDLE_STEPS = 5
+OPT_STATE_K = 30  # GEPA's best_example_evals_k: evaluations per example an evaluator's opt_state holds
 
 
 class Optimizer:
@@ -68,7 +72,9 @@ class Optimizer:
         factory = self.executor_factory or make_executor
         handler = self._task_lm_handler(ctx)
         executor = LazyExecutor(lambda: factory(cfg.executor, cfg.evaluator, handler))
-        ctx.evals = EvaluationService(self.db, self.run_id, executor, budget, examples, single, timeline)
+        ctx.evals = EvaluationService(self.db, self.run_id, executor, budget, examples, single, timeline,
+                                      opt_state_k=OPT_STATE_K if "opt_state" in cfg.evaluator else 0)
+        state.frontier_type = cfg.search.frontier
         return ctx
 
     def _task_lm_handler(self, ctx: RunContext):
@@ -84,9 +90,11 @@ class Optimizer:
             if params:
                 allowed = {k: v for k, v in params.items() if k in ("temperature", "max_tokens")}
                 lm_cfg = lm_cfg.model_copy(update=allowed)
-            if not ctx.budget.may_call_lm():
+            testing = task.kind == "test"  # the held-out audit: outside the search's budgets
+            if not testing and not ctx.budget.may_call_lm():
                 raise RuntimeError("the run's cost or time budget is spent; lm() is refused")
-            res, _ = ctx.call_lm(lm_cfg, messages, "task", task.candidate_id, example_key=task.example_key)
+            res, _ = ctx.call_lm(lm_cfg, messages, "test" if testing else "task", task.candidate_id,
+                                 example_key=task.example_key, charge=not testing)
             if res.error:
                 raise RuntimeError(f"task LM failed: {res.error}")
             # the pool adds cost and tokens to the evaluation that made the call (attribution)
@@ -156,6 +164,7 @@ class Optimizer:
         if run.status in ("completed", "failed"):  # resumed by a budget change: go on
             repo.set_run_fields(self.db, self.run_id, status="running", finished_at=None)
         why = ctx.budget.exhausted(ctx.state.best()[1], ctx.step_index, 2 * min(ctx.cfg.search.minibatch_size, len(ctx.train_keys)))
+        why = why or stop_reason(ctx, run.proposals_total)
         if why:
             return ("completed", why), applied, run
         if ctx.consecutive_lm_failures >= MAX_CONSECUTIVE_LM_FAILURES:
@@ -216,6 +225,9 @@ class Optimizer:
         validate_child(ctx, seed_id)
         seed = ctx.state.candidates[seed_id]
         evs = repo.evaluations_for(self.db, self.run_id, [seed_id])
+        problem = missing_objectives(cfg.search.frontier, ctx.state.objectives)
+        if problem:
+            return problem
         if evs and all(e.error for e in evs):
             return (f"the evaluator failed on every validation example for the seed; first error: {evs[0].error}. "
                     "Fix the evaluator (\"Try evaluator\" in the studio shows the traceback) and start a new run.")
@@ -239,14 +251,6 @@ class Optimizer:
             fields["budget_overshoot"] = max(0, run.metric_calls - cap) if cap else 0
             if usd_cap and run.cost_usd > usd_cap:
                 fields["status_reason"] = f"{reason} (cost ${run.cost_usd:.4f}: ${run.cost_usd - usd_cap:.4f} over the cap)"
-            if best_id and ctx.test_keys and status == "completed":
-                fields["test_mean"] = self._test_pass(ctx, best_id)
+            fields.update(test_pass(ctx, status, best_id))
         repo.set_run_fields(self.db, self.run_id, **fields)
         return status
-
-    def _test_pass(self, ctx: RunContext, best_id: str) -> Optional[float]:
-        """The held-out audit: the final best on the test set, which the search never saw.
-        Recorded as evaluations but not charged to the search's metric-call budget."""
-        best = ctx.state.candidates[best_id]
-        results = ctx.evals.evaluate(best, ctx.test_keys, kind="test", charge=False)
-        return sum(r.score for r in results.values()) / len(results) if results else None

@@ -13,6 +13,7 @@ from storage.models import Candidate, utcnow
 
 from engine.context import RunContext
 from engine.evaluation import Scored
+from engine.images import supports_vision
 from engine.reflection import UNCHANGED, ExampleFeedback, build_prompt, parse_answer
 from engine.state import content_hash, deterministic_id, to_evaluator
 
@@ -56,10 +57,53 @@ def run_proposal(ctx: RunContext, parent: Candidate, slot: int, k: int, minibatc
                                   frontier_version=ctx.state.frontier_version, started_at=utcnow(),
                                   minibatch_keys=list(minibatch))
     if not child.content:
+        if _perfect(ctx, parent_results):
+            return Outcome(_fail(ctx, child, f"skipped: the parent scores the perfect score {ctx.cfg.search.max_score:g} on "
+                                             "every minibatch example (skip_perfect_score)").id, False, 0.0)
         child = _reflect(ctx, parent, child, k, parent_results)
         if child.status == "failed":
             return Outcome(child.id, False, 0.0)
     return _test_on_minibatch(ctx, parent, child, minibatch, parent_results)
+
+
+def _perfect(ctx: RunContext, parent_results: dict[str, Scored]) -> bool:
+    """GEPA's skip_perfect_score: nothing to learn from a minibatch the parent already aces."""
+    s = ctx.cfg.search
+    return (s.skip_perfect_score and bool(parent_results)
+            and all(r.score >= s.max_score - 1e-12 for r in parent_results.values()))
+
+
+def _other_components(ctx: RunContext, parent: Candidate, child: Candidate, k: int, parent_results) -> dict | None:
+    """With ``component_selector = "all"``: the parent's content with every component but the
+    child's own rewritten (one LM call each; an unusable answer keeps that component as it was).
+    None when the LM failed or the budget refused a call (the child is then failed)."""
+    content = dict(parent.content)
+    if ctx.cfg.search.component_selector != "all":
+        return content
+    cfg = ctx.cfg
+    for comp in [c for c in ctx.components if c != child.component]:
+        prompt = _prompt(ctx, parent, comp, parent_results)
+        if not ctx.budget.may_call_lm():
+            _fail(ctx, child, "budget: no room left for another LM call")
+            return None
+        res, _ = ctx.call_lm(cfg.reflection_lm, prompt.messages, "reflection", child.id, sample_index=k,
+                             temperature=proposal_temperature(cfg.reflection_lm.temperature, k))
+        if res.error:
+            _fail(ctx, child, f"reflection LM failed on component {comp!r}: {res.error}")
+            return None
+        parsed = parse_answer(res.text, parent.content[comp], require_fence=cfg.search.require_fence)
+        if parsed.text is not None:
+            content[comp] = parsed.text
+    return content
+
+
+def _prompt(ctx: RunContext, parent: Candidate, component: str, parent_results):
+    cfg = ctx.cfg
+    return build_prompt(kind=cfg.artifact_kind, objective=cfg.objective, background=cfg.background,
+                        component=component, components=ctx.components, current_text=parent.content[component],
+                        feedback=feedback_for(ctx, parent_results), human_feedback=human_feedback(ctx, parent.id),
+                        tried=ctx.state.tried_texts(parent.id), max_chars=ctx.prompt_char_budget(cfg.reflection_lm),
+                        template=cfg.reflection_lm.prompt_template, vision=supports_vision(cfg.reflection_lm.model))
 
 
 def next_component(components: list[str], parent: Candidate, offset: int) -> str:
@@ -80,10 +124,12 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
     cfg = ctx.cfg
     component = child.component
     current = parent.content[component]
-    prompt = build_prompt(kind=cfg.artifact_kind, objective=cfg.objective, background=cfg.background,
-                          component=component, components=ctx.components, current_text=current,
-                          feedback=feedback_for(ctx, parent_results), human_feedback=human_feedback(ctx, parent.id),
-                          tried=ctx.state.tried_texts(parent.id), max_chars=ctx.prompt_char_budget(cfg.reflection_lm))
+    prompt = _prompt(ctx, parent, component, parent_results)
+    # first the other components (component_selector = "all"), each call reserved and settled
+    # by itself, so that the reservation below is the one the child's own call settles
+    base = _other_components(ctx, parent, child, k, parent_results)
+    if base is None:
+        return ctx.state.candidates[child.id]
     if not ctx.budget.may_call_lm():
         return _fail(ctx, child, "budget: no room left for another LM call")
     repo.bump_run(ctx.db, ctx.run_id, proposals_total=1)
@@ -104,7 +150,7 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
             if not parsed_once:
                 parsed_once = True
                 repo.bump_run(ctx.db, ctx.run_id, proposals_parsed=1)
-            content = dict(parent.content)
+            content = dict(base)
             content[component] = parsed.text
             chash = content_hash(content)
             # validated before it is claimed: an invalid text is not "taken" for this parent, so

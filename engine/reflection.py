@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
+
+from engine.images import ImageCollector
+from engine.reflection_template import fill_template
 
 SYSTEM = (
     "You improve {kind} by reflecting on evaluation feedback. "
@@ -51,15 +54,14 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _render_value(value: Any, limit: int) -> str:
-    if isinstance(value, dict) and value.get("__image__"):
-        return "[image]"
     if isinstance(value, str):
         return _fence(_clip(value, limit))
     return _fence(_clip(json.dumps(value, indent=2, ensure_ascii=False, default=str), limit), "json")
 
 
 def render_feedback(fb: ExampleFeedback, limit: int = MAX_FIELD_CHARS) -> str:
-    """One example's evaluation as Markdown: input, score, error, every side-info field."""
+    """One example's evaluation as Markdown: input, score, error, every side-info field
+    (images already replaced by markers: ``ImageCollector.strip``)."""
     parts = [f"### Example `{fb.key}` — score {fb.score:.4g}"]
     if fb.example is not None:
         parts.append("**Input / expected:**\n" + _render_value(fb.example, limit))
@@ -74,9 +76,14 @@ def render_feedback(fb: ExampleFeedback, limit: int = MAX_FIELD_CHARS) -> str:
 
 def build_prompt(*, kind: str, objective: str, background: str, component: str, components: list[str],
                  current_text: str, feedback: list[ExampleFeedback], human_feedback: list[str],
-                 tried: list[str], max_chars: int | None = None) -> ReflectionPrompt:
+                 tried: list[str], max_chars: int | None = None, template: Optional[str] = None,
+                 vision: bool = False) -> ReflectionPrompt:
     """Build the messages of one reflection. ``max_chars`` bounds the whole prompt; only the
-    side-information section is shortened to meet it."""
+    side-information section is shortened to meet it. With ``template`` (a checked
+    ``prompt_template``) the user message is that template filled in. Images in the feedback
+    become content parts when ``vision``, else the text says they were left out."""
+    images = ImageCollector(vision)
+    feedback = [replace(fb, example=images.strip(fb.example), side_info=images.strip(fb.side_info)) for fb in feedback]
     kind = kind.strip() or "a text artifact (a prompt, code or configuration)"
     kind_short = "artifact"
     what = f"the component `{component}` of a multi-part candidate ({', '.join(components)})" if len(components) > 1 else "the candidate"
@@ -111,9 +118,14 @@ def build_prompt(*, kind: str, objective: str, background: str, component: str, 
     body = "## Evaluation feedback on a minibatch\n\n" + ("\n\n".join(blocks) or "(no feedback)")
     if shortened:
         body += "\n\n(Some feedback was shortened to fit the model's context window.)"
-    user = "\n\n".join(head + [body] + tail)
+    if template is not None:
+        user = fill_template(template, candidate=current_text, side_info=body, objective=objective.strip(),
+                             background=background.strip(), component=component)
+    else:
+        user = "\n\n".join(head + [body] + tail)
     system = SYSTEM.format(kind=kind, kind_short=kind_short)
-    return ReflectionPrompt([{"role": "system", "content": system}, {"role": "user", "content": user}], shortened)
+    return ReflectionPrompt([{"role": "system", "content": system}, {"role": "user", "content": images.content(user)}],
+                            shortened)
 
 
 def _fit(feedback: list[ExampleFeedback], blocks: list[str], room: int) -> tuple[list[str], bool]:

@@ -11,7 +11,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from engine.frontier import Scores, compute_frontier, mean_scores, nondominated_frequencies
+from engine.frontier import Scores, mean_scores, nondominated_frequencies
+from engine.frontier_types import NOUNS, typed_frontier
 
 
 @dataclass
@@ -25,6 +26,9 @@ class PoolView:
     pinned: set[str] = field(default_factory=set)
     last_chosen: dict[str, int] = field(default_factory=dict)  # candidate id -> last step it was a parent
     step: int = 0
+    # candidate id -> example key -> side_info["scores"]; and which frontier to keep over them
+    objectives: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    frontier_type: str = "instance"
 
     def key(self, cid: str) -> tuple[str, str]:
         return (self.order.get(cid, ""), cid)
@@ -49,15 +53,20 @@ def _weighted_distinct(weights: dict[str, float], n: int, rng: random.Random, vi
     return out
 
 
+def _frequencies(view: PoolView) -> dict[str, int]:
+    """How many frontier entries (of the view's frontier type) each surviving candidate holds."""
+    front = typed_frontier(view.scores, view.objectives, view.frontier_type)
+    return nondominated_frequencies(front, view.scores, view.key)
+
+
 class ParetoSelector:
     """GEPA's default: frequency-weighted sampling over the dominance-pruned frontier."""
 
     def select(self, view, n, rng):
-        front = compute_frontier(view.scores)
-        freq = nondominated_frequencies(front, view.scores, view.key)
+        freq = _frequencies(view)
         if not freq:
             freq = {cid: 1 for cid in view.scores}
-        return [(cid, f"frontier sample (best on {freq.get(cid, 0)} example(s))")
+        return [(cid, f"frontier sample (best on {freq.get(cid, 0)} {NOUNS[view.frontier_type]})")
                 for cid in _weighted_distinct(freq, n, rng, view)]
 
 
@@ -96,13 +105,12 @@ class TopKParetoSelector:
         self.k = k
 
     def select(self, view, n, rng):
-        freq = (nondominated_frequencies(compute_frontier(view.scores), view.scores, view.key)
-                or {c: 1 for c in view.scores})
+        freq = _frequencies(view) or {c: 1 for c in view.scores}
         top = sorted(freq, key=lambda c: (-freq[c], view.key(c)))[: self.k]
         return [(cid, f"top-{self.k} frontier member") for cid in _weighted_distinct({c: 1 for c in top}, n, rng, view)]
 
 
-def make_selector(name: str, epsilon: float = 0.1, k: int = 3) -> Selector:
+def make_selector(name: str, epsilon: float = 0.1, k: int = 5) -> Selector:
     return {
         "pareto": ParetoSelector(),
         "best": BestSelector(),

@@ -18,6 +18,7 @@ from storage.db import Database
 from storage.models import Candidate
 
 from engine.frontier import Frontier, compute_frontier, mean_scores
+from engine.frontier_types import objective_scores
 from engine.selection import PoolView
 
 SINGLE = "text"  # the component name of a single-text candidate
@@ -47,6 +48,8 @@ class PoolState:
     frontier_version: int = 0
     claimed: set[tuple[str, str]] = field(default_factory=set)  # (parent id, content hash) proposed
     lock: threading.RLock = field(default_factory=threading.RLock)
+    objectives: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # id -> key -> side_info["scores"]
+    frontier_type: str = "instance"  # [search] frontier: what selection's frontier is kept over
 
     @classmethod
     def load(cls, db: Database, run_id: str, val_keys: list[str], before_step: int) -> "PoolState":
@@ -63,6 +66,8 @@ class PoolState:
             key = pk_to_key.get(ev.example_pk)
             if key in valset:
                 state.scores.setdefault(ev.candidate_id, {})[key] = ev.score
+                if objective_scores(ev.side_info):
+                    state.objectives.setdefault(ev.candidate_id, {})[key] = objective_scores(ev.side_info)
         for c in accepted:
             state.scores.setdefault(c.id, {})
             if len(state.scores[c.id]) == len(val_keys):
@@ -83,7 +88,9 @@ class PoolState:
             eligible = {cid: dict(self.scores[cid]) for cid in self.eligible_ids() if self.scores[cid]}
             pinned = {cid for cid, c in self.candidates.items() if c.pinned and not c.vetoed and cid in self.scores}
             order = {cid: self.candidates[cid].content_hash for cid in eligible}
-            return PoolView(scores=eligible, order=order, pinned=pinned, last_chosen=dict(self.last_chosen), step=step)
+            objectives = {cid: self.objectives.get(cid, {}) for cid in eligible}
+            return PoolView(scores=eligible, order=order, pinned=pinned, last_chosen=dict(self.last_chosen), step=step,
+                            objectives=objectives, frontier_type=self.frontier_type)
 
     def frontier(self) -> Frontier:
         with self.lock:
@@ -99,10 +106,12 @@ class PoolState:
             cid = max(sorted(means, key=lambda c: (self.candidates[c].content_hash, c)), key=lambda c: means[c])
             return cid, means[cid]
 
-    def add_scored(self, cand: Candidate, scores: dict[str, float]) -> None:
+    def add_scored(self, cand: Candidate, scores: dict[str, float],
+                   objectives: Optional[dict[str, dict[str, float]]] = None) -> None:
         with self.lock:
             self.candidates[cand.id] = cand
             self.scores[cand.id] = dict(scores)
+            self.objectives[cand.id] = {k: v for k, v in (objectives or {}).items() if v}
             if len(scores) == len(self.val_keys):
                 self.full.add(cand.id)
             self.frontier_version += 1

@@ -25,6 +25,7 @@ from storage.models import Step, utcnow
 from engine.context import RunContext
 from engine.evaluation import Scored
 from engine.frontier import can_still_matter
+from engine.frontier_types import objective_scores
 from engine.proposal import Outcome, run_proposal
 from engine.runtime_model import latencies_from, predict_step_speedup, shape_of, sync_step
 from engine.sampling import EpochSampler
@@ -82,7 +83,7 @@ def validate_child(ctx: RunContext, child_id: str) -> None:
                                f"{len(ctx.val_keys)} examples)")
     ctx.save(child)
     if scores:
-        ctx.state.add_scored(child, scores)
+        ctx.state.add_scored(child, scores, {k: objective_scores(r.side_info) for k, r in results.items()})
 
 
 def plan_slots(ctx: RunContext, parent_ids: list[str], minibatches: list[list[str]], per_parent: int) -> list[tuple[int, int]]:
@@ -123,7 +124,7 @@ def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> Ste
     ctx.timeline.reset()
     t0, busy0 = time.monotonic(), ctx.evals.executor.busy_seconds()
     run_before = repo.get_run(ctx.db, ctx.run_id)
-    selector = make_selector(cfg.selection, cfg.epsilon)
+    selector = make_selector(cfg.selection, cfg.epsilon, cfg.top_k_pareto_k)
     picks = select_parents(selector, ctx.state.view(i), cfg.parents_per_step, rng, cfg.pin_every)
     sampler = EpochSampler(ctx.train_keys, cfg.minibatch_size, cfg.seed)
     minibatches = [sampler.batch(i * cfg.parents_per_step + p) for p in range(len(picks))]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from engine.test_pass import audit_line
 from storage.attached import waiting_note
 from storage.queries import elapsed_seconds
 from ui import analysis, charts, data, keys, nav, steering
@@ -84,6 +85,8 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
                         "over its wall-clock; predicted = the runtime model's estimate for this batch shape. "
                         "Per step in the Steps table below.")
     _rates(run, cost)
+    if audit_line(run):
+        st.caption(audit_line(run) + ". The search never saw the test set.")
 
 
 def _rates(run: dict, cost: dict) -> None:

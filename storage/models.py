@@ -66,6 +66,8 @@ class Run(SQLModel, table=True):
     best_candidate_id: Optional[str] = Field(default=None, max_length=32)
     best_val_mean: Optional[float] = None
     test_mean: Optional[float] = None
+    seed_test_mean: Optional[float] = None  # the seed on the test set (the held-out audit's baseline)
+    test_cost_usd: float = 0.0  # dollars of the test pass's lm() calls, outside the dollar budget
 
 
 class Example(SQLModel, table=True):
@@ -131,7 +133,7 @@ class Evaluation(SQLModel, table=True):
 class LMCall(SQLModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     run_id: Optional[str] = Field(default=None, foreign_key="run.id", index=True, max_length=32)
-    purpose: str = Field(max_length=20)  # reflection | merge | seed | task | check
+    purpose: str = Field(max_length=20)  # reflection | merge | seed | task | test | check
     candidate_id: Optional[str] = Field(default=None, max_length=32)
     example_key: Optional[str] = Field(default=None, max_length=200)
     step: Optional[int] = None

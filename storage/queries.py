@@ -339,3 +339,20 @@ def objective_means(db: Database, run_id: str) -> pd.DataFrame:
     wide = long.pivot(index="candidate_id", columns="objective", values="mean").reset_index()
     wide.columns.name = None
     return wide
+
+
+def val_objectives(db: Database, run_id: str) -> pd.DataFrame:
+    """Long table (candidate_id, example, objective, value) of the numeric ``side_info["scores"]``
+    of validation evaluations, for frontiers kept over objectives. One statement."""
+    if db.is_sqlite:
+        sql = ("SELECT e.candidate_id, x.key, j.key, j.value FROM evaluation e JOIN example x ON x.pk = e.example_pk, "
+               "json_each(e.side_info, '$.scores') j WHERE e.run_id = :run AND x.split = " + _VALIDATION_SPLIT_SQL + " "
+               "AND j.type IN ('integer', 'real')")
+    else:
+        sql = ("SELECT e.candidate_id, x.key, j.key, j.value::float FROM evaluation e JOIN example x ON x.pk = e.example_pk, "
+               "jsonb_each_text(CASE WHEN jsonb_typeof(e.side_info::jsonb -> 'scores') = 'object' "
+               "THEN e.side_info::jsonb -> 'scores' ELSE '{}'::jsonb END) j "
+               "WHERE e.run_id = :run AND x.split = " + _VALIDATION_SPLIT_SQL + " AND j.value ~ '^-?[0-9.eE+-]+$'")
+    with db.read() as s:
+        rows = s.connection().execute(text(sql), {"run": run_id}).all()
+    return pd.DataFrame(rows, columns=["candidate_id", "example", "objective", "value"])

@@ -255,12 +255,14 @@ def evaluations_for(db: Database, run_id: str, candidate_ids: Iterable[str] | No
 
 
 def record_lm_call(db: Database, call: LMCall) -> int:
-    """Insert an LM call and add its tokens and dollars to the run's totals."""
+    """Insert an LM call and add its tokens and dollars to the run's totals (the dollars of the
+    held-out test pass, purpose ``test``, to ``test_cost_usd``: the dollar budget never sees them)."""
     with db.write() as s:
         s.add(call)
         s.flush()
         if call.run_id:
-            _bump(s, call.run_id, {"cost_usd": call.cost_usd, "tokens_in": call.tokens_in, "tokens_out": call.tokens_out})
+            dollars = "test_cost_usd" if call.purpose == "test" else "cost_usd"
+            _bump(s, call.run_id, {dollars: call.cost_usd, "tokens_in": call.tokens_in, "tokens_out": call.tokens_out})
         return call.id
 
 

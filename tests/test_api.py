@@ -336,3 +336,18 @@ def test_validate_refuses_a_proposal_before_any_metric_call(sqlite_db):
     assert refused and all(c.status == "failed" for c in refused)
     assert not repo.evaluations_for(sqlite_db, result.run_id, [c.id for c in refused])
     assert all("bravo" not in c.split() for c in result.candidates)
+
+
+def test_opt_state_in_python_holds_the_best_evaluations_so_far(sqlite_db):
+    install_script(toy.script)
+    seen = []
+
+    def evaluate(candidate, example, opt_state):
+        seen.append([e["score"] for e in opt_state.best_example_evals])
+        return float(example["word"] in candidate.split())
+
+    optimize_anything("start", evaluator=evaluate, dataset=toy.dataset(3), db=sqlite_db.url,
+                      config=_config(executor={"workers": 1}, budget={"max_steps": 3, "stop_at_score": None}),
+                      progress=False)
+    assert seen[0] == [] and all(s == sorted(s, reverse=True) for s in seen)
+    assert any(1.0 in s for s in seen)  # a later evaluation sees an earlier success on its example

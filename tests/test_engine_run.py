@@ -339,10 +339,12 @@ def test_generalization_mode_with_a_held_out_test_set(sqlite_db, tmp_path):
     assert run.status == "completed" and run.best_val_mean == 1.0
     rows = evaluations(sqlite_db, run_id)
     test_rows = [(ev, key) for ev, key, split in rows if split == "test"]
-    # the final best only, once per test example, never charged as a metric call
-    assert sorted(key for _, key in test_rows) == ["te0", "te1", "te2"]
-    assert {ev.candidate_id for ev, _ in test_rows} == {run.best_candidate_id}
-    assert run.test_mean == pytest.approx(2 / 3)
+    # the final best and the seed, once per test example each, never charged as a metric call
+    seed_id = next(c.id for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "seed")
+    by_cand = {cid: sorted(k for ev, k in test_rows if ev.candidate_id == cid) for cid in (run.best_candidate_id, seed_id)}
+    assert by_cand == {run.best_candidate_id: ["te0", "te1", "te2"], seed_id: ["te0", "te1", "te2"]}
+    assert len(test_rows) == 6
+    assert run.test_mean == pytest.approx(2 / 3) and run.seed_test_mean == 0.0
     assert run.metric_calls == sum(1 for ev, _, split in rows if split != "test" and not ev.cached)
     # selection used the validation split; reflection saw only training examples, never the test set
     assert {key for ev, key, split in rows if split == "val"} == {"va0", "va1", "va2", "va3"}

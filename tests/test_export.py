@@ -142,13 +142,17 @@ def test_document_has_every_key_of_issue_2(db, finished_run):
         assert f["candidate_ids"] == sorted(c for c, s in scores.items() if s == best)
 
     best = doc["best"]
-    assert set(best) >= {"candidate_id", "val_mean", "test_mean"}
+    assert set(best) >= {"candidate_id", "val_mean", "test_mean", "seed_test_mean", "test_cost_usd"}
     assert best["val_mean"] == 1.0 and best["test_mean"] == 0.5
+    seed_test = [e["score"] for e in doc["evaluations"] if e["candidate_id"] == seed["id"] and e["example_id"] in
+                 {x["id"] for x in doc["examples"] if x["split"] == "test"}]
+    assert seed_test and best["seed_test_mean"] == pytest.approx(sum(seed_test) / len(seed_test))
     best_cand = next(c for c in doc["candidates"] if c["id"] == best["candidate_id"])
     assert best_cand["val_mean"] == 1.0 and len(best_cand["val_scores"]) == len(val_ids)
-    # test examples appear in evaluations only for the best candidate
+    # test examples appear in evaluations only for the best candidate and the seed (the held-out audit)
     test_ids = {e["id"] for e in doc["examples"] if e["split"] == "test"}
-    assert {e["candidate_id"] for e in doc["evaluations"] if e["example_id"] in test_ids} == {best["candidate_id"]}
+    assert ({e["candidate_id"] for e in doc["evaluations"] if e["example_id"] in test_ids}
+            == {best["candidate_id"], seed["id"]})
 
 
 def test_no_api_key_anywhere(db, finished_run, tmp_path):

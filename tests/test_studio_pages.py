@@ -69,6 +69,16 @@ def test_dashboard_says_a_python_run_waits_for_its_process(studio):
     assert any(w.startswith("Waiting for its Python process") and f'resume="{run_id}"' in w for w in warnings), warnings
 
 
+def test_dashboard_shows_the_held_out_audit(studio):
+    from storage import repo
+
+    db, run_id = studio
+    repo.set_run_fields(db, run_id, best_val_mean=0.9, test_mean=0.75, seed_test_mean=0.5, test_cost_usd=0.0123)
+    text = _texts(_page("pages/dashboard.py", run=run_id))
+    assert ("held-out test: seed 0.5000 → best 0.7500; validation 0.9000, validation–test gap +0.1500; "
+            "test pass LM cost $0.0123, outside the budget. The search never saw the test set.") in text
+
+
 def test_dashboard_unknown_run_says_so(studio):
     at = _page("pages/dashboard.py", run="rnope")
     assert any("no run with id" in e.value for e in at.error)

@@ -211,3 +211,23 @@ def ancestors(candidates: pd.DataFrame, candidate_id: str) -> list[str]:
         order.append(p)
         queue.extend(parents.get(p) or [])
     return order
+
+
+def typed_members(view: FrontierView, objectives: pd.DataFrame, frontier_type: str) -> FrontierView:
+    """The view with ``members`` and ``best_on`` following the run's ``[search] frontier`` type
+    (entries: examples and/or side_info["scores"] objectives, as the engine selects parents);
+    the matrix and the per-example columns stay as they are."""
+    from engine.frontier_types import typed_frontier
+
+    if frontier_type == "instance" or view.matrix.empty or (frontier_type == "hybrid" and objectives.empty):
+        return view  # hybrid without objectives is the per-example frontier
+    eligible = list(view.best_on.index)
+    scores = {c: view.matrix.loc[c].dropna().to_dict() for c in eligible}
+    per: dict = {}
+    for row in objectives.itertuples(index=False):
+        if row.candidate_id in scores:
+            per.setdefault(row.candidate_id, {}).setdefault(row.example, {})[row.objective] = float(row.value)
+    front = typed_frontier(scores, per, frontier_type)
+    best_on = pd.Series({c: sum(1 for h in front.holders.values() if c in h) for c in eligible}, dtype="int64")
+    members = best_on[best_on > 0].sort_values(ascending=False)
+    return FrontierView(view.matrix, view.best, best_on, view.unique_best_on, list(members.index))

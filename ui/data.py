@@ -57,7 +57,11 @@ def candidate_rows(url: str, run_id: str, token: str) -> pd.DataFrame:
 def frontier_view(url: str, run_id: str, token: str) -> analysis.FrontierView:
     """The frontier computed from the validation scores (one query when the run changed).
     Cached as the small candidates × examples matrix, not the long table of evaluations."""
-    return analysis.frontier(queries.val_scores(_db(url), run_id), candidate_rows(url, run_id, token))
+    view = analysis.frontier(queries.val_scores(_db(url), run_id), candidate_rows(url, run_id, token))
+    frontier_type = ((queries.run_config(_db(url), run_id) or {}).get("search") or {}).get("frontier", "instance")
+    if frontier_type == "instance":
+        return view
+    return analysis.typed_members(view, queries.val_objectives(_db(url), run_id), frontier_type)
 
 
 @st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=64)

@@ -99,13 +99,24 @@ def _without_images(value: Any) -> Any:
     return value
 
 
+def _part_text(part: Any) -> str:
+    if isinstance(part, dict) and part.get("type") == "text":
+        return str(part.get("text", ""))
+    if isinstance(part, dict) and part.get("type") == "image_url":
+        url = str((part.get("image_url") or {}).get("url", ""))
+        return f"[image part: {url.split(';', 1)[0].removeprefix('data:')}, {len(url) * 3 // 4 // 1024:,} KB]"
+    return json.dumps(part, ensure_ascii=False, default=str)
+
+
 def messages_text(messages: list) -> str:
     """An LM conversation as plain text, one block per message."""
     parts = []
     for m in messages or []:
         if isinstance(m, dict):
             content = m.get("content")
-            if not isinstance(content, str):
+            if isinstance(content, list):  # text and image parts (a vision reflection model)
+                content = "\n".join(_part_text(p) for p in content)
+            elif not isinstance(content, str):
                 content = json.dumps(content, indent=2, ensure_ascii=False, default=str)
             parts.append(f"── {m.get('role', '?')} ──\n{content}")
         else:

@@ -130,7 +130,7 @@ class DaskExecutor:
 
     def submit(self, task: EvalTask) -> "Future[EvalOutcome]":
         msg = {"type": "eval", "candidate": task.candidate, "example": task.example,
-               "has_example": task.example is not None}
+               "has_example": task.example is not None, "opt_state": task.opt_state}
         return self._dispatch(msg, lambda frame: outcome_from_frame(frame, frame.get("seconds", 0.0)),
                               lambda exc: EvalOutcome(0.0, {}, f"the Dask task failed: {type(exc).__name__}: {exc}"))
 

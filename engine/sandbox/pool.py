@@ -192,7 +192,7 @@ class LocalPool:
             return None, False  # no validate() in the evaluator file: every candidate is valid
         msg = {"type": kind, "id": next(self._ids), "candidate": task.candidate}
         if kind == "eval":
-            msg.update(example=task.example, has_example=task.example is not None)
+            msg.update(example=task.example, has_example=task.example is not None, opt_state=task.opt_state)
         lm = _LMAccount(self.lm_handler, task)
         try:
             frame = proc.request(msg, lm)

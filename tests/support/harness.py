@@ -107,7 +107,9 @@ def assert_consistent_totals(db: Database, run_id: str) -> None:
     pairs = Counter((ev.candidate_id, ev.example_pk) for ev, _, _ in evs)
     assert max(pairs.values(), default=1) == 1, "an evaluation was recorded twice"
     calls = lm_calls(db, run_id)
-    assert abs(run.cost_usd - sum(c.cost_usd for c in calls)) < 1e-9
+    # the held-out test pass's LM dollars are kept apart from the budgeted ones
+    assert abs(run.cost_usd - sum(c.cost_usd for c in calls if c.purpose != "test")) < 1e-9
+    assert abs(run.test_cost_usd - sum(c.cost_usd for c in calls if c.purpose == "test")) < 1e-9
     assert run.tokens_in == sum(c.tokens_in for c in calls)
     assert run.tokens_out == sum(c.tokens_out for c in calls)
     steps = repo.list_steps(db, run_id)

@@ -2,7 +2,8 @@
 
 Contract (docs/design.md §1, "evaluator"): a finite number, ``(number, dict)``, or a dict with a ``"score"`` key.
 Anything else is an *error outcome* whose message says what was returned and what to return
-instead. Images (PNG bytes, PIL images) in side_info become ``{"__image__": "png", "data": b64}``.
+instead. Images (``refract_evaluator.Image``, PNG or JPEG bytes, PIL images) in side_info become
+``{"__image__": "png" | "jpeg" | …, "data": b64}``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import traceback
 
 EVALUATOR_FILE = "evaluator.py"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+JPEG_MAGIC = b"\xff\xd8\xff"
 MAX_DEPTH = 50
 
 
@@ -67,8 +69,12 @@ def normalise(result) -> tuple[float, dict]:
 
 
 def _image(obj) -> dict | None:
+    if hasattr(type(obj), "__refract_image__"):
+        return obj.__refract_image__()
     if isinstance(obj, (bytes, bytearray)) and bytes(obj[:8]) == PNG_MAGIC:
         return {"__image__": "png", "data": base64.b64encode(bytes(obj)).decode()}
+    if isinstance(obj, (bytes, bytearray)) and bytes(obj[:3]) == JPEG_MAGIC:
+        return {"__image__": "jpeg", "data": base64.b64encode(bytes(obj)).decode()}
     if type(obj).__module__.startswith("PIL.") and hasattr(obj, "save") and hasattr(obj, "size"):
         buf = io.BytesIO()
         obj.save(buf, format="PNG")

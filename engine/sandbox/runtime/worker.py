@@ -101,7 +101,8 @@ class Evaluator:
             raise TypeError("this run has a dataset but evaluate() takes only the candidate: "
                             "define evaluate(candidate, example)")
         args = (msg["candidate"], msg["example"]) if self.takes_example else (msg["candidate"],)
-        kwargs = {"opt_state": refract_evaluator.OptimizationState()} if self.wants_opt_state else {}
+        best = msg.get("opt_state") or []
+        kwargs = {"opt_state": refract_evaluator.OptimizationState(best)} if self.wants_opt_state else {}
         return self.evaluate(*args, **kwargs)
 
     def check(self, candidate):
