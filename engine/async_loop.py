@@ -61,9 +61,10 @@ from engine.proposal import run_proposal
 from engine.runtime_model import async_rate, latencies_from, shape_of, sync_step
 from engine.sampling import EpochSampler
 from engine.selection import make_selector, select_parents
-from engine.sibling_merge import MAX_SIBLINGS, ancestors, combine, sibling_from_minibatch, sibling_from_validation
+from engine.lineage import ancestors
+from engine.sibling_merge import MAX_SIBLINGS, combine, sibling_from_minibatch, sibling_from_validation
 from engine.state import deterministic_id
-from engine.step import step_rng, validate_child
+from engine.validation import step_rng, validate_child
 
 log = logging.getLogger("refract.engine")
 

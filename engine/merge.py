@@ -14,20 +14,9 @@ from typing import Optional
 from storage.models import Candidate, utcnow
 
 from engine.context import RunContext
+from engine.lineage import ancestors
 from engine.state import content_hash, deterministic_id
-from engine.step import validate_child
-
-
-def ancestors(cands: dict[str, Candidate], cid: str) -> set[str]:
-    seen: set[str] = set()
-    stack = list(cands[cid].parent_ids) if cid in cands else []
-    while stack:
-        p = stack.pop()
-        if p in seen or p not in cands:
-            continue
-        seen.add(p)
-        stack.extend(cands[p].parent_ids)
-    return seen
+from engine.validation import validate_child
 
 
 def merged_content(a: dict, i: dict, j: dict) -> Optional[dict]:

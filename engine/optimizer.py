@@ -26,7 +26,8 @@ from engine.executor import EvalTask, Executor, LazyExecutor
 from engine.merge import try_merge
 from engine.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
-from engine.step import run_step, step_rng, validate_child
+from engine.step import run_step
+from engine.validation import step_rng, validate_child
 
 log = logging.getLogger("refract.engine")
 MAX_CONSECUTIVE_LM_FAILURES = 5

@@ -22,6 +22,7 @@ from storage.models import Candidate, utcnow
 
 from engine.context import RunContext
 from engine.evaluation import Scored
+from engine.lineage import ancestors
 from engine.reflection import _clip, _fence, _render_value, parse_answer
 from engine.state import content_hash, to_evaluator
 
@@ -33,19 +34,6 @@ SYSTEM = (
     "fixed different failures. Answer with ONE fenced code block (```) holding the complete combined "
     "version and nothing else: it must keep every fix of every version."
 )
-
-
-def ancestors(cands: dict[str, Candidate], cid: str) -> set[str]:
-    """Every candidate ``cid`` descends from (``engine.merge`` has the same walk; importing it
-    here would be circular, as it validates through ``engine.step``)."""
-    seen: set[str] = set()
-    stack = list(cands[cid].parent_ids) if cid in cands else []
-    while stack:
-        p = stack.pop()
-        if p not in seen and p in cands:
-            seen.add(p)
-            stack.extend(cands[p].parent_ids)
-    return seen
 
 
 @dataclass

@@ -13,7 +13,6 @@ against the frontier the earlier ones updated.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,19 +23,13 @@ from storage.models import Step, utcnow
 
 from engine.context import RunContext
 from engine.evaluation import Scored
-from engine.frontier import can_still_matter
 from engine.proposal import Outcome, run_proposal
 from engine.runtime_model import latencies_from, predict_step_speedup, shape_of, sync_step
 from engine.sampling import EpochSampler
 from engine.selection import make_selector, select_parents
 from engine.sibling_merge import combine, sibling_from_minibatch
 from engine.state import deterministic_id
-
-
-def step_rng(seed: int, index: int) -> random.Random:
-    """Each step has its own generator, derived from (seed, step): a resumed or replayed step
-    makes the same choices whatever happened before it in this process."""
-    return random.Random(f"{seed}:step:{index}")
+from engine.validation import step_rng, validate_child
 
 
 def choose_children(outcomes: list[Outcome], accept: str, top_k: int) -> tuple[list[Outcome], list[Outcome]]:
@@ -45,44 +38,6 @@ def choose_children(outcomes: list[Outcome], accept: str, top_k: int) -> tuple[l
     improved = sorted([o for o in outcomes if o.improved], key=lambda o: (-o.gain, o.child_id))
     n = {"all": len(improved), "best": 1, "top_k": top_k}[accept]
     return improved[:n], improved[n:]
-
-
-def validate_child(ctx: RunContext, child_id: str) -> None:
-    """Full validation pass of an accepted child; stops early (and says why) once the child
-    can no longer enter the frontier or beat the best, when the score maximum is known."""
-    child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
-    keep_going = None
-    why_stopped: list[str] = []
-    max_score = ctx.cfg.search.max_score
-    if ctx.cfg.search.early_stop_validation and max_score is not None:
-        front = ctx.state.frontier()
-        _, best_mean = ctx.state.best()
-
-        def keep_going(partial: dict[str, Scored]) -> bool:
-            scores = {k: r.score for k, r in partial.items()}
-            remaining = [k for k in ctx.val_keys if k not in scores]
-            go = not remaining or can_still_matter(scores, remaining, front, best_mean, len(ctx.val_keys), max_score)
-            if not go and not why_stopped:
-                optimistic = (sum(scores.values()) + max_score * len(remaining)) / len(ctx.val_keys)
-                why_stopped.append(
-                    f"stopped early after {len(scores)} of {len(ctx.val_keys)} examples: it is below the frontier on "
-                    f"every example evaluated, the frontier already holds the maximum {max_score:g} on the "
-                    f"{len(remaining)} left, and even with {max_score:g} on those its mean ({optimistic:.4g}) could not "
-                    f"beat the best ({best_mean:.4g})")
-            return go
-
-    results = ctx.evals.evaluate(child, ctx.val_keys, kind="validation", keep_going=keep_going)
-    scores = {k: r.score for k, r in results.items()}
-    child.status = "accepted"
-    child.val_count = len(scores)
-    child.val_mean = sum(scores.values()) / len(scores) if scores else None
-    if len(scores) < len(ctx.val_keys):
-        child.val_cut_short = (why_stopped[0] if why_stopped else
-                               f"budget: no metric calls left to finish the validation pass ({len(scores)} of "
-                               f"{len(ctx.val_keys)} examples)")
-    ctx.save(child)
-    if scores:
-        ctx.state.add_scored(child, scores)
 
 
 def plan_slots(ctx: RunContext, parent_ids: list[str], minibatches: list[list[str]], per_parent: int) -> list[tuple[int, int]]:
