@@ -13,6 +13,7 @@ from typing import Callable, Optional
 
 from storage import repo
 from storage.models import Candidate
+from storage.states import CandidateStatus
 
 from engine.config import SearchConfig
 from engine.context import RunContext
@@ -47,7 +48,7 @@ class Validator:
         results = self.evals.evaluate(child, self.val_keys, kind="validation", keep_going=keep_going)
         scores = {k: r.score for k, r in results.items()}
         n = len(self.val_keys)
-        child.status = "accepted"
+        child.status = CandidateStatus.ACCEPTED
         child.val_count = len(scores)
         child.val_mean = sum(scores.values()) / len(scores) if scores else None
         if len(scores) < n:
@@ -87,3 +88,10 @@ def validate_child(ctx: RunContext, child_id: str) -> None:
     """The validation pass of ``child_id`` in a running optimization."""
     child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
     Validator(ctx.state, ctx.evals, ctx.val_keys, ctx.cfg.search, ctx.save).validate(child)
+
+
+def reject(ctx: RunContext, child_id: str, reason: str) -> None:
+    """Pass over an improving child: it is kept, rejected, with the reason (lineage too)."""
+    child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
+    child.status, child.reason = CandidateStatus.REJECTED, reason
+    ctx.save(child)

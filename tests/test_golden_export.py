@@ -19,7 +19,7 @@ import pytest
 
 from engine.export import export_run
 from engine.runs import examples_of
-from engine.testing_lm import install_script, uninstall_script
+from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo
 from tests.support import toy
 from tests.support.harness import run_optimizer, toy_config
