@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.export import export_run
+from engine.config import RunConfig
+from engine.export import upgraded, export_run, import_run
 from engine.runs import examples_of
 from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo
+from storage.db import Database
 from tests.support import toy
 from tests.support.harness import run_optimizer, toy_config
 from tests.test_batching import merging_script
@@ -103,3 +105,36 @@ def test_export_of_a_seeded_sync_run_is_unchanged(sqlite_db, tmp_path, name):
         path.write_text(json.dumps(got, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     expected = json.loads(path.read_text())
     assert got == expected
+
+
+def test_an_old_export_reads_in_todays_words():
+    """The refract-run/1 recordings of the same runs, upgraded, are today's recordings: improved
+    proposals were counted as "accepted", sibling merges had origin "merge"."""
+    for name in SCENARIOS:
+        old = json.loads((GOLDEN / "v1" / f"{name}.json").read_text())
+        new = json.loads((GOLDEN / f"{name}.json").read_text())
+        up = upgraded(old)
+        assert up["format"] == new["format"]
+        assert up["candidates"] == new["candidates"] and up["run"]["totals"] == new["run"]["totals"]
+
+
+def test_an_old_export_imports(sqlite_db, tmp_path):
+    cfg, script = SCENARIOS["sync_2x2_sibling_merge"]()
+    install_script(script)
+    repo.create_run(sqlite_db, cfg.name, "", cfg.stored(), examples_of(cfg), run_id="rold")
+    run_optimizer(sqlite_db, "rold", tmp_path)
+    doc = export_run(sqlite_db, "rold")
+    old = json.loads(json.dumps(doc).replace('"sibling_merge"', '"merge"').replace('"improved": ', '"accepted": '))
+    old["format"] = "refract-run/1"
+    old["run"]["config"]["search"] = {**{k: v for k, v in cfg.search.model_dump().items() if k != "improvement"},
+                                      "acceptance": "strict"}
+    target = Database(f"sqlite:///{tmp_path / 'other.db'}")
+    target.create_all()
+    try:
+        import_run(target, old)
+        again = export_run(target, "rold")
+        assert again["run"]["totals"] == doc["run"]["totals"]
+        assert [c["origin"] for c in again["candidates"]] == [c["origin"] for c in doc["candidates"]]
+        assert RunConfig.model_validate(again["run"]["config"]).search.improvement == "strict"
+    finally:
+        target.dispose()
