@@ -17,6 +17,7 @@ from storage import repo
 from storage.attached import waiting_note
 from storage.db import open_db
 from storage.errors import StorageError
+from storage.states import RunStatus
 
 
 def _db(args):
@@ -93,7 +94,7 @@ def _summary(db, run_id) -> int:
               f"(LM {lat.lm:.2f} s, evaluator {lat.eval * 1000:.0f} ms, {lat.accept:.0%} of proposals improve, "
               f"{lat.n_val} validation examples, {lat.workers} workers); {model['speedup']:.2f}x faster per metric call "
               "than 1×1 predicted")
-    return 0 if run.status in ("completed", "stopped", "paused") else 1
+    return 0 if run.status in (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.PAUSED) else 1
 
 
 def cmd_submit(args) -> int:

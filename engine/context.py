@@ -52,7 +52,7 @@ class RunContext:
     components: list[str]
     step_index: int = 0
     stop_event: threading.Event = field(default_factory=threading.Event)
-    lm_failures: "FailureStreak" = field(default_factory=lambda: FailureStreak())
+    lm_failures: FailureStreak = field(default_factory=FailureStreak)
 
     def at_step(self, index: int) -> "RunContext":
         """This context for work recorded under step ``index`` (a proposal of the asynchronous

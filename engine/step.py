@@ -21,6 +21,7 @@ from typing import Optional
 
 from storage import repo
 from storage.models import Step, utcnow
+from storage.states import RunStatus
 
 from engine.context import RunContext
 from engine.evaluation import Scored
@@ -51,7 +52,7 @@ class SyncSchedule:
             idle = idle + 1 if record.idle else 0
             after_step(record)
             if idle >= self.max_idle:
-                return Decision("completed", f"no progress: the last {idle} steps made no evaluable proposal "
+                return Decision(RunStatus.COMPLETED, f"no progress: the last {idle} steps made no evaluable proposal "
                                              "(the reflection LM keeps repeating or failing)")
 
 

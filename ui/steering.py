@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
+from storage.states import RunStatus
 from ui import data, interventions as iv, keys
 from ui.errors import shows_storage_errors
 from ui.render import fmt_seconds, md
@@ -91,7 +92,7 @@ def _live_controls(run_id: str) -> None:
     st.session_state[f"_steer_status_{run_id}"] = status
     if prev in iv.FINISHED and not finished:
         st.rerun()  # continued (by anyone): redraw the page so that its live parts refresh again
-    enabled = {"pause": status in ("queued", "running"), "resume": status == "paused",
+    enabled = {"pause": status in (RunStatus.QUEUED, RunStatus.RUNNING), "resume": status == RunStatus.PAUSED,
                "step": status in iv.ACTIVE, "stop": status in iv.ACTIVE}
     icons = {"pause": ":material/pause:", "resume": ":material/play_arrow:", "step": ":material/skip_next:",
              "stop": ":material/stop:"}
