@@ -57,11 +57,11 @@ from storage.models import Step, utcnow
 from storage.states import RunStatus
 
 from engine.context import RunContext
+from engine.lineage import ancestors
 from engine.proposal import run_proposal
 from engine.runtime_model import async_rate
 from engine.sampling import EpochSampler
 from engine.selection import make_selector, select_parents
-from engine.lineage import ancestors
 from engine.schedule import LOST, AfterStep, Decision, Gate, close_step
 from engine.sibling_merge import MAX_SIBLINGS, combine, sibling_from_minibatch, sibling_from_validation
 from engine.state import deterministic_id
