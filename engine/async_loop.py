@@ -20,7 +20,8 @@ Records. There is no barrier, but there are still *steps*: proposal n belongs to
 (what an earlier version called a "wave"). A step has a Step row with its parents, proposals and
 validated children, its metric calls and cost, the timeline events of its candidates, and its
 workers' utilisation; the row is closed (``engine.schedule.close_step``) once the step and every
-earlier step are done, so ``steps_done`` counts closed steps in both schedules. Each proposal's candidate keeps the time it started (parent
+earlier step are done, so ``steps_done`` counts closed steps in both schedules. Each proposal's
+candidate keeps the time it started (parent
 chosen) and finished (validation done) and the frontier version it started from.
 
 Budget. A proposal starts only when the metric calls for its minibatch tests can be reserved
@@ -155,8 +156,9 @@ class AsyncSchedule:
                     fut.result()  # an engine error in a job propagates (the run fails, recorded)
                     self._finished(job)
                 if decision is None and self.idle >= self.max_idle:
-                    decision = Decision(RunStatus.COMPLETED, f"no progress: the last {self.idle} proposals made no evaluable "
-                                             "candidate (the reflection LM keeps repeating or failing)")
+                    why = (f"no progress: the last {self.idle} proposals made no evaluable candidate (the reflection "
+                           "LM keeps repeating or failing)")
+                    decision = Decision(RunStatus.COMPLETED, why)
         self._close_steps(force=True)
         if decision is not None and decision.room_spent:
             decision = Decision(RunStatus.COMPLETED, self._why_no_room())  # the counts once the work in flight finished
