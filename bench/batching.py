@@ -147,7 +147,7 @@ def run_refract(cfg: Config, seed: int, workdir: Path) -> dict:
            "test": task.score(best.content["text"], t["test"]), "overshoot": run.budget_overshoot / BUDGET,
            "cost": run.cost_usd, "cost_overshoot": max(0.0, run.cost_usd - cap_usd) / cap_usd if cap_usd else None,
            "utilisation": busy / (W * wall), "predicted": predicted, "steps": run.steps_done,
-           "proposals": run.proposals_total, "accepted": run.proposals_accepted,
+           "proposals": run.proposals_total, "improved": run.proposals_improved,
            "latencies": lat.__dict__ if lat else None, "merges": merge_counts(db, run_id)}
     db.dispose()
     return out
@@ -157,19 +157,19 @@ def measured_latencies(db: Database, run_id: str, run, n_val: int) -> Optional[L
     """The runtime model's inputs, as measured in the run."""
     lm = [c.seconds for c in repo.lm_calls_for(db, run_id) if not c.cached and not c.error]
     ev = [e.seconds for e in repo.evaluations_for(db, run_id) if not e.cached]
-    merges = [c for c in repo.list_candidates(db, run_id) if c.origin == "merge"]
+    merges = [c for c in repo.list_candidates(db, run_id) if c.origin == "sibling_merge"]
     if not lm or not ev:
         return None
     tested = [m for m in merges if m.minibatch_score is not None]
     merge_pass = (sum(1 for m in tested if m.status == "accepted") / len(tested)) if tested else 0.8
     cfg = json.loads(json.dumps(run.config))["search"]
     return Latencies(lm=statistics.mean(lm), eval=statistics.mean(ev),
-                     accept=run.proposals_accepted / max(run.proposals_total, 1), minibatch=cfg["minibatch_size"],
+                     accept=run.proposals_improved / max(run.proposals_total, 1), minibatch=cfg["minibatch_size"],
                      n_val=n_val, workers=W, merge_pass=merge_pass)
 
 
 def merge_counts(db: Database, run_id: str) -> dict:
-    merges = [c for c in repo.list_candidates(db, run_id) if c.origin == "merge"]
+    merges = [c for c in repo.list_candidates(db, run_id) if c.origin == "sibling_merge"]
     return {"tried": len(merges), "accepted": sum(1 for m in merges if m.status == "accepted")}
 
 
@@ -215,7 +215,7 @@ def run_gepa(cfg: Config, seed: int, workdir: Path) -> dict:
             "metric_calls": n_calls, "per_call": wall / max(n_calls, 1), "best_val": task.score(best, t["val"]),
             "test": task.score(best, t["test"]), "overshoot": max(0, n_calls - BUDGET) / BUDGET, "cost": 0.0,
             "cost_overshoot": None, "utilisation": busy[0] / (W * wall), "predicted": None,
-            "steps": None, "proposals": None, "accepted": None, "latencies": None, "merges": None}
+            "steps": None, "proposals": None, "improved": None, "latencies": None, "merges": None}
 
 
 # -- the report ---------------------------------------------------------------------------------

@@ -1,4 +1,30 @@
-"""Refract's engine: batched reflective optimization (see docs/design.md)."""
+"""Refract's engine: batched reflective optimization (see docs/design.md).
+
+Glossary — one word per concept, the same in code, database, exports, CLI and studio:
+
+- **candidate**: one version of the artifact (one text, or one text per component).
+- **proposal**: one reflection LM call that writes a child from a parent, and its test.
+- **improved**: a child beat its parent on the parent's minibatch (``[search] improvement``
+  says whether equalling counts). Counted in ``Run.proposals_improved``; ``Candidate.improved``.
+  A merge has improved when it kept every gain of what it combined.
+- **validated** / **accepted**: a child that paid a validation pass (``[search] accept`` says
+  which improved children do) is *accepted* — candidate status ``accepted``; it is in the pool
+  and can be a parent. ``Step.accepted_ids`` are the children validated in that step.
+- **rejected**: tested, not accepted (did not improve, was passed over, or was merged into
+  another). **failed**: never became a testable candidate (LM error, unusable answer, budget).
+- **step**: the unit both schedules record. Synchronous: P parents × K proposals at once, then
+  a barrier. Asynchronous: no barrier; every C = P×K proposals started form one step (earlier
+  versions called these "waves").
+- **merge** (origin ``merge``): the system-aware merge of two frontier members that changed
+  different components, counted against ``max_merges``. **sibling merge** (origin
+  ``sibling_merge``): the improved children of a step (or those waiting, asynchronously)
+  combined into one child, with ``merge_siblings``.
+- **command**: what a human sends a run (pause, resume, step, stop, pin, veto, edit, inject,
+  feedback, budget), applied at the next step boundary; *steering* is sending commands. The
+  studio's command log lists them.
+- States are ``storage.states`` enums: ``RunStatus``, ``CandidateStatus``, ``CommandStatus``,
+  ``Origin``; a run's status changes only through ``storage.repo.transition_run``.
+"""
 
 import os
 

@@ -21,8 +21,10 @@ from typing import Any, Callable, Optional, Union
 
 from storage import attached, repo
 from storage.db import Database, open_db
+from storage.errors import InvalidTransition
+from storage.states import FINISHED, RunStatus
 
-from engine.commands import FINISHED, send_command
+from engine.commands import send_command
 from engine.config import ConfigError, RunConfig, parse_config
 from engine.in_process import InProcessExecutor
 from engine.lm_providers import load_plugins
@@ -177,7 +179,7 @@ def _reattach(db: Database, run_id: str, process_id: str, owner: str) -> bool:
     if run.status in FINISHED and not pending & {"resume", "step"}:
         repo.release_run(db, run_id, process_id)
         return False
-    if run.status == "paused" and not pending & {"resume", "step"}:
+    if run.status == RunStatus.PAUSED and not pending & {"resume", "step"}:
         send_command(db, run_id, "resume", author=owner or "python", reason="optimize_anything(resume=...)")
     return True
 
@@ -232,7 +234,7 @@ class _Session:
             status = self._wait(self.optimizer, bar)
             if status == "lost":
                 raise RuntimeError(f"run {self.run_id} was taken over by another process (this one's lease lapsed)")
-            if status != "paused" or not _paused_by_person(self.db, self.run_id):
+            if status != RunStatus.PAUSED or not _paused_by_person(self.db, self.run_id):
                 return  # e.g. the engine paused it (the reflection LM keeps failing): the result says why
             while not repo.pending_commands(self.db, self.run_id):
                 bar.update(waiting=True)
@@ -253,9 +255,12 @@ class _Session:
                 interrupted = True
                 opt.stop_event.set()
         if interrupted and not self.lost.is_set():
-            repo.set_run_fields(self.db, self.run_id, status="paused",
-                                status_reason=f"paused: interrupted in Python (Ctrl-C); continue with "
-                                              f"optimize_anything(..., resume=\"{self.run_id}\")")
+            try:
+                repo.transition_run(self.db, self.run_id, RunStatus.PAUSED,
+                                    f"paused: interrupted in Python (Ctrl-C); continue with "
+                                    f"optimize_anything(..., resume=\"{self.run_id}\")")
+            except InvalidTransition:  # it finished as the step ended: there is nothing left to pause
+                pass
             bar.write(f"Run {self.run_id} is paused; continue it with optimize_anything(..., resume=\"{self.run_id}\").")
             raise KeyboardInterrupt
         return "lost" if self.lost.is_set() else result.get("status", "failed")

@@ -16,11 +16,12 @@ pass, the expensive part of a proposal, carries several fixes at once, while the
 around it. A lone waiting child is combined with nothing: it is validated when no proposal that
 could join it is still running.
 
-Records. Proposal n belongs to *wave* n // C. A wave has a Step row (index = wave) with its
-parents, proposals and validated children, its metric calls and cost, the timeline events of
-its candidates, and its workers' utilisation; the row is closed once the wave and every earlier
-wave are done, so ``steps_done`` counts closed waves and the studio, CLI and exports show waves
-where a synchronous run shows steps. Each proposal's candidate keeps the time it started (parent
+Records. There is no barrier, but there are still *steps*: proposal n belongs to step n // C
+(what an earlier version called a "wave"). A step has a Step row with its parents, proposals and
+validated children, its metric calls and cost, the timeline events of its candidates, and its
+workers' utilisation; the row is closed (``engine.schedule.close_step``) once the step and every
+earlier step are done, so ``steps_done`` counts closed steps in both schedules. Each proposal's
+candidate keeps the time it started (parent
 chosen) and finished (validation done) and the frontier version it started from.
 
 Budget. A proposal starts only when the metric calls for its minibatch tests can be reserved
@@ -31,7 +32,7 @@ budget a pass may be cut short (recorded as such). The budget is never exceeded.
 
 Reproducibility with a fixed seed — what still holds:
 - proposal n's random choices (its parent sample, its minibatch) come from generators derived
-  from (seed, n), its id from (run, wave, slot, parent, sibling index), its LM request from its
+  from (seed, n), its id from (run, step, slot, parent, sibling index), its LM request from its
   prompt and sample index; so two proposals that start from the same frontier are identical,
   and the same request is answered from the LM cache;
 - every choice is recorded (the frontier version each proposal saw, why its parent was chosen),
@@ -40,40 +41,40 @@ Reproducibility with a fixed seed — what still holds:
 What does not hold: *which* frontier proposal n sees depends on which earlier proposals have
 finished when it starts, i.e. on LM and evaluator timing, so two runs with the same seed can
 choose different parents from proposal 2 on, and diverge. Resuming after a crash keeps every
-closed wave; the proposals of waves not yet closed are redone from the frontier as it is then
+closed step; the proposals of steps not yet closed are redone from the frontier as it is then
 (evaluations of texts already evaluated are reused, not paid again).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
-from typing import Callable, Optional
+from dataclasses import dataclass, field
+from typing import Literal, Optional
 
 from storage import repo
 from storage.models import Step, utcnow
+from storage.states import RunStatus
 
 from engine.context import RunContext
+from engine.lineage import ancestors
 from engine.proposal import run_proposal
-from engine.runtime_model import async_rate, latencies_from, shape_of, sync_step
+from engine.runtime_model import async_rate
 from engine.sampling import EpochSampler
 from engine.selection import make_selector, select_parents
-from engine.sibling_merge import MAX_SIBLINGS, ancestors, combine, sibling_from_minibatch, sibling_from_validation
+from engine.schedule import LOST, AfterStep, Decision, Gate, close_step
+from engine.sibling_merge import MAX_SIBLINGS, combine, sibling_from_minibatch, sibling_from_validation
 from engine.state import deterministic_id
-from engine.step import step_rng, validate_child
+from engine.validation import reject, step_rng, validate_child
 
 log = logging.getLogger("refract.engine")
-
-Decision = tuple[str, str]  # (status, reason): what the optimizer concludes the run with
 
 
 @dataclass
 class _Job:
-    kind: str  # proposal | merge
-    wave: int
+    kind: Literal["proposal", "combine"]  # a combiner merges the waiting improved children
+    step: int
     slot: int
     parent_id: str = ""
     k: int = 0
@@ -88,14 +89,14 @@ class _Job:
     improved: bool = False
     gain: float = 0.0
     validated: bool = False
-    lm_failed: bool = False
-    lm_ok: bool = False
     evaluable: bool = False
     validated_id: Optional[str] = None  # combiner: the child or merge it validated
 
 
 @dataclass
-class _Wave:
+class _OpenStep:
+    """A step of this schedule whose proposals are not all finished yet."""
+
     step: Step
     started: float
     busy0: float
@@ -107,24 +108,22 @@ class _Wave:
     cost_usd: float = 0.0
 
 
-class AsyncLoop:
-    """Runs proposals with up to C in flight until ``gate`` says stop, then drains.
+class AsyncSchedule:
+    """Runs proposals with up to C in flight until the gate says stop, then drains (an
+    ``engine.schedule.Schedule``). Ends with "no progress" after ``max_idle`` × C proposals in a
+    row made no evaluable candidate."""
 
-    ``gate()`` applies pending commands and returns a decision to stop, or None to go on.
-    ``after_wave()`` is called in order as each wave closes (bookkeeping, step mode, hooks).
-    """
-
-    def __init__(self, ctx: RunContext, gate: Callable[[], Optional[Decision]], after_wave: Callable[[], None],
-                 max_idle: int) -> None:
-        self.ctx, self.gate, self.after_wave = ctx, gate, after_wave
+    def __init__(self, ctx: RunContext, max_idle: int) -> None:
+        self.ctx = ctx
+        self.after_step: AfterStep = lambda record: None
         cfg = ctx.cfg.search
         self.c = cfg.batch_size
         self.m = min(cfg.minibatch_size, len(ctx.train_keys))
         self.max_idle = max_idle * self.c
         self.sampler = EpochSampler(ctx.train_keys, cfg.minibatch_size, cfg.seed)
         self.selector = make_selector(cfg.selection, cfg.epsilon, cfg.top_k_pareto_k)
-        self.next_n = ctx.step_index * self.c  # the first proposal of the first wave not closed
-        self.waves: dict[int, _Wave] = {}
+        self.next_n = ctx.step_index * self.c  # the first proposal of the first step not closed
+        self.open_steps: dict[int, _OpenStep] = {}
         self.inflight: dict[Future, _Job] = {}
         self.waiting: list[tuple[str, float]] = []  # improving children not yet validated (id, gain)
         self.idle = 0
@@ -132,19 +131,20 @@ class AsyncLoop:
 
     # -- the loop ------------------------------------------------------------------------
 
-    def run(self) -> Decision:
+    def run(self, gate: Gate, after_step: AfterStep) -> Decision:
+        self.after_step = after_step
         decision: Optional[Decision] = None
         with ThreadPoolExecutor(max_workers=self.c, thread_name_prefix="async-proposal") as pool:
             while True:
                 while len(self.inflight) < self.c:
                     if decision is None:
-                        decision = self.gate()
+                        decision, _ = gate()
                     if decision is None:
                         job = self._next_job()
                         if job is None and not self.inflight and not self.waiting:
-                            decision = ("completed", self._why_no_room())
+                            decision = Decision(RunStatus.COMPLETED, self._why_no_room())
                     else:  # stopping: no new proposal, but children that improved still get validated
-                        job = self._combiner(len(self.ctx.val_keys)) if decision[0] != "lost" else None
+                        job = self._combiner(len(self.ctx.val_keys)) if decision.status != LOST else None
                     if job is None:
                         break
                     self.inflight[pool.submit(self._run_job, job)] = job
@@ -156,12 +156,13 @@ class AsyncLoop:
                     fut.result()  # an engine error in a job propagates (the run fails, recorded)
                     self._finished(job)
                 if decision is None and self.idle >= self.max_idle:
-                    decision = ("completed", f"no progress: the last {self.idle} proposals made no evaluable "
-                                             "candidate (the reflection LM keeps repeating or failing)")
-        self._close_waves(force=True)
-        if decision is not None and decision[1].startswith(("metric-call budget spent", "cost budget spent")):
-            decision = ("completed", self._why_no_room())  # the counts after the proposals in flight finished
-        return decision or ("completed", "")
+                    why = (f"no progress: the last {self.idle} proposals made no evaluable candidate (the reflection "
+                           "LM keeps repeating or failing)")
+                    decision = Decision(RunStatus.COMPLETED, why)
+        self._close_steps(force=True)
+        if decision is not None and decision.room_spent:
+            decision = Decision(RunStatus.COMPLETED, self._why_no_room())  # the counts once the work in flight finished
+        return decision or Decision(RunStatus.COMPLETED, "")
 
     def _why_no_room(self) -> str:
         b = self.ctx.budget
@@ -186,21 +187,21 @@ class AsyncLoop:
         if block is None:
             return None
         n = self.next_n
-        wave, slot = divmod(n, self.c)
+        index, slot = divmod(n, self.c)
         cfg = ctx.cfg.search
-        picks = select_parents(self.selector, ctx.state.view(wave), 1, step_rng(cfg.seed, n), cfg.pin_every)
+        picks = select_parents(self.selector, ctx.state.view(index), 1, step_rng(cfg.seed, n), cfg.pin_every)
         if not picks:
             self._release(block)
             return None
         parent_id, reason = picks[0]
         k = sum(1 for j in self.inflight.values() if j.kind == "proposal" and j.parent_id == parent_id)
         self.next_n += 1
-        job = _Job("proposal", wave, slot, parent_id=parent_id, k=k, minibatch=self.sampler.batch(n), block=block)
+        job = _Job("proposal", index, slot, parent_id=parent_id, k=k, minibatch=self.sampler.batch(n), block=block)
         w = self._register(job)
         w.step.parent_ids = w.step.parent_ids + [parent_id]
         w.step.parent_reasons = {**w.step.parent_reasons, parent_id: reason}
         with ctx.state.lock:
-            ctx.state.last_chosen[parent_id] = wave
+            ctx.state.last_chosen[parent_id] = index
         return job
 
     @property
@@ -229,22 +230,22 @@ class AsyncLoop:
         with self.ctx.budget.drawing_from(block):
             pass
 
-    def _register(self, job: _Job) -> _Wave:
+    def _register(self, job: _Job) -> _OpenStep:
         ctx = self.ctx
         job.started, job.started_at, job.frontier_version = time.monotonic(), utcnow(), ctx.state.frontier_version
-        w = self.waves.get(job.wave)
+        w = self.open_steps.get(job.step)
         if w is None:
-            step = repo.get_or_create_step(ctx.db, ctx.run_id, job.wave)
+            step = repo.get_or_create_step(ctx.db, ctx.run_id, job.step)
             step.parent_ids, step.parent_reasons, step.proposal_ids, step.accepted_ids = [], {}, [], []
             step.started_at = utcnow()
-            w = self.waves[job.wave] = _Wave(step, job.started, ctx.evals.executor.busy_seconds())
+            w = self.open_steps[job.step] = _OpenStep(step, job.started, ctx.evals.executor.busy_seconds())
         w.jobs += 1
         return w
 
     # -- one job, in its own thread ------------------------------------------------------
 
     def _run_job(self, job: _Job) -> None:
-        pctx = replace(self.ctx, step_index=job.wave, _lm_failures=0, _lock=threading.Lock())
+        pctx = self.ctx.at_step(job.step)
         with pctx.budget.drawing_from(job.block):
             if job.kind == "combine":
                 self._combine_job(pctx, job)
@@ -260,8 +261,6 @@ class AsyncLoop:
             validate_child(pctx, outcome.child_id)
             job.validated = True
         child = pctx.state.candidates[outcome.child_id]
-        job.lm_failed = child.status == "failed" and child.reason.startswith("reflection LM failed")
-        job.lm_ok = child.lm_call_id is not None and not job.lm_failed
         job.evaluable = bool(child.minibatch_keys) and child.minibatch_score is not None
         child.started_at, child.frontier_version, child.finished_at = job.started_at, job.frontier_version, utcnow()
         pctx.save(child)
@@ -276,8 +275,8 @@ class AsyncLoop:
             siblings = [best] + siblings[: MAX_SIBLINGS - 1]
         chosen = None
         if len(siblings) >= 2:
-            merge_id = deterministic_id(pctx.run_id, job.wave, *sorted(ids), "merge")
-            chosen = combine(pctx, siblings, merge_id, job.wave)
+            merge_id = deterministic_id(pctx.run_id, job.step, *sorted(ids), "merge")
+            chosen = combine(pctx, siblings, merge_id, job.step)
             merged = pctx.state.candidates.get(merge_id)
             if merged is not None:
                 job.child_id = merge_id
@@ -290,11 +289,8 @@ class AsyncLoop:
         job.validated_id = chosen
         for cid in ids:
             if cid != chosen:
-                child = pctx.state.candidates[cid]
-                child.status = "rejected"
-                child.reason = why or (f"improved on its minibatch; {chosen} was validated instead (it already held "
-                                       "these changes, or their merge lost a gain)")
-                pctx.save(child)
+                reject(pctx, cid, why or (f"improved on its minibatch; {chosen} was validated instead (it already held "
+                                          "these changes, or their merge lost a gain)"))
 
     @staticmethod
     def _best_since(pctx: RunContext, siblings: list) -> Optional[object]:
@@ -314,7 +310,7 @@ class AsyncLoop:
 
     def _finished(self, job: _Job) -> None:
         ctx = self.ctx
-        w = self.waves[job.wave]
+        w = self.open_steps[job.step]
         w.done += 1
         w.metric_calls += job.block.drawn
         if job.validated_id:
@@ -328,62 +324,38 @@ class AsyncLoop:
                 call = repo.get_lm_call(ctx.db, cand.lm_call_id)
                 w.cost_usd += call.cost_usd if call else 0.0
         if job.kind == "proposal":
-            with ctx._lock:  # the run's count of reflection LM failures in a row
-                ctx._lm_failures = ctx._lm_failures + 1 if job.lm_failed else 0 if job.lm_ok else ctx._lm_failures
             self.idle = 0 if job.evaluable else self.idle + 1
         if job.kind == "proposal" and job.improved and self.combining:
             self.waiting.append((job.child_id, job.gain))
-        self._close_waves()
+        self._close_steps()
 
-    def _close_waves(self, force: bool = False) -> None:
-        """Close finished waves in order (a wave waits for every earlier one)."""
+    def _close_steps(self, force: bool = False) -> None:
+        """Close finished steps in order (a step waits for every earlier one)."""
         ctx = self.ctx
-        while ctx.step_index in self.waves:
-            w = self.waves[ctx.step_index]
+        while ctx.step_index in self.open_steps:
+            w = self.open_steps[ctx.step_index]
             if w.done < w.jobs or (not force and self.next_n < (ctx.step_index + 1) * self.c):
                 return
-            self._save_wave(ctx.step_index, w)
-            del self.waves[ctx.step_index]
-            self.after_wave()  # advances ctx.step_index
+            del self.open_steps[ctx.step_index]
+            self.after_step(self._close(w))  # advances ctx.step_index
 
-    def _save_wave(self, index: int, w: _Wave) -> None:
-        ctx = self.ctx
-        now = time.monotonic()
+    def _close(self, w: _OpenStep):
+        ctx, now = self.ctx, time.monotonic()
         step = w.step
         step.proposal_ids, step.accepted_ids = list(w.children), list(w.validated)
         step.metric_calls, step.cost_usd = w.metric_calls, w.cost_usd
-        step.ended_at = utcnow()
-        step.seconds = now - w.started
-        busy = ctx.evals.executor.busy_seconds() - w.busy0
-        step.worker_utilisation = min(1.0, busy / (ctx.evals.executor.workers * step.seconds)) if step.seconds > 0 else None
-        step.events = self._wave_events(w)
-        step.predicted_speedup, step.measured_speedup = self._speedups(step, w, now - self.t0)
-        repo.save_step(ctx.db, step)
-        self.t0 = now  # the next wave's share of the run starts here
+        c = self.c
+        record = close_step(ctx, step, events=self._step_events(w), proposals=w.jobs, seconds=now - w.started,
+                            busy_seconds=ctx.evals.executor.busy_seconds() - w.busy0, since_previous=now - self.t0,
+                            predict=lambda lat, t1: async_rate(c, lat)[0] * t1)
+        self.t0 = now  # the next step's share of the run starts here
+        return record
 
-    def _wave_events(self, w: _Wave) -> list[dict]:
+    def _step_events(self, w: _OpenStep) -> list[dict]:
         tl = self.ctx.timeline
         mine = set(w.children) | set(w.step.parent_ids)
         start = w.started - tl.t0
         with tl._lock:
             events = [e for e in tl.events if e.get("candidate_id") in mine and e["start"] >= start - 1e-3]
-            tl.events = [e for e in tl.events if e["end"] >= start]  # older events belong to closed waves
+            tl.events = [e for e in tl.events if e["end"] >= start]  # older events belong to closed steps
         return [{**e, "start": round(e["start"] - start, 4), "end": round(e["end"] - start, 4)} for e in events]
-
-    def _speedups(self, step: Step, w: _Wave, interval: float) -> tuple[Optional[float], Optional[float]]:
-        """(predicted, measured) speed-up of the wave over as many sequential 1×1 proposals:
-        the 1×1 proposal time is the runtime model's at the latencies measured in the wave; the
-        prediction divides by the model's time per proposal with C in flight, the measurement
-        by the time this wave added to the run (since the previous wave closed)."""
-        ctx = self.ctx
-        events = step.events
-        run = repo.get_run(ctx.db, ctx.run_id)
-        lat = latencies_from([e["end"] - e["start"] for e in events if e["kind"] == "lm"],
-                             [e["end"] - e["start"] for e in events if e["kind"] != "lm"],
-                             run.proposals_accepted / run.proposals_total if run.proposals_total else None,
-                             ctx.cfg.search.minibatch_size, len(ctx.val_keys), ctx.evals.executor.workers)
-        if lat is None or w.jobs == 0 or interval <= 0:
-            return None, None
-        t1, _ = sync_step(type(shape_of(ctx.cfg.search))(), lat)
-        rate, _ = async_rate(self.c, lat)
-        return rate * t1, w.jobs * t1 / interval

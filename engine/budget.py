@@ -168,16 +168,28 @@ class Budget:
             return (max(0, self.metric_calls - mc) if mc is not None else 0,
                     max(0.0, self.cost_usd - usd) if usd is not None else 0.0)
 
+    def _calls_spent(self, min_step_calls: int) -> bool:
+        c = self.cfg
+        return c.max_metric_calls is not None and self.metric_calls + min_step_calls > c.max_metric_calls
+
+    def _money_spent(self) -> bool:
+        c = self.cfg
+        return c.max_cost_usd is not None and self.cost_usd + self.max_call_cost * LM_COST_MARGIN > c.max_cost_usd
+
+    def out_of_room(self, min_step_calls: int) -> bool:
+        """The metric calls or the dollars are spent (``exhausted`` says so in words)."""
+        return self._calls_spent(min_step_calls) or self._money_spent()
+
     def exhausted(self, best: Optional[float], steps_done: int, min_step_calls: int) -> Optional[str]:
         """Why the run must stop now, or None. ``min_step_calls`` is the fewest metric calls a
         useful step needs (a parent and a child on a minibatch)."""
         c = self.cfg
         if c.stop_at_score is not None and best is not None and best >= c.stop_at_score:
             return f"reached stop_at_score {c.stop_at_score} (best {best:.4g})"
-        if c.max_metric_calls is not None and self.metric_calls + min_step_calls > c.max_metric_calls:
+        if self._calls_spent(min_step_calls):
             return (f"metric-call budget spent ({self.metric_calls} of {c.max_metric_calls}; a proposal needs up to "
                     f"{min_step_calls} for its minibatch tests)")
-        if c.max_cost_usd is not None and self.cost_usd + self.max_call_cost * LM_COST_MARGIN > c.max_cost_usd:
+        if self._money_spent():
             return (f"cost budget spent (${self.cost_usd:.4f} of ${c.max_cost_usd}; one more LM call may cost up to "
                     f"${self.max_call_cost * LM_COST_MARGIN:.4f})")
         if c.max_seconds is not None and self.seconds >= c.max_seconds:

@@ -17,6 +17,7 @@ from storage import repo
 from storage.attached import waiting_note
 from storage.db import open_db
 from storage.errors import StorageError
+from storage.states import RunStatus
 
 
 def _db(args):
@@ -81,7 +82,7 @@ def _summary(db, run_id) -> int:
     print(f"metric calls {run.metric_calls}  cost ${run.cost_usd:.4f}  tokens {run.tokens_in}+{run.tokens_out}  "
           f"{run.seconds:.1f} s  steps {run.steps_done}")
     print(f"proposals {run.proposals_total}: parsed {run.proposals_parsed / p:.0%}, valid {run.proposals_valid / p:.0%}, "
-          f"accepted {run.proposals_accepted / p:.0%}")
+          f"improved {run.proposals_improved / p:.0%}")
     pred = [s.predicted_speedup for s in steps if s.predicted_speedup]
     meas = [s.measured_speedup for s in steps if s.measured_speedup]
     if pred and meas:
@@ -95,7 +96,7 @@ def _summary(db, run_id) -> int:
               f"(LM {lat.lm:.2f} s, evaluator {lat.eval * 1000:.0f} ms, {lat.accept:.0%} of proposals improve, "
               f"{lat.n_val} validation examples, {lat.workers} workers); {model['speedup']:.2f}x faster per metric call "
               "than 1×1 predicted")
-    return 0 if run.status in ("completed", "stopped", "paused") else 1
+    return 0 if run.status in (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.PAUSED) else 1
 
 
 def cmd_submit(args) -> int:
@@ -169,7 +170,7 @@ def cmd_check_lm(args) -> int:
     return check_lm_command(args.model)
 
 
-def cmd_steer(args) -> int:
+def cmd_send(args) -> int:
     from engine.commands import send_command
 
     payload: dict = {}
@@ -240,25 +241,25 @@ def build_parser() -> argparse.ArgumentParser:
         ).add_argument("run_dir")
     add("check-lm", cmd_check_lm, "test the connection to a model").add_argument("model", nargs="?")
     for name in ("pause", "resume", "step", "stop"):
-        add(name, cmd_steer, f"{name} a run (at the next step boundary)").add_argument("run")
+        add(name, cmd_send, f"{name} a run (at the next step boundary)").add_argument("run")
     for name in ("pin", "unpin", "veto", "unveto"):
-        sp = add(name, cmd_steer, f"{name} a candidate")
+        sp = add(name, cmd_send, f"{name} a candidate")
         sp.add_argument("run")
         sp.add_argument("candidate")
     for name in ("feedback", "comment"):
-        sp = add(name, cmd_steer, f"attach {name} to a candidate")
+        sp = add(name, cmd_send, f"attach {name} to a candidate")
         sp.add_argument("run")
         sp.add_argument("candidate")
         sp.add_argument("text")
-    sp = add("edit", cmd_steer, "a new human candidate from an edited one")
+    sp = add("edit", cmd_send, "a new human candidate from an edited one")
     sp.add_argument("run")
     sp.add_argument("candidate")
     sp.add_argument("--file", required=True)
     sp.add_argument("--component")
-    sp = add("inject", cmd_steer, "a wholly new human candidate")
+    sp = add("inject", cmd_send, "a wholly new human candidate")
     sp.add_argument("run")
     sp.add_argument("--file", required=True)
-    sp = add("budget", cmd_steer, "change the budgets of a run")
+    sp = add("budget", cmd_send, "change the budgets of a run")
     sp.add_argument("run")
     sp.add_argument("--max-metric-calls", type=int)
     sp.add_argument("--max-cost-usd", type=float)

@@ -11,12 +11,12 @@ from storage import repo
 from storage.db import Database
 from storage.errors import NotFound
 from storage.models import Candidate, Command, utcnow
+from storage.states import FINISHED, CandidateStatus, CommandStatus, Origin, RunStatus
 
 from engine.config import BudgetConfig, RunConfig
 
 KINDS = ("pause", "resume", "step", "stop", "pin", "unpin", "veto", "unveto", "edit", "inject", "feedback", "budget")
 CANDIDATE_KINDS = ("pin", "unpin", "veto", "unveto", "edit", "feedback")
-FINISHED = ("completed", "failed", "stopped")
 
 
 class CommandError(ValueError):
@@ -70,7 +70,7 @@ def _resume_pending(db: Database, run_id: str) -> bool:
 
 
 def _would_leave_no_parent(db: Database, run_id: str, candidate_id: str) -> bool:
-    eligible = [c for c in repo.list_candidates(db, run_id, ["accepted"]) if not c.vetoed]
+    eligible = [c for c in repo.list_candidates(db, run_id, [CandidateStatus.ACCEPTED]) if not c.vetoed]
     return [c.id for c in eligible] == [candidate_id]
 
 
@@ -85,9 +85,9 @@ class CommandApplier:
         applied = []
         for cmd in repo.pending_commands(self.ctx.db, self.ctx.run_id):
             try:
-                status, result = "applied", self._apply(cmd)
+                status, result = CommandStatus.APPLIED, self._apply(cmd)
             except Exception as exc:  # a command that cannot apply is rejected, never a crash
-                status, result = "rejected", str(exc)
+                status, result = CommandStatus.REJECTED, str(exc)
             repo.finish_command(self.ctx.db, cmd.id, status, result, self.ctx.step_index)
             applied.append(cmd.id)
         if applied:
@@ -100,12 +100,13 @@ class CommandApplier:
     def _apply(self, cmd: Command) -> str:
         ctx, p = self.ctx, cmd.payload
         if cmd.kind in ("pause", "resume", "step", "stop"):
-            fields = {"pause": {"status": "paused", "status_reason": f"paused by {cmd.author or 'someone'}"},
-                      "resume": {"status": "running", "step_mode": False, "status_reason": "", "finished_at": None},
-                      "step": {"status": "running", "step_mode": True, "status_reason": "", "finished_at": None},
-                      "stop": {"status": "stopped", "status_reason": f"stopped by {cmd.author or 'someone'}"}}[cmd.kind]
-            repo.set_run_fields(ctx.db, ctx.run_id, **fields)
-            return f"run {fields['status']}" + (" for one step" if cmd.kind == "step" else "")
+            who = cmd.author or "someone"
+            to, reason, fields = {"pause": (RunStatus.PAUSED, f"paused by {who}", {}),
+                                  "resume": (RunStatus.RUNNING, "", {"step_mode": False, "finished_at": None}),
+                                  "step": (RunStatus.RUNNING, "", {"step_mode": True, "finished_at": None}),
+                                  "stop": (RunStatus.STOPPED, f"stopped by {who}", {})}[cmd.kind]
+            repo.transition_run(ctx.db, ctx.run_id, to, reason, **fields)
+            return f"run {to}" + (" for one step" if cmd.kind == "step" else "")
         if cmd.kind == "budget":
             cfg = repo.get_run(ctx.db, ctx.run_id).config
             new = BudgetConfig.model_validate({**cfg["budget"], **p})
@@ -159,12 +160,12 @@ class CommandApplier:
             raise ValueError(f"the candidate must have the components {', '.join(ctx.components)}")
         # the id derives from the command: re-applied after a crash, it finds its own row
         cand = Candidate(id=deterministic_id(ctx.run_id, "command", cmd.id), run_id=ctx.run_id, content=content, content_hash=content_hash(content),
-                         origin="human", parent_ids=[parent.id] if parent else [], step=ctx.step_index,
+                         origin=Origin.HUMAN, parent_ids=[parent.id] if parent else [], step=ctx.step_index,
                          author=cmd.author, reason=cmd.reason, started_at=utcnow(),
                          frontier_version=ctx.state.frontier_version)
         problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
         if problem:
-            cand.status, cand.reason = "failed", f"invalid candidate (validate): {problem}"
+            cand.status, cand.reason = CandidateStatus.FAILED, f"invalid candidate (validate): {problem}"
             ctx.save(cand)
             raise ValueError(f"{cand.id} is invalid: {problem}")
         ctx.save(cand)

@@ -37,8 +37,11 @@ class SearchConfig(_Strict):
     skip_perfect_score: bool = Field(False, description="no proposal for a parent that scores max_score on every example of its minibatch")
     component_selector: Literal["round_robin", "all"] = Field("round_robin", description="which components one proposal rewrites")
     epsilon: float = Field(0.1, ge=0, le=1, description="exploration rate for epsilon_greedy")
-    acceptance: Literal["strict", "improvement_or_equal"] = "strict"
-    accept: Literal["all", "best", "top_k"] = Field("all", description="which improving children of a step pay a validation pass")
+    improvement: Literal["strict", "improvement_or_equal"] = Field(
+        "strict", description="when a child has improved: it beats its parent on the minibatch, or at least equals it")
+    acceptance: Optional[Literal["strict", "improvement_or_equal"]] = Field(
+        None, description="the old name of `improvement`, still read (config_warnings says so)")
+    accept: Literal["all", "best", "top_k"] = Field("all", description="which improving children of a step pay a validation pass (and are accepted)")
     top_k: int = Field(2, ge=1)
     merge: bool = False
     max_merges: int = Field(5, ge=0)
@@ -49,6 +52,12 @@ class SearchConfig(_Strict):
     max_score: Optional[float] = Field(None, description="the highest score one example can get (e.g. 1.0); enables early-stopped validation passes")
     require_fence: bool = Field(True, description="an answer without a fenced block is a failed proposal; false takes the whole answer")
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _renamed(self) -> "SearchConfig":
+        if self.acceptance is not None:
+            self.improvement = self.acceptance
+        return self
 
     @property
     def batch_size(self) -> int:
@@ -162,10 +171,23 @@ class RunConfig(_Strict):
             raise ValueError("task_lm.prompt_template: only the reflection LM has a prompt template; move it to [reflection_lm]")
         if self.search.skip_perfect_score and self.search.max_score is None:
             raise ValueError("search.skip_perfect_score: needs search.max_score (the perfect score of one example)")
+        self._schedule_supports_search()
         if self.valset and not self.dataset:
             raise ValueError("valset: a valset needs a dataset (the examples the reflection LM learns from); "
                              "give a dataset, or give these examples as the dataset (it is then also the valset)")
         return self
+
+    def _schedule_supports_search(self) -> None:
+        """Every [search] option works in both schedules or is refused here, where it was set."""
+        s = self.search
+        if s.schedule != "async" or s.batch_size == 1:  # C = 1 runs the synchronous loop
+            return
+        if s.merge:
+            raise ValueError("search.merge: the system-aware merge runs between the steps of schedule = \"sync\"; with "
+                             "schedule = \"async\" use merge_siblings = true, or set schedule = \"sync\"")
+        if s.accept != "all":
+            raise ValueError(f"search.accept: {s.accept!r} chooses among the children of one step; schedule = \"async\" "
+                             "validates every improving child as it arrives, so only accept = \"all\" applies")
 
     @property
     def mode(self) -> str:
@@ -252,9 +274,12 @@ def config_warnings(cfg: RunConfig) -> list[str]:
     if s.schedule == "async" and s.batch_size == 1:
         out.append("search.schedule: \"async\" with parents_per_step × proposals_per_parent = 1 keeps one proposal in "
                    "flight, which is the same as \"sync\"; raise the product to run several at once")
-    if s.schedule == "async" and s.accept != "all":
-        out.append(f"search.accept: {s.accept!r} chooses among the children of one step; with schedule = \"async\" there "
-                   "is no step, so every improving child is validated (as with accept = \"all\")")
+    if s.acceptance is not None:
+        out.append("search.acceptance: renamed search.improvement (a child has *improved* when it beats its parent on the "
+                   "minibatch; *accepted* means validated); the old name is still read, rename it")
+    if s.merge and not cfg.is_multi_component:
+        out.append("search.merge: the system-aware merge combines components changed by different candidates; a "
+                   "single-text candidate has one, so it never merges (merge_siblings combines single texts)")
     if mentions_images(cfg.evaluator) and not supports_vision(cfg.reflection_lm.model):
         out.append(f"reflection_lm.model: {cfg.reflection_lm.model!r} cannot see images (litellm's supports_vision), "
                    "and the evaluator seems to return some: the reflection prompt will say each image was omitted; "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from storage import repo
@@ -15,6 +15,23 @@ from engine.budget import Budget
 from engine.config import LMConfig, RunConfig
 from engine.evaluation import EvaluationService, Timeline
 from engine.state import PoolState
+
+
+class FailureStreak:
+    """The run's count of reflection / merge / seed LM calls that failed in a row (shared by
+    every thread of a run; a success resets it)."""
+
+    def __init__(self) -> None:
+        self._lock, self._count = threading.Lock(), 0
+
+    def record(self, failed: bool) -> None:
+        with self._lock:
+            self._count = self._count + 1 if failed else 0
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return self._count
 
 
 @dataclass
@@ -35,8 +52,12 @@ class RunContext:
     components: list[str]
     step_index: int = 0
     stop_event: threading.Event = field(default_factory=threading.Event)
-    _lm_failures: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    lm_failures: FailureStreak = field(default_factory=FailureStreak)
+
+    def at_step(self, index: int) -> "RunContext":
+        """This context for work recorded under step ``index`` (a proposal of the asynchronous
+        schedule); everything else, the LM failure streak included, is shared."""
+        return replace(self, step_index=index)
 
     def call_lm(self, cfg: LMConfig, messages: list[dict], purpose: str, candidate_id: Optional[str],
                 sample_index: int = 0, temperature: Optional[float] = None, example_key: Optional[str] = None,
@@ -54,8 +75,7 @@ class RunContext:
         if charge:
             self.budget.add_cost(res.cost_usd)
         if purpose in ("reflection", "merge", "seed"):
-            with self._lock:
-                self._lm_failures = self._lm_failures + 1 if res.error else 0
+            self.lm_failures.record(bool(res.error))
         return res, call_id
 
     def prompt_char_budget(self, cfg: LMConfig) -> Optional[int]:
@@ -67,8 +87,7 @@ class RunContext:
 
     @property
     def consecutive_lm_failures(self) -> int:
-        with self._lock:
-            return self._lm_failures
+        return self.lm_failures.count
 
     def save(self, cand: Candidate) -> Candidate:
         saved = repo.save_candidate(self.db, cand)

@@ -13,12 +13,16 @@ from typing import Any, Optional
 from storage import repo
 from storage.db import Database
 from storage.models import Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step
+from storage.states import CandidateStatus, Origin
 from storage.transfer import insert_run
 
 from engine.frontier_types import frontier_entries, objective_scores, typed_frontier
 from engine.state import content_hash
 
-FORMAT = "refract-run/1"
+FORMAT = "refract-run/2"
+# refract-run/1 (still imported) counted improved proposals as "accepted" and gave sibling merges
+# origin "merge": ``upgraded`` maps both to today's words
+OLD_FORMATS = ("refract-run/1",)
 
 
 def iso(dt: Optional[datetime]) -> Optional[str]:
@@ -57,7 +61,7 @@ def export_run(db: Database, run_id: str) -> dict[str, Any]:
         if k in val_keys:
             val_scores.setdefault(ev.candidate_id, {})[k] = ev.score
             objectives.setdefault(ev.candidate_id, {})[k] = objective_scores(ev.side_info)
-    eligible = [c.id for c in cands if c.status == "accepted" and not c.vetoed]
+    eligible = [c.id for c in cands if c.status == CandidateStatus.ACCEPTED and not c.vetoed]
     frontier_type = (run.config.get("search") or {}).get("frontier", "instance")
     front = typed_frontier({c: val_scores.get(c, {}) for c in eligible}, objectives, frontier_type)
     best_mean = run.best_val_mean
@@ -102,7 +106,7 @@ def _run_doc(run: Run) -> dict:
                        "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "seconds": round(run.seconds, 3),
                        "steps": run.steps_done, "budget_overshoot": run.budget_overshoot,
                        "proposals": {"total": run.proposals_total, "parsed": run.proposals_parsed,
-                                     "valid": run.proposals_valid, "accepted": run.proposals_accepted}}}
+                                     "valid": run.proposals_valid, "improved": run.proposals_improved}}}
 
 
 def _candidate_doc(c: Candidate, val_scores: dict[str, float], lm_call: Optional[int]) -> dict:
@@ -117,9 +121,31 @@ def _candidate_doc(c: Candidate, val_scores: dict[str, float], lm_call: Optional
             "finished_at": iso(c.finished_at), "lm_call": lm_call}
 
 
+def upgraded(doc: dict[str, Any]) -> dict[str, Any]:
+    """A refract-run/1 document in today's words: the proposals that beat their parent on the
+    minibatch are "improved" (they were "accepted", which now means validated only); a merge
+    of improving siblings has origin "sibling_merge"."""
+    totals = dict(doc["run"]["totals"])
+    proposals = dict(totals["proposals"])
+    proposals["improved"] = proposals.pop("accepted")
+    totals["proposals"] = proposals
+    rejected = {c["id"] for c in doc["candidates"] if c["status"] == CandidateStatus.REJECTED}
+    cands = [{**c, "origin": Origin.SIBLING_MERGE.value} if c["origin"] == Origin.MERGE and _sibling_merge(c, rejected)
+             else c for c in doc["candidates"]]
+    return {**doc, "format": FORMAT, "run": {**doc["run"], "totals": totals}, "candidates": cands}
+
+
+def _sibling_merge(cand: dict, rejected: set[str]) -> bool:
+    """An old "merge" that combined improving siblings: it names the component(s) it changed,
+    or its parents were passed over for it. A system-aware merge does neither: it takes each
+    component from one of two validated frontier members."""
+    return bool(cand.get("component")) or any(p in rejected for p in cand["parent_ids"])
+
+
 def import_run(db: Database, doc: dict[str, Any]) -> str:
     """Load an exported run (same ids) into ``db`` in one transaction; Conflict if the run id
     already exists."""
+    doc = upgraded(doc) if doc.get("format") in OLD_FORMATS else doc
     if doc.get("format") != FORMAT:
         raise ValueError(f"not a Refract export (format {doc.get('format')!r}, expected {FORMAT!r})")
     r = doc["run"]
@@ -150,7 +176,7 @@ def _run_row(doc: dict) -> Run:
                status_reason=r.get("status_reason", ""), metric_calls=t["metric_calls"], cost_usd=t["cost_usd"],
                tokens_in=t["tokens_in"], tokens_out=t["tokens_out"], seconds=t["seconds"], steps_done=t["steps"],
                budget_overshoot=t["budget_overshoot"], proposals_total=p["total"], proposals_parsed=p["parsed"],
-               proposals_valid=p["valid"], proposals_accepted=p["accepted"],
+               proposals_valid=p["valid"], proposals_improved=p["improved"],
                best_candidate_id=doc["best"]["candidate_id"], best_val_mean=doc["best"]["val_mean"],
                test_mean=doc["best"]["test_mean"], seed_test_mean=doc["best"].get("seed_test_mean"),
                test_cost_usd=doc["best"].get("test_cost_usd") or 0.0, created_at=_when(r, "created_at"),

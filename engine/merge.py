@@ -12,22 +12,12 @@ import random
 from typing import Optional
 
 from storage.models import Candidate, utcnow
+from storage.states import CandidateStatus, Origin
 
 from engine.context import RunContext
+from engine.lineage import ancestors
 from engine.state import content_hash, deterministic_id
-from engine.step import validate_child
-
-
-def ancestors(cands: dict[str, Candidate], cid: str) -> set[str]:
-    seen: set[str] = set()
-    stack = list(cands[cid].parent_ids) if cid in cands else []
-    while stack:
-        p = stack.pop()
-        if p in seen or p not in cands:
-            continue
-        seen.add(p)
-        stack.extend(cands[p].parent_ids)
-    return seen
+from engine.validation import validate_child
 
 
 def merged_content(a: dict, i: dict, j: dict) -> Optional[dict]:
@@ -65,7 +55,7 @@ def try_merge(ctx: RunContext, rng: random.Random) -> Optional[str]:
         return None
     x, y, content = found
     cid = deterministic_id(ctx.run_id, ctx.step_index, x, y, "merge")
-    child = Candidate(id=cid, run_id=ctx.run_id, content=content, content_hash=content_hash(content), origin="merge",
+    child = Candidate(id=cid, run_id=ctx.run_id, content=content, content_hash=content_hash(content), origin=Origin.MERGE,
                       parent_ids=[x, y], step=ctx.step_index, frontier_version=ctx.state.frontier_version,
                       started_at=utcnow())
     ctx.save(child)
@@ -75,7 +65,7 @@ def try_merge(ctx: RunContext, rng: random.Random) -> Optional[str]:
     results = ctx.evals.evaluate(child, keys, kind="minibatch")
     got = {k: r.score for k, r in results.items()}
     if not got:
-        child.status, child.reason = "failed", "budget: no metric calls left to test the merge"
+        child.status, child.reason = CandidateStatus.FAILED, "budget: no metric calls left to test the merge"
         ctx.save(child)
         return None
     total = sum(got.values())
@@ -83,10 +73,10 @@ def try_merge(ctx: RunContext, rng: random.Random) -> Optional[str]:
     child.minibatch_keys, child.minibatch_score, child.parent_minibatch_score = list(got), total, bar
     child.finished_at = utcnow()
     if total + 1e-12 < bar:
-        child.status, child.reason = "rejected", f"merge worse than its better parent on {len(got)} example(s)"
+        child.status, child.reason = CandidateStatus.REJECTED, f"merge worse than its better parent on {len(got)} example(s)"
         ctx.save(child)
         return None
-    child.reason = "merge kept both parents' gains"
+    child.reason, child.improved = "merge kept both parents' gains", True
     ctx.save(child)
     validate_child(ctx, cid)
     return cid

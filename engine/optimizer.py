@@ -15,8 +15,9 @@ from typing import Callable, Optional
 from storage import repo
 from storage.db import Database
 from storage.models import Candidate, utcnow
+from storage.states import CandidateStatus, Origin, RunStatus
 
-from engine.async_loop import AsyncLoop
+from engine.async_loop import AsyncSchedule
 from engine.budget import Budget
 from engine.commands import CommandApplier
 from engine.config import RunConfig
@@ -29,7 +30,9 @@ from engine.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
 from engine.stoppers import stop_reason
 from engine.test_pass import test_pass
-from engine.step import run_step, step_rng, validate_child
+from engine.schedule import LOST, Decision, Schedule, StepRecord
+from engine.step import SyncSchedule
+from engine.validation import step_rng, validate_child
 
 log = logging.getLogger("refract.engine")
 MAX_CONSECUTIVE_LM_FAILURES = 5
@@ -109,95 +112,76 @@ class Optimizer:
             ctx = self._context()
         except Exception as exc:
             log.exception("run %s cannot start", self.run_id)
-            return self._finish(None, "failed", f"cannot start: {exc}")
+            return self._finish(None, RunStatus.FAILED, f"cannot start: {exc}")
         try:
             return self._loop(ctx)
         except Exception as exc:
             log.exception("run %s failed", self.run_id)
-            return self._finish(ctx, "failed", f"engine error: {exc}")
+            return self._finish(ctx, RunStatus.FAILED, f"engine error: {exc}")
         finally:
             ctx.evals.close()
             ctx.evals.executor.close()
 
     def _loop(self, ctx: RunContext) -> str:
         applier = CommandApplier(ctx, lambda cid: validate_child(ctx, cid))
-        idle = 0
         if not ctx.state.scores:
             problem = self._seed(ctx)
             if problem:
-                return self._finish(ctx, "failed", problem)
-        if ctx.cfg.search.schedule == "async" and ctx.cfg.search.batch_size > 1:  # C = 1 is the sync loop
-            gate = lambda: self._gate(ctx, applier)[0]  # noqa: E731
-            return self._conclude(ctx, *AsyncLoop(ctx, gate, lambda: self._after_wave(ctx), MAX_IDLE_STEPS).run())
-        while True:
-            decision, applied, run = self._gate(ctx, applier)
-            if decision:
-                return self._conclude(ctx, *decision)
-            step = repo.get_or_create_step(self.db, self.run_id, ctx.step_index)
-            run_step(ctx, step, applied)
-            idle = idle + 1 if step.metric_calls == 0 and not step.accepted_ids else 0
-            if idle >= MAX_IDLE_STEPS:
-                self._after_step(ctx)
-                return self._finish(ctx, "completed", f"no progress: the last {idle} steps made no evaluable proposal "
-                                                      "(the reflection LM keeps repeating or failing)")
-            if ctx.cfg.search.merge and len(ctx.components) > 1:
-                merges = sum(1 for c in ctx.state.candidates.values() if c.origin == "merge")
-                if merges < ctx.cfg.search.max_merges:
-                    try_merge(ctx, step_rng(ctx.cfg.search.seed + 7919, ctx.step_index))
-            self._after_step(ctx)
-            if run.step_mode:
-                repo.set_run_fields(self.db, self.run_id, status="paused", step_mode=False,
-                                    status_reason="paused after one step (step mode)")
-            if self.on_step:
-                self.on_step(ctx)
+                return self._finish(ctx, RunStatus.FAILED, problem)
+        search = ctx.cfg.search
+        schedule: Schedule = (AsyncSchedule(ctx, MAX_IDLE_STEPS) if search.schedule == "async" and search.batch_size > 1
+                              else SyncSchedule(ctx, MAX_IDLE_STEPS))  # C = 1 is the synchronous loop
+        decision = schedule.run(lambda: self._gate(ctx, applier), lambda record: self._after_step(ctx, record))
+        if decision.status in (LOST, RunStatus.PAUSED):  # left as it is
+            return decision.status
+        return self._finish(ctx, decision.status, decision.reason)
 
-    def _gate(self, ctx: RunContext, applier: CommandApplier):
+    def _gate(self, ctx: RunContext, applier: CommandApplier) -> tuple[Optional[Decision], list[int]]:
         """Between steps (or, asynchronously, between proposals): apply the human commands
-        that arrived, then say whether the run must stop. Returns ((status, reason) or None,
-        the applied command ids, the run row)."""
+        that arrived, then say whether the run must stop. Returns (a decision or None, the
+        applied command ids)."""
         if self.stop_event.is_set():
-            return ("lost", ""), [], None
+            return Decision(LOST, ""), []
         applied = applier.apply_pending()
         run = repo.get_run(self.db, self.run_id)
-        if run.status in ("stopped", "paused"):
-            return (run.status, run.status_reason), applied, run
-        if run.status in ("completed", "failed"):  # resumed by a budget change: go on
-            repo.set_run_fields(self.db, self.run_id, status="running", finished_at=None)
-        why = ctx.budget.exhausted(ctx.state.best()[1], ctx.step_index, 2 * min(ctx.cfg.search.minibatch_size, len(ctx.train_keys)))
+        if run.status in (RunStatus.STOPPED, RunStatus.PAUSED):
+            return Decision(run.status, run.status_reason), applied
+        if run.status in (RunStatus.COMPLETED, RunStatus.FAILED):  # continued by a budget change: go on
+            repo.transition_run(self.db, self.run_id, RunStatus.RUNNING, "", finished_at=None)
+        min_calls = 2 * min(ctx.cfg.search.minibatch_size, len(ctx.train_keys))
+        why = ctx.budget.exhausted(ctx.state.best()[1], ctx.step_index, min_calls)
         why = why or stop_reason(ctx, run.proposals_total)
         if why:
-            return ("completed", why), applied, run
+            return Decision(RunStatus.COMPLETED, why, ctx.budget.out_of_room(min_calls)), applied
         if ctx.consecutive_lm_failures >= MAX_CONSECUTIVE_LM_FAILURES:
-            last = repo.list_candidates(self.db, self.run_id, ["failed"])[-1].reason
-            repo.set_run_fields(self.db, self.run_id, status="paused",
-                                status_reason=f"paused: the reflection LM failed {ctx.consecutive_lm_failures} times in a row ({last}). Fix the LM settings, then resume.")
-            return ("paused", ""), applied, run
+            last = repo.list_candidates(self.db, self.run_id, [CandidateStatus.FAILED])[-1].reason
+            repo.transition_run(self.db, self.run_id, RunStatus.PAUSED,
+                                f"paused: the reflection LM failed {ctx.consecutive_lm_failures} times in a row "
+                                f"({last}). Fix the LM settings, then resume.")
+            return Decision(RunStatus.PAUSED, ""), applied
         if not ctx.state.eligible_ids():
-            return ("stopped", "no candidate can be a parent (all vetoed)"), applied, run
-        return None, applied, run
+            return Decision(RunStatus.STOPPED, "no candidate can be a parent (all vetoed)"), applied
+        return None, applied
 
-    def _conclude(self, ctx: RunContext, status: str, reason: str) -> str:
-        """End the loop with a gate's decision: "lost" and "paused" leave the run as it is."""
-        if status in ("lost", "paused"):
-            return status
-        return self._finish(ctx, status, reason)
-
-    def _after_wave(self, ctx: RunContext) -> None:
-        """A wave of the asynchronous schedule closed: the same bookkeeping as after a step."""
-        self._after_step(ctx)
-        if repo.get_run(self.db, self.run_id).step_mode:
-            repo.set_run_fields(self.db, self.run_id, status="paused", step_mode=False,
-                                status_reason="paused after one wave (step mode)")
-        if self.on_step:
-            self.on_step(ctx)
-
-    def _after_step(self, ctx: RunContext) -> None:
+    def _after_step(self, ctx: RunContext, record: StepRecord) -> None:
+        """The one post-step path of both schedules: run totals, the system-aware merge, the
+        step-mode pause, the ``on_step`` hook."""
+        search = ctx.cfg.search
+        if search.merge and len(ctx.components) > 1:
+            merges = sum(1 for c in ctx.state.candidates.values() if c.origin == Origin.MERGE)
+            if merges < search.max_merges:  # recorded as part of the step just closed
+                try_merge(ctx, step_rng(search.seed + 7919, record.index))
         best_id, best_mean = ctx.state.best()
-        ctx.step_index += 1
+        ctx.step_index = record.index + 1
         repo.set_run_fields(self.db, self.run_id, steps_done=ctx.step_index, seconds=ctx.budget.seconds,
                             best_candidate_id=best_id, best_val_mean=best_mean,
                             frontier_version=ctx.state.frontier_version,
                             consecutive_lm_failures=ctx.consecutive_lm_failures)
+        if repo.get_run(self.db, self.run_id).step_mode:
+            repo.transition_run(self.db, self.run_id, RunStatus.PAUSED, "paused after one step (step mode)",
+                                step_mode=False)
+        if self.on_step:
+            self.on_step(ctx)
 
     # -- seed ----------------------------------------------------------------------------
 
@@ -218,7 +202,8 @@ class Optimizer:
                     return f"the reflection LM could not write a seed from the objective: {res.error or parsed.reason}"
                 content = {SINGLE: parsed.text}
             cand = Candidate(id=seed_id, run_id=self.run_id, content=content, content_hash=content_hash(content),
-                             origin="seed", step=0, lm_call_id=call_id, started_at=utcnow(), status="accepted")
+                             origin=Origin.SEED, step=0, lm_call_id=call_id, started_at=utcnow(),
+                             status=CandidateStatus.ACCEPTED)
             ctx.save(cand)
         else:
             ctx.state.candidates[cand.id] = cand
@@ -240,8 +225,8 @@ class Optimizer:
 
     # -- end -----------------------------------------------------------------------------
 
-    def _finish(self, ctx: Optional[RunContext], status: str, reason: str) -> str:
-        fields = {"status": status, "status_reason": reason, "finished_at": utcnow()}
+    def _finish(self, ctx: Optional[RunContext], status: RunStatus, reason: str) -> str:
+        fields = {"finished_at": utcnow()}
         if ctx is not None:
             best_id, best_mean = ctx.state.best()
             fields.update(best_candidate_id=best_id, best_val_mean=best_mean, seconds=ctx.budget.seconds,
@@ -250,7 +235,8 @@ class Optimizer:
             cap, usd_cap = ctx.cfg.budget.max_metric_calls, ctx.cfg.budget.max_cost_usd
             fields["budget_overshoot"] = max(0, run.metric_calls - cap) if cap else 0
             if usd_cap and run.cost_usd > usd_cap:
-                fields["status_reason"] = f"{reason} (cost ${run.cost_usd:.4f}: ${run.cost_usd - usd_cap:.4f} over the cap)"
+                reason = f"{reason} (cost ${run.cost_usd:.4f}: ${run.cost_usd - usd_cap:.4f} over the cap)"
             fields.update(test_pass(ctx, status, best_id))
-        repo.set_run_fields(self.db, self.run_id, **fields)
-        return status
+        repo.transition_run(self.db, self.run_id, status, reason, **fields)
+        return RunStatus(status).value
+

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from storage import repo
 from storage.models import Candidate, utcnow
+from storage.states import CandidateStatus, Origin
 
 from engine.context import RunContext
 from engine.evaluation import Scored
@@ -48,11 +49,11 @@ def run_proposal(ctx: RunContext, parent: Candidate, slot: int, k: int, minibatc
     """Proposal k of parent slot ``slot`` (a parent may fill several slots of one step)."""
     child_id = deterministic_id(ctx.run_id, ctx.step_index, slot, parent.id, k, "reflection")
     existing = repo.find_candidate(ctx.db, child_id)
-    if existing is not None and existing.status in ("rejected", "failed", "accepted") and existing.finished_at:
-        return Outcome(child_id, existing.status == "accepted" or existing.reason.startswith("improved"),
+    if existing is not None and existing.status != CandidateStatus.PROPOSED and existing.finished_at:
+        return Outcome(child_id, existing.status == CandidateStatus.ACCEPTED or existing.improved,
                        (existing.minibatch_score or 0) - (existing.parent_minibatch_score or 0))
     component = next_component(ctx.components, parent, len(ctx.state.tried_texts(parent.id)) + k)
-    child = existing or Candidate(id=child_id, run_id=ctx.run_id, content={}, content_hash="", origin="reflection",
+    child = existing or Candidate(id=child_id, run_id=ctx.run_id, content={}, content_hash="", origin=Origin.REFLECTION,
                                   parent_ids=[parent.id], component=component, step=ctx.step_index,
                                   frontier_version=ctx.state.frontier_version, started_at=utcnow(),
                                   minibatch_keys=list(minibatch))
@@ -61,7 +62,7 @@ def run_proposal(ctx: RunContext, parent: Candidate, slot: int, k: int, minibatc
             return Outcome(_fail(ctx, child, f"skipped: the parent scores the perfect score {ctx.cfg.search.max_score:g} on "
                                              "every minibatch example (skip_perfect_score)").id, False, 0.0)
         child = _reflect(ctx, parent, child, k, parent_results)
-        if child.status == "failed":
+        if child.status == CandidateStatus.FAILED:
             return Outcome(child.id, False, 0.0)
     return _test_on_minibatch(ctx, parent, child, minibatch, parent_results)
 
@@ -114,7 +115,7 @@ def next_component(components: list[str], parent: Candidate, offset: int) -> str
 
 
 def _fail(ctx: RunContext, child: Candidate, reason: str) -> Candidate:
-    child.status, child.reason, child.finished_at = "failed", reason, utcnow()
+    child.status, child.reason, child.finished_at = CandidateStatus.FAILED, reason, utcnow()
     if not child.content:
         child.content_hash = ""
     return ctx.save(child)
@@ -185,16 +186,17 @@ def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, min
         return Outcome(child.id, False, 0.0)
     p_total = sum(parent_results[k].score for k in keys)
     c_total = sum(results[k].score for k in keys)
-    strict = ctx.cfg.search.acceptance == "strict"
+    strict = ctx.cfg.search.improvement == "strict"
     improved = c_total > p_total + 1e-12 if strict else c_total >= p_total - 1e-12
     child.parent_minibatch_score, child.minibatch_score = p_total, c_total
     child.minibatch_keys = keys
     child.finished_at = utcnow()
+    child.improved = improved
     if improved:
         child.reason = "improved"
-        repo.bump_run(ctx.db, ctx.run_id, proposals_accepted=1)
+        repo.bump_run(ctx.db, ctx.run_id, proposals_improved=1)
     else:
-        child.status = "rejected"
+        child.status = CandidateStatus.REJECTED
         child.reason = f"no improvement on the minibatch ({c_total:.4g} vs parent {p_total:.4g})"
     ctx.save(child)
     return Outcome(child.id, improved, c_total - p_total)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from storage import repo
 from storage.db import Database
+from storage.states import RunStatus
 
 from engine.config import RunConfig
 from engine.datasets import example_key
@@ -31,7 +32,7 @@ def examples_of(cfg: RunConfig) -> list[tuple[str, str, object]]:
     return out
 
 
-def submit_run(db: Database, cfg: RunConfig, owner: str = "", status: str = "queued") -> str:
+def submit_run(db: Database, cfg: RunConfig, owner: str = "", status: RunStatus = RunStatus.QUEUED) -> str:
     """Store a run (config + examples) and queue it for a worker. Returns the run id."""
     from engine.sandbox import check_evaluator_source
 

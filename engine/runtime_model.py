@@ -33,6 +33,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from storage.states import CandidateStatus, Origin
+
 MERGE_PASS_RATE = 0.8  # fraction of sibling merges that keep every gain, when not measured
 
 
@@ -168,9 +170,9 @@ def run_prediction(db, run_id: str) -> Optional[dict]:
     lm = [c.seconds for c in repo.lm_calls_for(db, run_id)
           if c.purpose in ("reflection", "merge") and not c.cached and not c.error]
     evals = [e.seconds for e in repo.evaluations_for(db, run_id) if not e.cached and split.get(e.example_pk) != "test"]
-    merges = [c for c in repo.list_candidates(db, run_id) if c.origin == "merge" and c.minibatch_score is not None]
-    extra = {"merge_pass": sum(c.status == "accepted" for c in merges) / len(merges)} if merges else {}
-    lat = latencies_from(lm, evals, run.proposals_accepted / run.proposals_total if run.proposals_total else None,
+    merges = [c for c in repo.list_candidates(db, run_id) if c.origin == Origin.SIBLING_MERGE and c.minibatch_score is not None]
+    extra = {"merge_pass": sum(c.status == CandidateStatus.ACCEPTED for c in merges) / len(merges)} if merges else {}
+    lat = latencies_from(lm, evals, run.proposals_improved / run.proposals_total if run.proposals_total else None,
                          min(cfg.search.minibatch_size, len(cfg.dataset or [None])), n_val, cfg.executor.workers, **extra)
     if lat is None:
         return None

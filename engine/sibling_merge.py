@@ -4,7 +4,7 @@ GEPA's merge (``engine.merge``) combines *components*, so it never fires for sin
 candidates, and batched siblings that each fixed one failure never meet. Here the reflection LM
 is shown the base (parent) version, each improving child, its changes and what it fixed, and is
 asked (purpose ``merge``) for one version that keeps every fix. The merged candidate (origin
-``merge``, parents = the children) is tested like any proposal, on the examples that showed
+``sibling_merge``, parents = the children) is tested like any proposal, on the examples that showed
 each child's gains: it passes only if it scores at least as well as each child on that child's
 examples. A merge answer that drops a fix is therefore evaluated and rejected on its merits.
 
@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 from storage.models import Candidate, utcnow
+from storage.states import CandidateStatus, Origin
 
 from engine.context import RunContext
 from engine.evaluation import Scored
+from engine.lineage import ancestors
 from engine.reflection import _clip, _fence, _render_value, parse_answer
 from engine.state import content_hash, to_evaluator
 
@@ -33,19 +35,6 @@ SYSTEM = (
     "fixed different failures. Answer with ONE fenced code block (```) holding the complete combined "
     "version and nothing else: it must keep every fix of every version."
 )
-
-
-def ancestors(cands: dict[str, Candidate], cid: str) -> set[str]:
-    """Every candidate ``cid`` descends from (``engine.merge`` has the same walk; importing it
-    here would be circular, as it validates through ``engine.step``)."""
-    seen: set[str] = set()
-    stack = list(cands[cid].parent_ids) if cid in cands else []
-    while stack:
-        p = stack.pop()
-        if p not in seen and p in cands:
-            seen.add(p)
-            stack.extend(cands[p].parent_ids)
-    return seen
 
 
 @dataclass
@@ -171,26 +160,26 @@ def combine(ctx: RunContext, siblings: list[Sibling], merge_id: str, step: int) 
     siblings = sorted(siblings, key=lambda s: (-s.gain, s.cand.id))[:MAX_SIBLINGS]
     merged = ctx.state.candidates.get(merge_id)
     if merged is not None and merged.finished_at is not None:
-        return merge_id if merged.status in ("accepted", "proposed") and merged.reason.startswith("merge kept") else None
-    merged = merged or Candidate(id=merge_id, run_id=ctx.run_id, content={}, content_hash="", origin="merge",
+        return merge_id if merged.improved and merged.status != CandidateStatus.REJECTED else None
+    merged = merged or Candidate(id=merge_id, run_id=ctx.run_id, content={}, content_hash="", origin=Origin.SIBLING_MERGE,
                                  parent_ids=[s.cand.id for s in siblings], step=step,
                                  frontier_version=ctx.state.frontier_version, started_at=utcnow())
     if not merged.content:
         content, why = _merged_content(ctx, siblings, merged)
         if content is None:
-            return _finish(ctx, merged, "failed", why)
+            return _finish(ctx, merged, CandidateStatus.FAILED, why)
         chash = content_hash(content)
         same = next((s for s in siblings if s.cand.content_hash == chash), None)
         if same is not None:  # one version already holds every change: it stands for the merge
-            _finish(ctx, merged, "failed", f"the merge is identical to {same.cand.id}, which already holds every "
+            _finish(ctx, merged, CandidateStatus.FAILED, f"the merge is identical to {same.cand.id}, which already holds every "
                                            "version's changes; that version is tested in its place")
             return same.cand.id if _keeps_gains(ctx, same.cand, siblings)[0] else None
         if any(c.content_hash == chash for c in ctx.state.candidates.values()):
-            return _finish(ctx, merged, "failed", "the merge repeats an existing candidate")
+            return _finish(ctx, merged, CandidateStatus.FAILED, "the merge repeats an existing candidate")
         problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
         merged.content, merged.content_hash = content, chash
         if problem:
-            return _finish(ctx, merged, "failed", f"invalid candidate (validate): {problem}")
+            return _finish(ctx, merged, CandidateStatus.FAILED, f"invalid candidate (validate): {problem}")
         ctx.save(merged)
     return _test(ctx, merged, siblings)
 
@@ -242,7 +231,7 @@ def _keeps_gains(ctx: RunContext, cand: Candidate, siblings: list[Sibling]) -> t
 def _test(ctx: RunContext, merged: Candidate, siblings: list[Sibling]) -> Optional[str]:
     kept, got, lost = _keeps_gains(ctx, merged, siblings)
     if kept is None:
-        return _finish(ctx, merged, "failed", "budget: no metric calls left to test the merge")
+        return _finish(ctx, merged, CandidateStatus.FAILED, "budget: no metric calls left to test the merge")
     keys = sorted(got)
     merged.minibatch_keys = keys
     merged.minibatch_score = sum(got.values())
@@ -250,12 +239,13 @@ def _test(ctx: RunContext, merged: Candidate, siblings: list[Sibling]) -> Option
     if lost:
         names = ", ".join(f"{s.cand.id} (" + ", ".join(f"`{k}` {got[k]:.4g} vs {s.scores[k]:.4g}" for k in s.fixed()) + ")"
                           for s in lost)
-        return _finish(ctx, merged, "rejected", f"the merge lost the gains of {names}")
-    _finish(ctx, merged, "proposed", f"merge kept the gains of all {len(siblings)} versions")
+        return _finish(ctx, merged, CandidateStatus.REJECTED, f"the merge lost the gains of {names}")
+    merged.improved = True
+    _finish(ctx, merged, CandidateStatus.PROPOSED, f"merge kept the gains of all {len(siblings)} versions")
     return merged.id
 
 
-def _finish(ctx: RunContext, cand: Candidate, status: str, reason: str) -> None:
+def _finish(ctx: RunContext, cand: Candidate, status: CandidateStatus, reason: str) -> None:
     cand.status, cand.reason, cand.finished_at = status, reason, utcnow()
     if not cand.content:
         cand.content_hash = ""

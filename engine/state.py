@@ -16,12 +16,14 @@ from typing import Any, Optional
 from storage import repo
 from storage.db import Database
 from storage.models import Candidate
+from storage.states import CandidateStatus, Origin
 
 from engine.frontier import Frontier, compute_frontier, mean_scores
 from engine.frontier_types import objective_scores
 from engine.selection import PoolView
 
 SINGLE = "text"  # the component name of a single-text candidate
+ENGINE_MADE = (Origin.REFLECTION, Origin.MERGE, Origin.SIBLING_MERGE)  # made within a step (redone if it is)
 
 
 def content_hash(content: dict) -> str:
@@ -61,7 +63,7 @@ class PoolState:
         for cand in repo.list_candidates(db, run_id):
             state.candidates[cand.id] = cand
         accepted = [c for c in state.candidates.values()
-                    if c.status == "accepted" and not (c.origin in ("reflection", "merge") and c.step >= before_step)]
+                    if c.status == CandidateStatus.ACCEPTED and not (c.origin in ENGINE_MADE and c.step >= before_step)]
         for ev in repo.evaluations_for(db, run_id, [c.id for c in accepted]):
             key = pk_to_key.get(ev.example_pk)
             if key in valset:

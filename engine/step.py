@@ -1,4 +1,5 @@
-"""One synchronous step of the batched loop (docs/design.md §2, steps 1–5; §3 for the schedule).
+"""The synchronous schedule: one step of the batched loop at a time (docs/design.md §2, steps 1–5; §3 for
+the schedules).
 
 P parents are selected, each gets its own minibatch, P×K reflective proposals run
 concurrently and share one worker pool. The step is trimmed to the metric calls left: a slot
@@ -13,7 +14,6 @@ against the frontier the earlier ones updated.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,23 +21,39 @@ from typing import Optional
 
 from storage import repo
 from storage.models import Step, utcnow
+from storage.states import RunStatus
 
 from engine.context import RunContext
 from engine.evaluation import Scored
-from engine.frontier import can_still_matter
-from engine.frontier_types import objective_scores
 from engine.proposal import Outcome, run_proposal
-from engine.runtime_model import latencies_from, predict_step_speedup, shape_of, sync_step
+from engine.runtime_model import predict_step_speedup, shape_of
 from engine.sampling import EpochSampler
+from engine.schedule import AfterStep, Decision, Gate, StepRecord, close_step
 from engine.selection import make_selector, select_parents
 from engine.sibling_merge import combine, sibling_from_minibatch
 from engine.state import deterministic_id
+from engine.validation import reject, step_rng, validate_child
 
 
-def step_rng(seed: int, index: int) -> random.Random:
-    """Each step has its own generator, derived from (seed, step): a resumed or replayed step
-    makes the same choices whatever happened before it in this process."""
-    return random.Random(f"{seed}:step:{index}")
+class SyncSchedule:
+    """Steps one after the other; ends with "no progress" after ``max_idle`` idle steps in a row."""
+
+    def __init__(self, ctx: RunContext, max_idle: int) -> None:
+        self.ctx, self.max_idle = ctx, max_idle
+
+    def run(self, gate: Gate, after_step: AfterStep) -> Decision:
+        idle = 0
+        while True:
+            decision, applied = gate()
+            if decision:
+                return decision
+            record = run_step(self.ctx, repo.get_or_create_step(self.ctx.db, self.ctx.run_id, self.ctx.step_index),
+                              applied)
+            idle = idle + 1 if record.idle else 0
+            after_step(record)
+            if idle >= self.max_idle:
+                return Decision(RunStatus.COMPLETED, f"no progress: the last {idle} steps made no evaluable proposal "
+                                             "(the reflection LM keeps repeating or failing)")
 
 
 def choose_children(outcomes: list[Outcome], accept: str, top_k: int) -> tuple[list[Outcome], list[Outcome]]:
@@ -48,66 +64,22 @@ def choose_children(outcomes: list[Outcome], accept: str, top_k: int) -> tuple[l
     return improved[:n], improved[n:]
 
 
-def validate_child(ctx: RunContext, child_id: str) -> None:
-    """Full validation pass of an accepted child; stops early (and says why) once the child
-    can no longer enter the frontier or beat the best, when the score maximum is known."""
-    child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
-    keep_going = None
-    why_stopped: list[str] = []
-    max_score = ctx.cfg.search.max_score
-    if ctx.cfg.search.early_stop_validation and max_score is not None:
-        front = ctx.state.frontier()
-        _, best_mean = ctx.state.best()
-
-        def keep_going(partial: dict[str, Scored]) -> bool:
-            scores = {k: r.score for k, r in partial.items()}
-            remaining = [k for k in ctx.val_keys if k not in scores]
-            go = not remaining or can_still_matter(scores, remaining, front, best_mean, len(ctx.val_keys), max_score)
-            if not go and not why_stopped:
-                optimistic = (sum(scores.values()) + max_score * len(remaining)) / len(ctx.val_keys)
-                why_stopped.append(
-                    f"stopped early after {len(scores)} of {len(ctx.val_keys)} examples: it is below the frontier on "
-                    f"every example evaluated, the frontier already holds the maximum {max_score:g} on the "
-                    f"{len(remaining)} left, and even with {max_score:g} on those its mean ({optimistic:.4g}) could not "
-                    f"beat the best ({best_mean:.4g})")
-            return go
-
-    results = ctx.evals.evaluate(child, ctx.val_keys, kind="validation", keep_going=keep_going)
-    scores = {k: r.score for k, r in results.items()}
-    child.status = "accepted"
-    child.val_count = len(scores)
-    child.val_mean = sum(scores.values()) / len(scores) if scores else None
-    if len(scores) < len(ctx.val_keys):
-        child.val_cut_short = (why_stopped[0] if why_stopped else
-                               f"budget: no metric calls left to finish the validation pass ({len(scores)} of "
-                               f"{len(ctx.val_keys)} examples)")
-    ctx.save(child)
-    if scores:
-        ctx.state.add_scored(child, scores, {k: objective_scores(r.side_info) for k, r in results.items()})
-
-
-def plan_slots(ctx: RunContext, parent_ids: list[str], minibatches: list[list[str]], per_parent: int) -> list[tuple[int, int]]:
-    """The (parent, proposal) slots this step can pay for, in order: no more than the dollar
-    budget's LM calls, and a slot is kept while its
-    minibatch tests (the parent's, once per parent, and the child's) plus one validation pass
-    fit in the metric calls left. When not even one slot and a validation pass fit (the
-    budget's tail), the step takes as many slots as their minibatch tests fit, at once, rather
-    than one lone proposal per step."""
-    slots = [(p, k) for p in range(len(parent_ids)) for k in range(per_parent)]
-    affordable = ctx.budget.affordable_lm_calls()  # a proposal the dollar cap cannot pay would waste its minibatch
-    if affordable is not None:
-        slots = slots[:affordable]
-    left = ctx.budget.remaining_metric_calls()
-    if left is None:
+def plan_slots(child_costs: list[int], parent_costs: list[int], per_parent: int, affordable_lm_calls: Optional[int],
+               metric_calls_left: Optional[int], n_val: int) -> list[tuple[int, int]]:
+    """The (parent, proposal) slots a step can pay for, in order. Parent p's child costs
+    ``child_costs[p]`` metric calls and its first proposal also pays ``parent_costs[p]`` (its
+    minibatch results not yet known). No more slots than ``affordable_lm_calls`` (a proposal the
+    dollar cap cannot pay would waste its minibatch); a slot is kept while its minibatch tests
+    plus one validation pass (``n_val``) fit in ``metric_calls_left``. When not even one slot and
+    a validation pass fit (the budget's tail), the step takes as many slots as their minibatch
+    tests fit, at once, rather than one lone proposal per step. None means no limit."""
+    slots = [(p, k) for p in range(len(child_costs)) for k in range(per_parent)]
+    if affordable_lm_calls is not None:
+        slots = slots[:affordable_lm_calls]
+    if metric_calls_left is None:
         return slots
-    costs = []
-    for p, k in slots:
-        extra = len(minibatches[p])
-        if k == 0:
-            parent = ctx.state.candidates[parent_ids[p]]
-            extra += len(minibatches[p]) - len(ctx.evals.known(parent, minibatches[p]))
-        costs.append(extra)
-    for room in (left - len(ctx.val_keys), left):
+    costs = [child_costs[p] + (parent_costs[p] if k == 0 else 0) for p, k in slots]
+    for room in (metric_calls_left - n_val, metric_calls_left):
         n, total = 0, 0
         while n < len(slots) and total + costs[n] <= room:
             total += costs[n]
@@ -117,18 +89,24 @@ def plan_slots(ctx: RunContext, parent_ids: list[str], minibatches: list[list[st
     return []
 
 
-def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> Step:
-    cfg = ctx.cfg.search
-    i = ctx.step_index
-    rng = step_rng(cfg.seed, i)
+def _plan(ctx: RunContext, parent_ids: list[str], minibatches: list[list[str]]) -> list[tuple[int, int]]:
+    parents = [ctx.state.candidates[pid] for pid in parent_ids]
+    unknown = [len(mb) - len(ctx.evals.known(parent, mb)) for parent, mb in zip(parents, minibatches)]
+    return plan_slots([len(mb) for mb in minibatches], unknown, ctx.cfg.search.proposals_per_parent,
+                      ctx.budget.affordable_lm_calls(), ctx.budget.remaining_metric_calls(), len(ctx.val_keys))
+
+
+def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> StepRecord:
+    """Select, propose, choose, validate: one whole step, recorded in ``step``."""
+    cfg, i = ctx.cfg.search, ctx.step_index
     ctx.timeline.reset()
     t0, busy0 = time.monotonic(), ctx.evals.executor.busy_seconds()
     run_before = repo.get_run(ctx.db, ctx.run_id)
-    selector = make_selector(cfg.selection, cfg.epsilon, cfg.top_k_pareto_k)
-    picks = select_parents(selector, ctx.state.view(i), cfg.parents_per_step, rng, cfg.pin_every)
+    picks = select_parents(make_selector(cfg.selection, cfg.epsilon, cfg.top_k_pareto_k), ctx.state.view(i), cfg.parents_per_step,
+                           step_rng(cfg.seed, i), cfg.pin_every)
     sampler = EpochSampler(ctx.train_keys, cfg.minibatch_size, cfg.seed)
     minibatches = [sampler.batch(i * cfg.parents_per_step + p) for p in range(len(picks))]
-    slots = plan_slots(ctx, [p for p, _ in picks], minibatches, cfg.proposals_per_parent)
+    slots = _plan(ctx, [p for p, _ in picks], minibatches)
     picks = picks[: len({p for p, _ in slots})]
     step.parent_ids = [p for p, _ in picks]
     step.parent_reasons = {p: r for p, r in picks}
@@ -144,12 +122,20 @@ def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> Ste
         outcomes = [f.result() for f in futures]
     chosen, passed_over, merged_id = _choose(ctx, outcomes)
     for o, reason in passed_over:
-        _reject(ctx, o.child_id, reason)
-    for cid in ([merged_id] if merged_id else []) + [o.child_id for o in chosen]:
+        reject(ctx, o.child_id, reason)
+    validated = ([merged_id] if merged_id else []) + [o.child_id for o in chosen]
+    for cid in validated:
         validate_child(ctx, cid)
-    _finish_step(ctx, step, outcomes, ([merged_id] if merged_id else []) + [o.child_id for o in chosen],
-                 merged_id, run_before, t0, busy0)
-    return step
+    run_after = repo.get_run(ctx.db, ctx.run_id)
+    step.proposal_ids = [o.child_id for o in outcomes] + ([merged_id] if merged_id else [])
+    step.accepted_ids = validated
+    step.metric_calls = run_after.metric_calls - run_before.metric_calls
+    step.cost_usd = run_after.cost_usd - run_before.cost_usd
+    wall = time.monotonic() - t0
+    shape = shape_of(cfg)
+    return close_step(ctx, step, events=ctx.timeline.events, proposals=len(outcomes), seconds=wall,
+                      busy_seconds=ctx.evals.executor.busy_seconds() - busy0, since_previous=wall,
+                      predict=lambda lat, _t1: predict_step_speedup(shape, lat))
 
 
 def _choose(ctx: RunContext, outcomes: list[Outcome]) -> tuple[list[Outcome], list[tuple[Outcome, str]], Optional[str]]:
@@ -183,12 +169,6 @@ def _merge(ctx: RunContext, improved: list[Outcome]) -> Optional[str]:
     return combine(ctx, siblings, merge_id, ctx.step_index)
 
 
-def _reject(ctx: RunContext, child_id: str, reason: str) -> None:
-    child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
-    child.status, child.reason = "rejected", reason
-    ctx.save(child)
-
-
 class _ParentMinibatches:
     """Each parent slot is evaluated on its minibatch once, shared by its K proposals."""
 
@@ -209,37 +189,3 @@ def _slot(ctx: RunContext, parents: _ParentMinibatches, p: int, k: int, minibatc
     results = parents.get(p)
     parent = ctx.state.candidates[parents.parent_ids[p]]
     return run_proposal(ctx, parent, p, k, minibatch, results)
-
-
-def _finish_step(ctx: RunContext, step: Step, outcomes: list[Outcome], validated: list[str], merged_id: Optional[str],
-                 run_before, t0: float, busy0: float) -> None:
-    wall = time.monotonic() - t0
-    run_after = repo.get_run(ctx.db, ctx.run_id)
-    events = ctx.timeline.events
-    workers = ctx.evals.executor.workers
-    step.proposal_ids = [o.child_id for o in outcomes] + ([merged_id] if merged_id else [])
-    step.accepted_ids = list(validated)
-    step.metric_calls = run_after.metric_calls - run_before.metric_calls
-    step.cost_usd = run_after.cost_usd - run_before.cost_usd
-    step.ended_at = utcnow()
-    step.seconds = wall
-    step.events = events
-    step.worker_utilisation = min(1.0, (ctx.evals.executor.busy_seconds() - busy0) / (workers * wall)) if wall > 0 else None
-    step.predicted_speedup, step.measured_speedup = _speedups(ctx, events, run_after, len(outcomes), wall)
-    repo.save_step(ctx.db, step)
-
-
-def _speedups(ctx: RunContext, events: list[dict], run, k: int, wall: float) -> tuple[Optional[float], Optional[float]]:
-    """(predicted, measured) speed-up of this step over k sequential 1×1 steps. Both use the
-    runtime model's 1×1 step time at the latencies measured in this step; the prediction
-    divides by the model's time for this shape, the measurement by the step's real wall-clock."""
-    cfg = ctx.cfg.search
-    lat = latencies_from([e["end"] - e["start"] for e in events if e["kind"] == "lm"],
-                         [e["end"] - e["start"] for e in events if e["kind"] != "lm"],
-                         run.proposals_accepted / run.proposals_total if run.proposals_total else None,
-                         cfg.minibatch_size, len(ctx.val_keys), ctx.evals.executor.workers)
-    if lat is None or k == 0:
-        return None, None
-    shape = shape_of(cfg)
-    t1, _ = sync_step(type(shape)(), lat)
-    return predict_step_speedup(shape, lat), (k * t1 / wall if wall > 0 else None)

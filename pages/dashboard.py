@@ -15,12 +15,12 @@ import streamlit as st
 from engine.test_pass import audit_line
 from storage.attached import waiting_note
 from storage.queries import elapsed_seconds
+from storage.states import ACTIVE
 from ui import analysis, charts, data, keys, nav, steering
 from ui.errors import shows_storage_errors
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
 
 LIVE_S, FRONTIER_S = 2.0, 5.0
-ACTIVE = {"queued", "running", "paused"}
 
 url = data.db_url()
 run_id = nav.query_run()
@@ -66,14 +66,14 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
     best = run.get("best_val_mean")
     # the run's own counters (updated together at the end of each step), not a count of candidate
     # rows that may be newer than the run row read just before them
-    accepted, proposals = int(run.get("proposals_accepted") or 0), int(run.get("proposals_total") or 0)
+    improved, proposals = int(run.get("proposals_improved") or 0), int(run.get("proposals_total") or 0)
     cost = run["cost_by_purpose"]
     measured, predicted = analysis.speedups(steps)
     cols = st.columns(6)
     cols[0].metric("Best val score", "—" if best is None else f"{best:.3f}",
                    None if best is None or seed.empty else f"{best - seed.iloc[0]:+.3f} vs seed")
-    cols[1].metric("Accepted / proposed", f"{accepted} / {proposals}",
-                   help="proposals that improved their parent's minibatch and paid a validation pass")
+    cols[1].metric("Improved / proposed", f"{improved} / {proposals}",
+                   help="proposals that beat their parent on its minibatch (those validated are then accepted)")
     cols[2].metric("Metric calls", compact(run["metric_calls"]), help=f"{run['metric_calls']:,} evaluations")
     cols[3].metric("Spent", f"${run['cost_usd']:.4f}", f"{compact(run['tokens_in'])}/{compact(run['tokens_out'])} tok",
                    delta_color="off", delta_arrow="off",
@@ -97,13 +97,13 @@ def _rates(run: dict, cost: dict) -> None:
     rates = {}
     for label, key, what in (("parsed", "proposals_parsed", "had a usable fenced answer"),
                              ("valid", "proposals_valid", "passed validate()"),
-                             ("accepted", "proposals_accepted", "improved their parent's minibatch")):
+                             ("improved", "proposals_improved", "beat their parent on its minibatch")):
         n = run.get(key) or 0
         rates[label] = n / total if total else None
         parts.append(f"**{label}** {n}/{total}" + (f" ({n / total:.0%})" if total else ""))
     parts += [f"{k} ${v:.4f}" for k, v in cost.items() if v]
     st.markdown(" · ".join(parts), help="parsed: the reflection LM's answer had a usable fenced block · valid: it "
-                "passed the evaluator's validate() · accepted: it improved its parent's minibatch score")
+                "passed the evaluator's validate() · improved: it beat its parent on the minibatch")
     if total >= 8 and rates["parsed"] is not None and rates["parsed"] < 0.5:
         st.warning(f"Only {rates['parsed']:.0%} of the reflection LM's answers could be parsed: the model may be too "
                    "weak for this task, or the artifact kind is unclear to it.", icon=":material/warning:")
@@ -259,5 +259,5 @@ with st.expander("Two objectives (side_info['scores'])"):
     if st.toggle("Show the 2-D Pareto view of two sub-scores", key=keys.DASH_OBJECTIVES_ON):
         objectives_view(run)
 
-st.subheader("Interventions")
+st.subheader("Commands")
 steering.intervention_log(run_id)

@@ -16,8 +16,9 @@ from sqlalchemy import update
 
 from storage.db import Database
 from storage.models import Example, Run, utcnow
+from storage.states import ACTIVE, RunStatus
 
-WAITING = ("queued", "running", "paused")
+WAITING = ACTIVE  # not finished
 
 
 def create_attached_run(db: Database, name: str, owner: str, config: dict, examples: Iterable[tuple[str, str, Any]],
@@ -26,8 +27,9 @@ def create_attached_run(db: Database, name: str, owner: str, config: dict, examp
     ((key, split, payload) triples), in one transaction. Returns the run id."""
     now = utcnow()
     with db.write() as s:
-        run = Run(name=name, owner=owner, config=config, status="running", started_at=now, attached_to=process_id,
-                  lease_owner=process_id, lease_expires_at=now + timedelta(seconds=lease_seconds), heartbeat_at=now)
+        run = Run(name=name, owner=owner, config=config, status=RunStatus.RUNNING.value, started_at=now,
+                  attached_to=process_id, lease_owner=process_id,
+                  lease_expires_at=now + timedelta(seconds=lease_seconds), heartbeat_at=now)
         s.add(run)
         s.flush()
         for pos, (key, split, payload) in enumerate(examples):

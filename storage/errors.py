@@ -23,3 +23,7 @@ class TimedOut(StorageError):
 
 class ReadOnly(StorageError):
     """A write was attempted through the read-only reader (a programming error)."""
+
+
+class InvalidTransition(StorageError):
+    """A status change that makes no sense (e.g. a stopped run "completing")."""

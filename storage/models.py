@@ -13,8 +13,10 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
+
+from storage.states import CandidateStatus, CommandStatus, RunStatus
 
 
 def utcnow() -> datetime:
@@ -35,8 +37,7 @@ class Run(SQLModel, table=True):
     name: str = Field(max_length=200)
     owner: str = Field(default="", max_length=100)
     config: dict = _json("dict")
-    # queued | running | paused | completed | failed | stopped
-    status: str = Field(default="queued", index=True, max_length=20)
+    status: str = Field(default=RunStatus.QUEUED.value, index=True, max_length=20)  # storage.states.RunStatus
     status_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     created_at: datetime = Field(default_factory=utcnow)
     started_at: Optional[datetime] = None
@@ -59,7 +60,9 @@ class Run(SQLModel, table=True):
     proposals_total: int = 0
     proposals_parsed: int = 0
     proposals_valid: int = 0
-    proposals_accepted: int = 0
+    # children that beat their parent on the minibatch ("improved"; "accepted" means validated).
+    # The database column keeps its first name, so existing databases read unchanged.
+    proposals_improved: int = Field(default=0, sa_column=Column("proposals_accepted", Integer, nullable=False, default=0))
     budget_overshoot: int = 0
     frontier_version: int = 0
     consecutive_lm_failures: int = 0
@@ -86,12 +89,13 @@ class Candidate(SQLModel, table=True):
     run_id: str = Field(foreign_key="run.id", index=True, max_length=32)
     content: dict = _json("dict")
     content_hash: str = Field(max_length=64)
-    origin: str = Field(max_length=20)  # seed | reflection | merge | human
+    origin: str = Field(max_length=20)  # storage.states.Origin
     parent_ids: list = _json("list")
     component: Optional[str] = Field(default=None, max_length=200)  # component rewritten
     step: int = 0
-    # proposed | accepted | rejected | failed
-    status: str = Field(default="proposed", index=True, max_length=20)
+    status: str = Field(default=CandidateStatus.PROPOSED.value, index=True, max_length=20)  # CandidateStatus
+    # beat its parent on the minibatch (a merge: kept every version's gains); set when it was tested
+    improved: bool = False
     reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     pinned: bool = False
     vetoed: bool = False
@@ -178,7 +182,7 @@ class Command(SQLModel, table=True):
     author: str = Field(default="", max_length=100)
     reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     created_at: datetime = Field(default_factory=utcnow)
-    status: str = Field(default="pending", max_length=20)  # pending | applied | rejected
+    status: str = Field(default=CommandStatus.PENDING.value, max_length=20)  # CommandStatus
     applied_at: Optional[datetime] = None
     applied_step: Optional[int] = None
     result: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))

@@ -21,6 +21,7 @@ import pandas as pd
 from sqlalchemy import and_, case, func, select, text
 
 from storage.db import Database, studio_time_limit
+from storage.states import CommandStatus
 from storage.models import Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step, WorkerBeat
 
 PURPOSES = ("reflection", "merge", "seed", "task")
@@ -73,7 +74,8 @@ def run_overview(db: Database, run_id: str) -> Optional[dict]:
         where = and_(LMCall.run_id == Run.id, LMCall.purpose == p)
         cols.append(select(func.coalesce(func.sum(LMCall.cost_usd), 0.0)).where(where).scalar_subquery().label(f"cost_{p}"))
         cols.append(select(func.count(LMCall.id)).where(where).scalar_subquery().label(f"n_{p}"))
-    for label, cond in (("commands_pending", Command.status == "pending"), ("commands_done", Command.status != "pending")):
+    for label, cond in (("commands_pending", Command.status == CommandStatus.PENDING.value),
+                        ("commands_done", Command.status != CommandStatus.PENDING.value)):
         cols.append(select(func.count(Command.id)).where(Command.run_id == Run.id, cond).scalar_subquery().label(label))
     with _read(db) as s:
         row = s.execute(select(Run, *cols).where(Run.id == run_id)).first()

@@ -24,7 +24,7 @@ from sqlalchemy import exists, func, or_, update
 from sqlmodel import select
 
 from storage.db import Database
-from storage.errors import NotFound
+from storage.errors import InvalidTransition, NotFound
 from storage.models import (
     Candidate,
     Command,
@@ -37,15 +37,16 @@ from storage.models import (
     WorkerBeat,
     utcnow,
 )
+from storage.states import FINISHED, RUN_TRANSITIONS, CommandStatus, RunStatus
 
 # ---------------------------------------------------------------- runs
 
 
 def create_run(db: Database, name: str, owner: str, config: dict, examples: Iterable[tuple[str, str, Any]],
-               run_id: str | None = None, status: str = "queued") -> str:
+               run_id: str | None = None, status: RunStatus = RunStatus.QUEUED) -> str:
     """Insert a run and its examples ((key, split, payload) triples) in one transaction."""
     with db.write() as s:
-        run = Run(name=name, owner=owner, config=config, status=status)
+        run = Run(name=name, owner=owner, config=config, status=RunStatus(status).value)
         if run_id:
             run.id = run_id
         s.add(run)
@@ -81,8 +82,28 @@ def _bump(s, run_id: str, deltas: dict) -> None:
 
 
 def set_run_fields(db: Database, run_id: str, **fields: Any) -> None:
+    """Set run fields other than its status (``transition_run`` is the only way to change it)."""
+    if "status" in fields:
+        raise ValueError("set_run_fields cannot change a run's status; use transition_run")
     with db.write() as s:
         s.exec(update(Run).where(Run.id == run_id).values(**fields))
+
+
+def transition_run(db: Database, run_id: str, to: RunStatus, reason: str, **fields: Any) -> RunStatus:
+    """Move a run to status ``to`` with ``reason`` (and set ``fields`` in the same transaction).
+    Staying in the same status is allowed (a command re-applied after a crash); a move that
+    ``storage.states.RUN_TRANSITIONS`` does not list raises ``InvalidTransition``, so a stopped
+    run never "completes" behind a human's back. Returns the status the run came from."""
+    to = RunStatus(to)
+    with db.write() as s:
+        run = s.get(Run, run_id)
+        if run is None:
+            raise NotFound(f"no run with id {run_id!r}")
+        before = RunStatus(run.status)
+        if to != before and to not in RUN_TRANSITIONS[before]:
+            raise InvalidTransition(f"run {run_id} cannot go from {before} to {to} ({reason or 'no reason given'})")
+        s.exec(update(Run).where(Run.id == run_id).values(status=to.value, status_reason=reason, **fields))
+        return before
 
 
 def get_examples(db: Database, run_id: str, split: str | None = None) -> list[Example]:
@@ -104,14 +125,16 @@ def claim_run(db: Database, worker_id: str, lease_seconds: float, run_id: str | 
     Returns the run id or None. Atomic: two workers never claim the same run."""
     now = utcnow()
     free = (Run.lease_expires_at == None) | (Run.lease_expires_at < now)  # noqa: E711
-    has_commands = exists().where(Command.run_id == Run.id, Command.status == "pending")
-    resumed = exists().where(Command.run_id == Run.id, Command.status == "pending", Command.kind.in_(("resume", "step")))
+    pending = CommandStatus.PENDING.value
+    has_commands = exists().where(Command.run_id == Run.id, Command.status == pending)
+    resumed = exists().where(Command.run_id == Run.id, Command.status == pending, Command.kind.in_(("resume", "step")))
     with db.write() as s:
         # a run started from Python (attached_to) is run only by that Python process
-        q = select(Run).where(Run.attached_to == None, or_(Run.status == "queued",  # noqa: E711
-                                  (Run.status == "running") & free,
-                                  (Run.status == "paused") & free & has_commands,
-                                  Run.status.in_(("completed", "stopped", "failed")) & free & resumed))
+        q = select(Run).where(Run.attached_to == None,  # noqa: E711
+                              or_(Run.status == RunStatus.QUEUED.value,
+                                  (Run.status == RunStatus.RUNNING.value) & free,
+                                  (Run.status == RunStatus.PAUSED.value) & free & has_commands,
+                                  Run.status.in_([x.value for x in FINISHED]) & free & resumed))
         if run_id:
             q = q.where(Run.id == run_id)
         # FOR UPDATE SKIP LOCKED: on PostgreSQL two workers never take the same row (SQLite
@@ -122,8 +145,8 @@ def claim_run(db: Database, worker_id: str, lease_seconds: float, run_id: str | 
         run.lease_owner = worker_id
         run.lease_expires_at = now + timedelta(seconds=lease_seconds)
         run.heartbeat_at = now
-        if run.status == "queued":
-            run.status = "running"
+        if run.status == RunStatus.QUEUED:  # queued -> running, as RUN_TRANSITIONS allows
+            run.status = RunStatus.RUNNING.value
             run.started_at = run.started_at or now
         s.add(run)
         return run.id
@@ -320,14 +343,14 @@ def add_command(db: Database, run_id: str, kind: str, payload: dict, author: str
 
 def pending_commands(db: Database, run_id: str) -> list[Command]:
     with db.read() as s:
-        return list(s.exec(select(Command).where(Command.run_id == run_id, Command.status == "pending")
+        return list(s.exec(select(Command).where(Command.run_id == run_id, Command.status == CommandStatus.PENDING.value)
                            .order_by(Command.id)))
 
 
-def finish_command(db: Database, command_id: int, status: str, result: str, step: int | None) -> None:
+def finish_command(db: Database, command_id: int, status: CommandStatus, result: str, step: int | None) -> None:
     with db.write() as s:
         s.exec(update(Command).where(Command.id == command_id)
-               .values(status=status, result=result, applied_at=utcnow(), applied_step=step))
+               .values(status=CommandStatus(status).value, result=result, applied_at=utcnow(), applied_step=step))
 
 
 def list_commands(db: Database, run_id: str) -> list[Command]:

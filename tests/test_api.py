@@ -174,7 +174,8 @@ def test_bad_arguments_name_the_argument(sqlite_db):
 
 def test_no_engine_worker_claims_a_run_started_from_python(db):
     run_id = attached.create_attached_run(db, "py", "", {"budget": {}}, [("task", "val", None)], "python:h:1:a", 0.01)
-    repo.set_run_fields(db, run_id, status="paused", lease_expires_at=utcnow() - timedelta(seconds=5))
+    repo.transition_run(db, run_id, "paused", "paused by ana")
+    repo.set_run_fields(db, run_id, lease_expires_at=utcnow() - timedelta(seconds=5))
     repo.add_command(db, run_id, "resume", {}, "ana")
     assert repo.claim_run(db, "worker-1", 15) is None  # a plain run in the same state would be claimed
     note = attached.waiting_note(_run_dict(repo.get_run(db, run_id)))
@@ -182,7 +183,7 @@ def test_no_engine_worker_claims_a_run_started_from_python(db):
     assert attached.attach_run(db, run_id, "python:h:2:b", 15)
     assert attached.waiting_note(_run_dict(repo.get_run(db, run_id))) is None  # its process is back
     assert not attached.attach_run(db, run_id, "python:h:3:c", 15)  # held: a second process cannot take it
-    repo.set_run_fields(db, run_id, status="completed", lease_owner=None, lease_expires_at=None)
+    repo.transition_run(db, run_id, "completed", "budget spent", lease_owner=None, lease_expires_at=None)
     assert attached.waiting_note({**_run_dict(repo.get_run(db, run_id)), "commands_pending": 0}) is None
     assert attached.waiting_note({**_run_dict(repo.get_run(db, run_id)), "commands_pending": 1}) is not None
 

@@ -137,7 +137,7 @@ def test_async_sibling_merges_combine_waiting_children(sqlite_db, tmp_path):
     cfg = _async(10, 4, search={"merge_siblings": True}, budget={"max_metric_calls": 90, "stop_at_score": None})
     run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=merging_script, latency=0.1)
     cands = repo.list_candidates(sqlite_db, run_id)
-    merges = [x for x in cands if x.origin == "merge"]
+    merges = [x for x in cands if x.origin == "sibling_merge"]
     assert merges and any(m.status == "accepted" and m.val_count for m in merges)
     by_id = {x.id: x for x in cands}
     for m in merges:  # waiting children, plus the best when it moved on since their parent

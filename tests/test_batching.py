@@ -79,6 +79,29 @@ def test_async_with_one_proposal_in_flight_warns_that_it_equals_sync():
     assert len(got) == 1 and "search.schedule" in got[0] and "same as \"sync\"" in got[0]
 
 
+@pytest.mark.parametrize("search,message", [
+    ({"merge": True}, 'search.merge: the system-aware merge runs between the steps of schedule = "sync"'),
+    ({"accept": "best"}, "search.accept: 'best' chooses among the children of one step"),
+])
+def test_an_option_the_async_schedule_cannot_honour_is_refused_at_load(search, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_config(toy_data(search={"schedule": "async", **search}))
+    # with one proposal in flight the run is the synchronous loop: every option works
+    parse_config(toy_data(search={"schedule": "async", "parents_per_step": 1, "proposals_per_parent": 1, **search}))
+
+
+def test_the_old_name_acceptance_is_read_and_the_warning_says_to_rename_it():
+    data = toy_data(search={"acceptance": "improvement_or_equal"})
+    got = _warnings_of(data)
+    assert len(got) == 1 and got[0].startswith("search.acceptance: renamed search.improvement")
+    assert parse_config(data).search.improvement == "improvement_or_equal"
+
+
+def test_merge_on_a_single_text_candidate_warns_that_it_never_merges():
+    got = _warnings_of(toy_data(search={"merge": True}))
+    assert len(got) == 1 and got[0].startswith("search.merge: the system-aware merge combines components")
+
+
 def test_budget_too_small_for_one_step_is_refused_with_the_minimum():
     with pytest.raises(ConfigError, match=r"budget.max_metric_calls: 7 is too small for even one step; the minimum is 12"):
         parse_config(toy_data(6, search={"schedule": "async"}, budget={"max_metric_calls": 7}))
@@ -111,12 +134,12 @@ def test_accept_rule_chooses_which_improving_children_are_validated(sqlite_db, t
 # ---------------------------------------------------------------- sibling merges
 
 
-def test_sibling_merge_is_an_origin_merge_candidate_whose_parents_are_the_siblings(sqlite_db, tmp_path):
+def test_sibling_merge_is_an_origin_sibling_merge_candidate_whose_parents_are_the_siblings(sqlite_db, tmp_path):
     cfg = toy_config(8, search={"parents_per_step": 1, "proposals_per_parent": 3, "merge_siblings": True},
                      reflection_lm={"model": "scripted/toy"}, budget={"max_steps": 1, "stop_at_score": None})
     run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=merging_script)
     siblings = _cands(sqlite_db, run_id, "reflection")
-    merges = _cands(sqlite_db, run_id, "merge")
+    merges = _cands(sqlite_db, run_id, "sibling_merge")
     assert len(merges) == 1
     merged = merges[0]
     assert merged.status == "accepted" and merged.val_count == 8
@@ -140,7 +163,7 @@ def test_a_merge_that_drops_a_fix_is_evaluated_and_rejected_on_its_merits(sqlite
     cfg = toy_config(8, search={"parents_per_step": 1, "proposals_per_parent": 3, "merge_siblings": True},
                      budget={"max_steps": 1, "stop_at_score": None})
     run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=lossy_merging_script)
-    merged = _cands(sqlite_db, run_id, "merge")[0]
+    merged = _cands(sqlite_db, run_id, "sibling_merge")[0]
     assert merged.status == "rejected" and merged.reason.startswith("the merge lost the gains of")
     rows = [ev for ev, _, _ in evaluations(sqlite_db, run_id) if ev.candidate_id == merged.id]
     assert rows and not any(ev.cached for ev in rows)  # it was really evaluated
@@ -154,7 +177,7 @@ def test_no_sibling_merge_unless_enabled(sqlite_db, tmp_path):
     cfg = toy_config(8, search={"parents_per_step": 1, "proposals_per_parent": 3},
                      budget={"max_steps": 1, "stop_at_score": None})
     run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=merging_script)
-    assert _cands(sqlite_db, run_id, "merge") == []
+    assert _cands(sqlite_db, run_id, "sibling_merge") == []
 
 
 # ---------------------------------------------------------------- budgets

@@ -33,7 +33,7 @@ parents_per_step = 2              # P
 proposals_per_parent = 2          # K
 minibatch_size = 3
 selection = "pareto"              # pareto | best | epsilon_greedy | top_k_pareto
-acceptance = "strict"             # strict | improvement_or_equal
+improvement = "strict"            # strict | improvement_or_equal
 merge = false
 seed = 0
 
@@ -100,7 +100,7 @@ class TestIssueShape:
         assert [r["id"] for r in cfg.testset] == ["x0", "x1", "x2"]
         s = cfg.search
         assert (s.parents_per_step, s.proposals_per_parent, s.minibatch_size, s.batch_size) == (2, 2, 3, 4)
-        assert (s.selection, s.acceptance, s.merge, s.seed) == ("pareto", "strict", False, 0)
+        assert (s.selection, s.improvement, s.merge, s.seed) == ("pareto", "strict", False, 0)
         b = cfg.budget
         assert (b.max_metric_calls, b.max_cost_usd, b.max_seconds, b.stop_at_score) == (500, 2.0, 3600, 1.0)
         lm = cfg.reflection_lm

@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo
+from storage.states import RunStatus
 from tests.support import toy
 from tests.support.harness import (
     assert_consistent_totals,
@@ -461,7 +462,7 @@ def test_resuming_a_completed_run_is_a_no_op_for_the_pool(sqlite_db, tmp_path):
     run_id, _ = run_toy(sqlite_db, tmp_path, toy_config(4, budget={"max_steps": 2, "stop_at_score": None}))
     before = repo.get_run(sqlite_db, run_id)
     install_script(toy.script)
-    repo.set_run_fields(sqlite_db, run_id, status="running")
+    repo.transition_run(sqlite_db, run_id, RunStatus.RUNNING, "")
     run_optimizer(sqlite_db, run_id, tmp_path)
     after = repo.get_run(sqlite_db, run_id)
     assert after.metric_calls == before.metric_calls and after.steps_done == 2

@@ -114,7 +114,7 @@ def test_document_has_every_key_of_issue_2(db, finished_run):
     cand_keys = {"id", "parent_ids", "origin", "step", "content", "status", "pinned", "vetoed", "val_mean", "val_scores"}
     for c in doc["candidates"]:
         assert cand_keys <= set(c)
-        assert c["origin"] in ("seed", "reflection", "merge", "human")
+        assert c["origin"] in ("seed", "reflection", "merge", "sibling_merge", "human")
         assert c["status"] in ("accepted", "rejected", "failed"), c
     origins = {c["origin"] for c in doc["candidates"]}
     assert {"seed", "reflection", "human"} <= origins

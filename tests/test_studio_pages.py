@@ -62,8 +62,9 @@ def test_dashboard_says_a_python_run_waits_for_its_process(studio):
     from storage import repo
 
     db, run_id = studio
-    repo.set_run_fields(db, run_id, status="paused", attached_to="python:host:1:abc", lease_owner=None,
-                        lease_expires_at=None)
+    repo.transition_run(db, run_id, "running", "")  # the finished synthetic run, continued, then paused
+    repo.transition_run(db, run_id, "paused", "paused: interrupted in Python (Ctrl-C)")
+    repo.set_run_fields(db, run_id, attached_to="python:host:1:abc", lease_owner=None, lease_expires_at=None)
     at = _page("pages/dashboard.py", run=run_id)
     warnings = [w.value for w in at.warning]
     assert any(w.startswith("Waiting for its Python process") and f'resume="{run_id}"' in w for w in warnings), warnings

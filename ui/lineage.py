@@ -53,7 +53,7 @@ def mark_of(row, best_id: Optional[str], frontier_ids: set[str]) -> str:
         return "best"
     if row.id in frontier_ids:
         return "frontier"
-    if row.origin == "merge":
+    if row.origin in ("merge", "sibling_merge"):
         return "merge"
     if row.origin == "human":
         return "human"

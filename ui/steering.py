@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
+from storage.states import RunStatus
 from ui import data, interventions as iv, keys
 from ui.errors import shows_storage_errors
 from ui.render import fmt_seconds, md
@@ -91,7 +92,7 @@ def _live_controls(run_id: str) -> None:
     st.session_state[f"_steer_status_{run_id}"] = status
     if prev in iv.FINISHED and not finished:
         st.rerun()  # continued (by anyone): redraw the page so that its live parts refresh again
-    enabled = {"pause": status in ("queued", "running"), "resume": status == "paused",
+    enabled = {"pause": status in (RunStatus.QUEUED, RunStatus.RUNNING), "resume": status == RunStatus.PAUSED,
                "step": status in iv.ACTIVE, "stop": status in iv.ACTIVE}
     icons = {"pause": ":material/pause:", "resume": ":material/play_arrow:", "step": ":material/skip_next:",
              "stop": ":material/stop:"}
@@ -104,7 +105,7 @@ def _live_controls(run_id: str) -> None:
             col.form_submit_button(VERB[kind], key=key, icon=icons[kind], disabled=not enabled[kind] or not author,
                                    width="stretch", help=HELP[kind], on_click=_send_run_command,
                                    args=(run_id, kind, keys.RUN_REASON))
-        cols[3].text_input("Why (recorded in the intervention log)", key=keys.RUN_REASON, placeholder="optional")
+        cols[3].text_input("Why (recorded in the command log)", key=keys.RUN_REASON, placeholder="optional")
     with right.popover(VERB["stop"], icon=icons["stop"], disabled=not enabled["stop"] or not author, width="stretch",
                        help=HELP["stop"]):
         with st.form(f"steer_stop_{run_id}", clear_on_submit=True, border=False, enter_to_submit=False):
@@ -205,7 +206,7 @@ def intervention_log(run_id: str) -> None:
     pending_note(log)
     rows = iv.log_rows(log)
     if rows.empty:
-        st.caption("No interventions yet: pins, vetoes, edits, feedback, pauses and budget changes appear here.")
+        st.caption("No commands yet: pins, vetoes, edits, feedback, pauses and budget changes appear here.")
     else:
         st.dataframe(rows.style.apply(_status_style, axis=1), hide_index=True, width="stretch",
                      height=min(400, 38 + 35 * len(rows)),

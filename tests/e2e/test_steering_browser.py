@@ -233,7 +233,7 @@ def test_two_people_see_each_others_pins_vetoes_and_edits(studio, browser):
     bob.get_by_role("heading", name="Pareto frontier").scroll_into_view_if_needed()
     bob.wait_for_timeout(800)
     shot(bob, "e2e-steer-dashboard-frontier")
-    bob.get_by_role("heading", name="Interventions").scroll_into_view_if_needed()
+    bob.get_by_role("heading", name="Commands").scroll_into_view_if_needed()
     bob.wait_for_timeout(800)
     shot(bob, "e2e-steer-dashboard-log")
     bob.goto(f"{studio.url}/lineage?run={run_id}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from storage.db import Database
+from storage.states import RunStatus
 from tests.support.synthetic import generate_run
 
 from .conftest import shot, start_studio, stop_studio
@@ -79,7 +80,7 @@ def test_live_dashboard_refreshes_itself(studio, page):
     repo.bump_run(studio.db, studio.live_id, metric_calls=123_456)
     # the fragment refreshes by itself: no reload, no click
     page.get_by_text(f"{(before + 123_456) / 1000:.3g}k").first.wait_for(timeout=15_000)
-    repo.set_run_fields(studio.db, studio.live_id, status="completed")
+    repo.transition_run(studio.db, studio.live_id, RunStatus.COMPLETED, "")
     page.get_by_text("completed", exact=True).first.wait_for(timeout=15_000)
 
 

@@ -241,7 +241,7 @@ def generate_run(db: Database, n_candidates: int = 60, n_val: int = 20, n_train:
                seconds=30.0 * step_index + 25, steps_done=step_index, proposals_total=n_props,
                proposals_parsed=sum(1 for c in cands if c["status"] != "failed" and c["origin"] != "seed"),
                proposals_valid=sum(1 for c in cands if c["status"] != "failed" and c["origin"] != "seed"),
-               proposals_accepted=len(accepted_ids) - 1, frontier_version=len(accepted_ids),
+               proposals_improved=len(accepted_ids) - 1, frontier_version=len(accepted_ids),
                best_candidate_id=best["id"], best_val_mean=best["val_mean"])
     run["config"]["budget"]["max_metric_calls"] = int(budget_calls * 1.25)
     _write(db, run, examples, cands, evals, calls, steps)

@@ -1,0 +1,98 @@
+"""The validation pass: a child is scored on every validation example and enters the pool
+(status ``accepted``). With ``early_stop_validation`` and a known ``max_score`` the pass stops as
+soon as the child can no longer enter the frontier nor beat the best; the reason is recorded.
+
+Also the random generator of a step, derived from (seed, step), which both schedules use.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from storage import repo
+from storage.models import Candidate
+from storage.states import CandidateStatus
+
+from engine.config import SearchConfig
+from engine.context import RunContext
+from engine.evaluation import EvaluationService, Scored
+from engine.frontier import can_still_matter
+from engine.frontier_types import objective_scores
+from engine.state import PoolState
+
+
+def step_rng(seed: int, index: int) -> random.Random:
+    """Each step has its own generator, derived from (seed, step): a resumed or replayed step
+    makes the same choices whatever happened before it in this process."""
+    return random.Random(f"{seed}:step:{index}")
+
+
+@dataclass(frozen=True)
+class Validator:
+    """What a validation pass needs: the pool, the evaluations, the validation keys, the
+    search settings and how to save a candidate (which also updates the pool)."""
+
+    state: PoolState
+    evals: EvaluationService
+    val_keys: list[str]
+    search: SearchConfig
+    save: Callable[[Candidate], Candidate]
+
+    def validate(self, child: Candidate) -> None:
+        """Score ``child`` on the validation keys (stopping early when it cannot matter, or
+        when the budget runs out: both recorded in ``val_cut_short``), mark it accepted and add
+        its scores to the pool."""
+        why_stopped: list[str] = []
+        keep_going = self._early_stop(why_stopped) if self.search.early_stop_validation else None
+        results = self.evals.evaluate(child, self.val_keys, kind="validation", keep_going=keep_going)
+        scores = {k: r.score for k, r in results.items()}
+        n = len(self.val_keys)
+        child.status = CandidateStatus.ACCEPTED
+        child.val_count = len(scores)
+        child.val_mean = sum(scores.values()) / len(scores) if scores else None
+        if len(scores) < n:
+            child.val_cut_short = (why_stopped[0] if why_stopped else
+                                   f"budget: no metric calls left to finish the validation pass ({len(scores)} of "
+                                   f"{n} examples)")
+        self.save(child)
+        if scores:
+            self.state.add_scored(child, scores, {k: objective_scores(r.side_info) for k, r in results.items()})
+
+    def _early_stop(self, why_stopped: list[str]) -> Optional[Callable[[dict[str, Scored]], bool]]:
+        """A ``keep_going`` test against the frontier and best as they are now; None when the
+        score maximum is unknown (then nothing can be ruled out)."""
+        max_score, n = self.search.max_score, len(self.val_keys)
+        if max_score is None:
+            return None
+        front = self.state.frontier()
+        _, best_mean = self.state.best()
+
+        def keep_going(partial: dict[str, Scored]) -> bool:
+            scores = {k: r.score for k, r in partial.items()}
+            remaining = [k for k in self.val_keys if k not in scores]
+            go = not remaining or can_still_matter(scores, remaining, front, best_mean, n, max_score)
+            if not go and not why_stopped:
+                optimistic = (sum(scores.values()) + max_score * len(remaining)) / n
+                why_stopped.append(
+                    f"stopped early after {len(scores)} of {n} examples: it is below the frontier on "
+                    f"every example evaluated, the frontier already holds the maximum {max_score:g} on the "
+                    f"{len(remaining)} left, and even with {max_score:g} on those its mean ({optimistic:.4g}) could not "
+                    f"beat the best ({best_mean:.4g})")
+            return go
+
+        return keep_going
+
+
+def validate_child(ctx: RunContext, child_id: str) -> None:
+    """The validation pass of ``child_id`` in a running optimization."""
+    child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
+    Validator(ctx.state, ctx.evals, ctx.val_keys, ctx.cfg.search, ctx.save).validate(child)
+
+
+def reject(ctx: RunContext, child_id: str, reason: str) -> None:
+    """Pass over an improving child: it is kept, rejected, with the reason (lineage too)."""
+    child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
+    child.status, child.reason = CandidateStatus.REJECTED, reason
+    ctx.save(child)

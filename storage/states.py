@@ -1,0 +1,56 @@
+"""The states of runs, candidates and commands: defined once, stored as their string values.
+
+Each is a ``StrEnum``, so a member equals its string (``RunStatus.RUNNING == "running"``) and
+rows written before these types existed read back unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"  # waiting for a worker
+    RUNNING = "running"  # a worker holds its lease (or held it and died: another one takes over)
+    PAUSED = "paused"  # by a human, after one step in step mode, or after repeated LM failures
+    COMPLETED = "completed"  # a budget, the target score or "no progress" ended it
+    FAILED = "failed"  # it could not start or the engine hit an error
+    STOPPED = "stopped"  # by a human, or no candidate could be a parent any more
+
+
+FINISHED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.STOPPED)
+ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.PAUSED)
+
+# which status a run may move to from each status (``repo.transition_run`` refuses the rest).
+# A finished run moves back to running when a budget change continues it.
+RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.STOPPED, RunStatus.FAILED}),
+    RunStatus.RUNNING: frozenset({RunStatus.PAUSED, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.STOPPED}),
+    RunStatus.PAUSED: frozenset({RunStatus.RUNNING, RunStatus.STOPPED, RunStatus.FAILED, RunStatus.COMPLETED}),
+    RunStatus.COMPLETED: frozenset({RunStatus.RUNNING, RunStatus.STOPPED}),
+    RunStatus.FAILED: frozenset({RunStatus.RUNNING, RunStatus.STOPPED}),
+    RunStatus.STOPPED: frozenset({RunStatus.RUNNING}),
+}
+
+
+class CandidateStatus(StrEnum):
+    PROPOSED = "proposed"  # written (and maybe tested on its minibatch), not yet validated
+    ACCEPTED = "accepted"  # validated: it is in the pool and can be a parent
+    REJECTED = "rejected"  # tested, not validated (no improvement, passed over, or merged into another)
+    FAILED = "failed"  # never became a testable candidate (LM error, unusable or invalid answer, budget)
+
+
+class CommandStatus(StrEnum):
+    PENDING = "pending"
+    APPLIED = "applied"
+    REJECTED = "rejected"
+
+
+class Origin(StrEnum):
+    """How a candidate was made."""
+
+    SEED = "seed"
+    REFLECTION = "reflection"  # the reflection LM rewrote one component of its parent
+    MERGE = "merge"  # system-aware merge: components of two frontier members (counted by max_merges)
+    SIBLING_MERGE = "sibling_merge"  # improving siblings combined into one (merge_siblings)
+    HUMAN = "human"  # an edit or an injected candidate

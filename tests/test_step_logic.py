@@ -1,0 +1,134 @@
+"""The pieces of a step, tested directly rather than through whole runs: planning slots,
+choosing which improving children are validated, a validation pass (and its early stop), one
+proposal (improved, or failed on an LM error), and the refusal of status changes that make no
+sense. The database, sandbox pool and scripted LM are the real ones."""
+
+from __future__ import annotations
+
+import litellm
+import pytest
+
+from engine.optimizer import Optimizer
+from engine.proposal import Outcome, run_proposal
+from engine.runs import submit_run
+from engine.state import SINGLE, content_hash
+from engine.step import choose_children, plan_slots
+from tests.support.scripted_lm import install_script, uninstall_script
+from engine.validation import Validator
+from storage import repo
+from storage.errors import InvalidTransition
+from storage.models import Candidate
+from storage.states import CandidateStatus, RunStatus
+from tests.support import toy
+from tests.support.harness import lm_client, toy_config
+
+# ---------------------------------------------------------------- pure pieces
+
+
+def test_plan_slots_keeps_room_for_a_validation_pass():
+    # 2 parents × 2 proposals; each child costs 3, each parent's first proposal 3 more
+    assert plan_slots([3, 3], [3, 3], 2, None, None, 6) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    # 20 left, 6 kept for a validation pass: 14 pays (0,0)=6, (0,1)=3, but not (1,0)=6 more
+    assert plan_slots([3, 3], [3, 3], 2, None, 20, 6) == [(0, 0), (0, 1)]
+    # known parent results cost nothing: (1,0) now costs 3
+    assert plan_slots([3, 3], [3, 0], 2, None, 20, 6) == [(0, 0), (0, 1), (1, 0)]
+
+
+def test_plan_slots_at_the_budget_tail_and_under_a_dollar_cap():
+    # no slot plus a validation pass fits: as many slots as their minibatch tests fit, at once
+    assert plan_slots([3, 3], [3, 3], 2, None, 10, 20) == [(0, 0), (0, 1)]
+    assert plan_slots([3, 3], [3, 3], 2, None, 5, 20) == []
+    assert plan_slots([3, 3], [3, 3], 2, 1, None, 6) == [(0, 0)]  # one LM call affordable
+
+
+def test_choose_children_by_accept_rule_most_promising_first():
+    outs = [Outcome("c1", True, 1.0), Outcome("c2", False, -1.0), Outcome("c3", True, 2.0), Outcome("c4", True, 1.0)]
+    chosen, rest = choose_children(outs, "all", 2)
+    assert [o.child_id for o in chosen] == ["c3", "c1", "c4"] and rest == []
+    chosen, rest = choose_children(outs, "best", 2)
+    assert [o.child_id for o in chosen] == ["c3"] and [o.child_id for o in rest] == ["c1", "c4"]
+    chosen, rest = choose_children(outs, "top_k", 2)
+    assert [o.child_id for o in chosen] == ["c3", "c1"] and [o.child_id for o in rest] == ["c4"]
+
+
+# ---------------------------------------------------------------- with a real run context
+
+
+@pytest.fixture
+def ctx(sqlite_db, tmp_path):
+    install_script(toy.script)
+    cfg = toy_config(8, search={"max_score": 1.0, "minibatch_size": 4})
+    run_id = submit_run(sqlite_db, cfg)
+    context = Optimizer(sqlite_db, run_id, lm=lm_client(tmp_path))._context()
+    yield context
+    context.evals.close()
+    context.evals.executor.close()
+    uninstall_script()
+
+
+def _candidate(ctx, text: str, parent_ids=()) -> Candidate:
+    content = {SINGLE: text}
+    return ctx.save(Candidate(id=f"c-{len(ctx.state.candidates)}", run_id=ctx.run_id, content=content,
+                              content_hash=content_hash(content), origin="human", parent_ids=list(parent_ids)))
+
+
+def _validator(ctx) -> Validator:
+    return Validator(ctx.state, ctx.evals, ctx.val_keys, ctx.cfg.search, ctx.save)
+
+
+def test_a_validation_pass_accepts_the_child_and_adds_it_to_the_pool(ctx):
+    cand = _candidate(ctx, "start alpha bravo")
+    _validator(ctx).validate(cand)
+    saved = repo.get_candidate(ctx.db, cand.id)
+    assert saved.status == CandidateStatus.ACCEPTED and saved.val_count == 8 and saved.val_mean == 2 / 8
+    assert saved.val_cut_short == "" and ctx.state.best() == (cand.id, 2 / 8)
+
+
+def test_a_validation_pass_stops_early_when_the_child_cannot_matter(ctx):
+    _validator(ctx).validate(_candidate(ctx, " ".join(toy.WORDS[:8])))  # 1.0 everywhere: the frontier is full
+    weak = _candidate(ctx, "start")
+    _validator(ctx).validate(weak)
+    saved = repo.get_candidate(ctx.db, weak.id)
+    assert saved.val_count < 8 and saved.val_cut_short.startswith("stopped early after")
+
+
+def test_one_proposal_improves_on_its_parents_minibatch(ctx):
+    parent = _candidate(ctx, "start")
+    _validator(ctx).validate(parent)
+    minibatch = ctx.train_keys[:4]
+    results = ctx.evals.evaluate(parent, minibatch, kind="minibatch")
+    outcome = run_proposal(ctx, ctx.state.candidates[parent.id], 0, 0, minibatch, results)
+    child = repo.get_candidate(ctx.db, outcome.child_id)
+    assert outcome.improved and outcome.gain == 1.0 and child.improved
+    assert child.status == CandidateStatus.PROPOSED and child.parent_ids == [parent.id]
+    assert repo.get_run(ctx.db, ctx.run_id).proposals_improved == 1
+
+
+def test_a_proposal_whose_lm_fails_is_a_failed_child_and_counts_in_the_streak(ctx):
+    def failing(messages, params):
+        raise litellm.APIConnectionError(message="connection refused", llm_provider="scripted", model="toy")
+
+    install_script(failing)
+    parent = _candidate(ctx, "start")
+    _validator(ctx).validate(parent)
+    results = ctx.evals.evaluate(parent, ctx.train_keys[:4], kind="minibatch")
+    outcome = run_proposal(ctx, ctx.state.candidates[parent.id], 0, 0, ctx.train_keys[:4], results)
+    child = repo.get_candidate(ctx.db, outcome.child_id)
+    assert not outcome.improved and not child.improved and child.status == CandidateStatus.FAILED
+    assert ctx.consecutive_lm_failures == 1
+
+
+# ---------------------------------------------------------------- run status transitions
+
+
+def test_transition_run_refuses_what_makes_no_sense(sqlite_db):
+    run_id = submit_run(sqlite_db, toy_config())
+    assert repo.transition_run(sqlite_db, run_id, RunStatus.RUNNING, "") == RunStatus.QUEUED
+    repo.transition_run(sqlite_db, run_id, RunStatus.STOPPED, "stopped by ann")
+    with pytest.raises(InvalidTransition, match="cannot go from stopped to completed"):
+        repo.transition_run(sqlite_db, run_id, RunStatus.COMPLETED, "budget spent")
+    run = repo.get_run(sqlite_db, run_id)
+    assert (run.status, run.status_reason) == ("stopped", "stopped by ann")
+    repo.transition_run(sqlite_db, run_id, RunStatus.STOPPED, "stopped again")  # the same status: allowed
+    with pytest.raises(ValueError, match="use transition_run"):
+        repo.set_run_fields(sqlite_db, run_id, status="running")
