@@ -158,4 +158,6 @@ def test_blame_view_credits_the_teachers_edit(studio, page):
     panel = _tab(page, "Who wrote each line")
     panel.get_by_text("a person's edit at step").wait_for()
     expect(panel.get_by_text("# the words to know", exact=True)).to_have_count(1)
+    panel.locator('[data-testid="stDataFrame"]').scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
     shot(page, "teaching-blame")
