@@ -76,8 +76,8 @@ if asked and str(index) != asked:
 
 head = st.columns([3, 1, 1, 1], vertical_alignment="bottom")
 with head[0]:
-    picked = st.selectbox("Step", indexes, index=indexes.index(index), key=EXPLAIN_PICK_STEP,
-                          format_func=lambda i: f"step {i} of {indexes[0]}–{indexes[-1]}")
+    picked = st.selectbox(f"Step (this run has steps {indexes[0]}–{indexes[-1]})", indexes, index=indexes.index(index),
+                          key=EXPLAIN_PICK_STEP, format_func=lambda i: f"step {i}")
     if picked != index:
         st.query_params[QP_STEP] = str(picked)
         st.rerun()

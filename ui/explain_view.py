@@ -28,7 +28,7 @@ def parents(detail: dict, before: dict) -> None:
     step, cands = detail["step"], detail["candidates"]
     rows = [{"parent": pid, "why chosen": step["parent_reasons"].get(pid, ""), "origin": cands[pid]["origin"],
              "validation mean": cands[pid]["val_mean"],
-             "best on (examples)": sum(pid in h for h in before["holders"].values())}
+             "best on (examples, ties included)": sum(pid in h for h in before["holders"].values())}
             for pid in step["parent_ids"] if pid in cands]
     st.markdown(f"**This step chose {len(rows)} parent(s)**")
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
@@ -36,12 +36,19 @@ def parents(detail: dict, before: dict) -> None:
         st.caption("No candidate was validated before this step: the frontier was empty.")
         return
     chosen = set(step["parent_ids"])
-    table = pd.DataFrame([{"example": k, "best score": before["best"][k], "held by": ", ".join(before["holders"][k]),
-                           "a parent holds it": bool(chosen & set(before["holders"][k]))} for k in before["best"]])
-    st.markdown(f"**The frontier when the step began** ({len(before['members'])} member(s); highlighted rows: "
-                "a parent of this step holds the best score)")
+    table = pd.DataFrame([{"example": k, "best score": before["best"][k],
+                           "held by": ", ".join(before["holders"][k]) if before["best"][k] > 0
+                           else "nobody solves it yet (every candidate ties at 0)",
+                           "a parent holds it": before["best"][k] > 0 and bool(chosen & set(before["holders"][k]))}
+                          for k in before["best"]])
+    st.markdown(f"**The frontier when the step began** ({len(before['members'])} member(s), ties included; "
+                "highlighted rows: a parent of this step holds the best score)")
     st.dataframe(table.style.apply(lambda r: ["background-color: #dbeafe" if r["a parent holds it"] else ""] * len(r), axis=1),
-                 hide_index=True, width="stretch", height=min(36 * (len(table) + 1) + 2, 360))
+                 hide_index=True, width="stretch", height=min(36 * (len(table) + 1) + 2, 360), column_config={
+                     "example": st.column_config.TextColumn(width="small"),
+                     "best score": st.column_config.NumberColumn(format="%.3f", width="small"),
+                     "held by": st.column_config.TextColumn(width="large"),
+                     "a parent holds it": st.column_config.CheckboxColumn(width="small")})
 
 
 def minibatch(detail: dict) -> None:
