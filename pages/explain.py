@@ -28,9 +28,8 @@ indexes = explain_queries.step_indexes(db, run_id)
 
 
 def _open(index: int) -> None:
-    """Show step ``index`` (a button callback: the step picker follows)."""
+    """Show step ``index`` (a button callback)."""
     st.query_params[QP_STEP] = str(index)
-    st.session_state[EXPLAIN_PICK_STEP] = index
 
 
 @st.fragment(run_every=1.0)
@@ -76,11 +75,9 @@ if asked and str(index) != asked:
 
 head = st.columns([3, 1, 1, 1], vertical_alignment="bottom")
 with head[0]:
-    picked = st.selectbox(f"Step (this run has steps {indexes[0]}–{indexes[-1]})", indexes, index=indexes.index(index),
-                          key=EXPLAIN_PICK_STEP, format_func=lambda i: f"step {i}")
-    if picked != index:
-        st.query_params[QP_STEP] = str(picked)
-        st.rerun()
+    st.session_state[EXPLAIN_PICK_STEP] = index  # the URL decides which step is shown
+    st.selectbox(f"Step (this run has steps {indexes[0]}–{indexes[-1]})", indexes, key=EXPLAIN_PICK_STEP,
+                 format_func=lambda i: f"step {i}", on_change=lambda: _open(st.session_state[EXPLAIN_PICK_STEP]))
 pos = indexes.index(index)
 with head[1]:
     if pos > 0:
@@ -102,7 +99,7 @@ config = run.get("config") or {}
 if detail["step"]["ended_at"] is None:
     st.warning("This step is still running: the phases below fill in as it records its work.")
 kids = em.proposals(detail)
-before, after = em.frontier_at(detail, index - 1), em.frontier_at(detail, index)
+before, after = em.frontier_at(detail, index, products=False), em.frontier_at(detail, index)
 
 main, side = st.columns([3, 1], gap="large")
 with main:

@@ -31,9 +31,12 @@ def test_each_phase_is_the_steps_stored_data(db, tmp_path):
 
     # parents and their minibatches: the children's minibatch, the parent's own scores on it
     cands = {c.id: c for c in repo.list_candidates(db, run_id)}
+    assert [p["id"] for p in em.parent_minibatches(detail)] == step.parent_ids
     for p in em.parent_minibatches(detail):
-        child = next(cands[c] for c in step.proposal_ids if cands[c].parent_ids == [p["id"]])
-        assert p["keys"] == child.minibatch_keys and p["reason"] == step.parent_reasons[p["id"]]
+        # the slot's minibatch is one its children were tested on, and the parent's scores there add up
+        child = next(cands[c] for c in step.proposal_ids
+                     if cands[c].parent_ids == [p["id"]] and cands[c].minibatch_keys == p["keys"])
+        assert p["keys"] and p["reason"] == step.parent_reasons[p["id"]]
         assert sum(r["score"] for r in p["rows"]) == child.parent_minibatch_score
 
     # proposals: each child with the reflection call that wrote it and its fate
@@ -48,11 +51,17 @@ def test_each_phase_is_the_steps_stored_data(db, tmp_path):
         assert k["improved"] == (c.status == "accepted" or c.reason.startswith("improved"))
 
     # the frontier before and after the step, recomputed from the evaluations
-    for last, front in ((step.index - 1, em.frontier_at(detail, step.index - 1)), (step.index, em.frontier_at(detail, step.index))):
-        alive = {c.id for c in cands.values() if c.status == "accepted" and c.step <= last and not c.vetoed}
+    n = step.index
+    for front, was_there in ((em.frontier_at(detail, n, products=False), lambda c: c.step < n or c.origin in ("seed", "human")),
+                             (em.frontier_at(detail, n), lambda c: True)):
+        alive = {c.id for c in cands.values() if c.status == "accepted" and not c.vetoed and c.step <= n and was_there(c)}
         assert front["best"] == _val_best(db, run_id, alive)
         means = {c.id: c.val_mean for c in cands.values() if c.id in alive}
         assert front["best_mean"][1] == max(means.values())
+    # the first step starts from the validated seed
+    first = explain_queries.step_detail(db, run_id, steps[0].index)
+    seed = next(c for c in cands.values() if c.origin == "seed")
+    assert em.frontier_at(first, steps[0].index, products=False)["best_mean"] == (seed.id, seed.val_mean)
 
     # the whole run's best is the frontier after its last step
     final = explain_queries.step_detail(db, run_id, steps[-1].index)

@@ -9,6 +9,7 @@ step's measured latencies (its timeline events), as the engine does for its spee
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Optional
 
 from engine.runtime_model import Latencies, Shape, latencies_from, sync_step
@@ -18,11 +19,14 @@ def _val_split(detail: dict) -> str:
     return "val" if any(e["split"] == "val" for e in detail["examples"]) else "train"
 
 
-def frontier_at(detail: dict, last_step: int) -> dict:
+def frontier_at(detail: dict, last_step: int, products: bool = True) -> dict:
     """{"best": {example: score}, "holders": {example: [ids]}, "members": [ids], "best_mean": (id, mean)}
-    over the accepted, non-vetoed candidates made up to ``last_step``."""
+    over the accepted, non-vetoed candidates made up to ``last_step``; with ``products=False``,
+    without what step ``last_step`` itself proposed (its seed and the people's edits applied at
+    its start stay: they were there when it began)."""
     cands, split = detail["candidates"], _val_split(detail)
-    alive = {cid for cid, c in cands.items() if c["status"] == "accepted" and c["step"] <= last_step and not c["vetoed"]}
+    alive = {cid for cid, c in cands.items() if c["status"] == "accepted" and not c["vetoed"] and
+             (c["step"] < last_step or c["step"] == last_step and (products or c["origin"] in ("seed", "human")))}
     best: dict[str, float] = {}
     holders: dict[str, list[str]] = {}
     for e in detail["evaluations"]:
@@ -43,10 +47,14 @@ def parent_minibatches(detail: dict) -> list[dict]:
     """Per parent: {id, reason, keys, rows [{example, score, side_info, error}]} — the examples its
     children were tested on (the parent's minibatch) and what the parent scored on them."""
     step, cands = detail["step"], detail["candidates"]
-    out = []
+    out, seen = [], Counter()
     for pid in step["parent_ids"]:
-        kids = [cands[c] for c in step["proposal_ids"] if c in cands and pid in cands[c]["parent_ids"]]
-        keys = next((k["minibatch_keys"] for k in kids if k["minibatch_keys"]), [])
+        # a parent may fill several slots, each with its own minibatch: the j-th slot's is the
+        # j-th distinct minibatch among its children
+        kids = [cands[c] for c in step["proposal_ids"] if c in cands and cands[c]["parent_ids"] == [pid]]
+        batches = list(dict.fromkeys(tuple(k["minibatch_keys"]) for k in kids if k["minibatch_keys"]))
+        keys = list(batches[min(seen[pid], len(batches) - 1)]) if batches else []
+        seen[pid] += 1
         scored = {e["example"]: e for e in detail["evaluations"] if e["candidate_id"] == pid and e["split"] != "test"}
         rows = [{"example": k, "score": scored[k]["score"] if k in scored else None,
                  "side_info": scored[k]["side_info"] if k in scored else {},

@@ -6,6 +6,7 @@ Screenshots at 1440×900 in test-artifacts/."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -14,11 +15,13 @@ from engine.commands import send_command
 from storage import explain_queries, repo
 from storage.db import Database
 from tests.support import toy
+from engine.runs import submit_run
 from tests.support.harness import run_optimizer, run_toy, toy_config
 
-from .conftest import shot, start_studio, stop_studio
+from .conftest import new_page, shot, start_studio, stop_studio
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(400)]
+expect.set_options(timeout=30_000)  # a busy machine (other suites beside this one) renders slowly
 
 # the toy task with one word per line (the built-in toy_words insists on one line), so that
 # provenance has lines to tell apart
@@ -70,7 +73,9 @@ def _ready(page):
 
 
 def _tab(page, name: str):
-    page.get_by_role("tab", name=name).click()
+    # a DOM click: on the candidate page the last tab sits past the tab bar's edge, where
+    # Playwright's scroll-then-click waits on live fragments that keep re-rendering the page
+    page.get_by_role("tab", name=name).evaluate("el => el.click()")
     page.wait_for_timeout(400)
     return page.get_by_role("tabpanel").filter(visible=True)
 
@@ -161,3 +166,46 @@ def test_blame_view_credits_the_teachers_edit(studio, page):
     panel.locator('[data-testid="stDataFrame"]').scroll_into_view_if_needed()
     page.wait_for_timeout(500)
     shot(page, "teaching-blame")
+
+
+@pytest.fixture(scope="module")
+def live_studio(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("teaching-live")
+    url = f"sqlite:///{tmp}/live.db"
+    db = Database(url)
+    db.create_all()
+    proc, studio = start_studio(tmp, url, worker=True, env={"REFRACT_SCRIPTED_LM": "tests.support.toy:script",
+                                                            "REFRACT_SCRIPTED_LATENCY": "0.2"})
+    studio.db = db
+    yield studio
+    stop_studio(proc)
+
+
+def _wait_paused_after(db: Database, run_id: str, steps: int, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ((run := repo.get_run(db, run_id)).status == "paused" and run.steps_done >= steps):
+        assert time.monotonic() < deadline, f"run {run_id} is {run.status} after {run.steps_done} step(s)"
+        time.sleep(0.2)
+
+
+def test_run_one_step_opens_the_new_step(live_studio, browser):
+    db = live_studio.db
+    run_id = submit_run(db, toy_config(8, name="class demo"), owner="teacher")
+    send_command(db, run_id, "step", {}, author="teacher", reason="the first step, before class")
+    _wait_paused_after(db, run_id, 1)
+    page = new_page(browser, live_studio.url, who="teacher")
+    page.goto(f"{live_studio.url}/explain?run={run_id}")
+    _ready(page)
+    page.get_by_role("heading", name="Step explained").wait_for(timeout=60_000)
+    first = explain_queries.step_indexes(db, run_id)[-1]
+    page.get_by_role("button", name="Run one step").click(timeout=60_000)
+    expect(page).to_have_url(re.compile(rf"step={first + 1}$"), timeout=90_000)
+    _ready(page)
+    assert repo.get_run(db, run_id).status == "paused"
+    step = explain_queries.step_detail(db, run_id, first + 1)["step"]
+    assert step["ended_at"] is not None
+    shot(page, "teaching-run-one-step")
+    panel = _tab(page, "1 · Parents")
+    for pid in step["parent_ids"]:
+        expect(panel.get_by_text(pid, exact=True).first).to_be_attached()
+    page.context.close()
