@@ -28,10 +28,11 @@ def parents(detail: dict, before: dict) -> None:
     step, cands = detail["step"], detail["candidates"]
     rows = [{"parent": pid, "why chosen": step["parent_reasons"].get(pid, ""), "origin": cands[pid]["origin"],
              "validation mean": cands[pid]["val_mean"],
-             "best on (examples, ties included)": sum(pid in h for h in before["holders"].values())}
+             "best on": sum(pid in h for h in before["holders"].values())}
             for pid in step["parent_ids"] if pid in cands]
     st.markdown(f"**This step chose {len(rows)} parent(s)**")
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config={
+        "best on": st.column_config.NumberColumn(help="validation examples where it holds the best score, ties included")})
     if not before["best"]:
         st.caption("No candidate was validated before this step: the frontier was empty.")
         return
