@@ -164,6 +164,14 @@ def cmd_import_gepa(args) -> int:
     return 0
 
 
+def cmd_blame(args) -> int:
+    from engine.blame import blame, format_text
+
+    lines = blame(_db(args), args.run, args.candidate)
+    print(json.dumps(lines, indent=1, ensure_ascii=False) if args.json else format_text(lines))
+    return 0
+
+
 def cmd_check_lm(args) -> int:
     from engine.lm_check import check_lm_command
 
@@ -239,6 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("import", cmd_import, "load an exported run").add_argument("file")
     add("import-gepa", cmd_import_gepa, "load a GEPA run directory (run_dir; JSON and text only) as a finished run"
         ).add_argument("run_dir")
+    sp = add("blame", cmd_blame, "who wrote each line of a candidate (the best one by default)")
+    sp.add_argument("run")
+    sp.add_argument("candidate", nargs="?")
+    sp.add_argument("--json", action="store_true", help="a JSON list of {component, line_no, text, candidate_id, step, origin}")
     add("check-lm", cmd_check_lm, "test the connection to a model").add_argument("model", nargs="?")
     for name in ("pause", "resume", "step", "stop"):
         add(name, cmd_send, f"{name} a run (at the next step boundary)").add_argument("run")

@@ -13,7 +13,7 @@ import difflib
 import pandas as pd
 import streamlit as st
 
-from ui import analysis, candidate_steering as steer, charts, data, keys, nav
+from ui import analysis, blame_view, candidate_steering as steer, charts, data, keys, nav
 from ui.render import code_span, md, messages_text, show_side_info, show_text
 
 url = data.db_url()
@@ -83,7 +83,7 @@ steer.inject_panel(run, list(c["content"] or {}))
 with st.expander("Feedback for the reflection LM", icon=":material/forum:"):
     steer.feedback_box(run, cand_id)
 
-tabs = st.tabs(["Text", "Diff vs parent", "Scores", "Side information", "Reflection", "Family", "Comments"])
+tabs = st.tabs(["Text", "Diff vs parent", "Scores", "Side information", "Reflection", "Family", "Comments", "Who wrote each line"])
 
 # ------------------------------------------------------------------ text
 with tabs[0]:
@@ -187,3 +187,7 @@ with tabs[5]:
 with tabs[6]:
     steer.comment_thread(run_id, cand_id)
     steer.comment_box(run_id, cand_id)
+
+# ------------------------------------------------------------------ provenance of every line
+with tabs[7]:
+    blame_view.render(url, run_id, cand_id, token)

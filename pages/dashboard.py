@@ -16,7 +16,7 @@ from engine.test_pass import audit_line
 from storage.attached import waiting_note
 from storage.queries import elapsed_seconds
 from storage.states import ACTIVE
-from ui import analysis, charts, data, keys, nav, steering
+from ui import analysis, charts, data, keys, nav, steering, step_links
 from ui.errors import shows_storage_errors
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
 
@@ -204,6 +204,7 @@ def live(run_id: str) -> None:
         else:
             st.plotly_chart(charts.timeline_figure(events), key="dash_timeline_chart", width="stretch")
     _candidate_table(run_id, cands)
+    step_links.steps_table(run_id, steps)
 
 
 @st.fragment(run_every=FRONTIER_S if run["status"] in ACTIVE else None)
