@@ -253,4 +253,5 @@ class Optimizer:
                 fields["status_reason"] = f"{reason} (cost ${run.cost_usd:.4f}: ${run.cost_usd - usd_cap:.4f} over the cap)"
             fields.update(test_pass(ctx, status, best_id))
         repo.set_run_fields(self.db, self.run_id, **fields)
+        repo.close_run_commands(self.db, self.run_id, status)
         return status
