@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from engine.commands import send_command
 from engine.export import export_run
 from engine.runs import submit_run
-from engine.testing_lm import install_script
+from tests.support.scripted_lm import install_script
 from storage import repo
 from tests.support import toy
 from tests.support.harness import run_optimizer, toy_config

@@ -15,9 +15,9 @@ from streamlit.testing.v1 import AppTest
 from engine.commands import AlreadySent, send_command
 from engine.export import export_run
 from engine.runs import submit_run
-from engine.testing_lm import install_script
+from tests.support.scripted_lm import install_script
 from storage import queries, repo
-from storage.synthetic import generate_run
+from tests.support.synthetic import generate_run
 from tests.support import toy
 from tests.support.harness import run_optimizer, toy_config
 from tests.support.studio import studio_database

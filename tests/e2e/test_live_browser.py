@@ -17,7 +17,8 @@ import pytest
 from engine.export import export_run
 from storage import repo
 from storage.db import Database
-from storage.synthetic import generate_run
+from tests.support.synthetic import generate_run
+from tests.support.scripted_lm import SUBPROCESS_ENV
 from ui import submission
 
 from .conftest import new_page, shot, start_studio, stop_studio
@@ -32,7 +33,7 @@ def studio(tmp_path_factory):
     db = Database(url)
     db.create_all()
     proc, studio = start_studio(tmp, url, worker=True, env={"REFRACT_SCRIPTED_LM": "tests.support.toy:script",
-                                                            "REFRACT_SCRIPTED_LATENCY": "0.6"})
+                                                            "REFRACT_SCRIPTED_LATENCY": "0.6", **SUBPROCESS_ENV})
     studio.db = db
     yield studio
     stop_studio(proc)
