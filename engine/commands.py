@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from storage import repo
 from storage.db import Database
-from storage.errors import NotFound
+from storage.errors import Conflict, NotFound
 from storage.models import Candidate, Command, utcnow
 from storage.states import FINISHED, CandidateStatus, CommandStatus, Origin, RunStatus
 
@@ -23,11 +23,29 @@ class CommandError(ValueError):
     """A command that cannot be sent; the message says why and what to do."""
 
 
+class AlreadySent(CommandError):
+    """The submission with this client token was already queued (a double click, a retry)."""
+
+    def __init__(self, command_id: int) -> None:
+        super().__init__(f"already sent: this submission is command {command_id}, queued once")
+        self.command_id = command_id
+
+
 def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] = None, author: str = "",
-                 reason: str = "") -> int:
+                 reason: str = "", client_token: Optional[str] = None) -> int:
     """Validate and queue a command; returns its id. Applied by the engine at the next step
-    boundary (or when a worker next picks the run up)."""
+    boundary (or when a worker next picks the run up).
+
+    Idempotent per submission: a sender that gives a ``client_token`` (one per click, per
+    request) gets ``AlreadySent`` with the first command's id when the same token comes again,
+    and nothing new is queued."""
     payload = dict(payload or {})
+    if client_token is not None:
+        if not isinstance(client_token, str) or not 8 <= len(client_token) <= 64:
+            raise CommandError("client_token: give 8 to 64 characters, unique per submission (e.g. a uuid)")
+        done = repo.command_with_token(db, run_id, client_token)
+        if done is not None:
+            raise AlreadySent(done.id)
     if kind not in KINDS:
         raise CommandError(f"unknown command {kind!r}; one of: {', '.join(KINDS)}")
     run = repo.get_run(db, run_id)  # NotFound with a clear message
@@ -60,7 +78,18 @@ def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] =
     if kind == "veto" and _would_leave_no_parent(db, run_id, payload["candidate_id"]):
         raise CommandError("this is the last candidate that can be a parent; vetoing it would stop the search. "
                            "Pin or edit another candidate first.")
-    return repo.add_command(db, run_id, kind, payload, author, reason)
+    if kind == "stop" and run.status == "queued":
+        # no worker may pick it up soon (they may all be busy): cancel it now, atomically
+        cancelled = repo.cancel_queued_run(db, run_id, author, reason, client_token)
+        if cancelled is not None:
+            return cancelled
+    try:
+        return repo.add_command(db, run_id, kind, payload, author, reason, client_token)
+    except Conflict:
+        done = repo.command_with_token(db, run_id, client_token) if client_token else None
+        if done is None:
+            raise
+        raise AlreadySent(done.id) from None  # the same token won a race a moment ago
 
 
 def _resume_pending(db: Database, run_id: str) -> bool:

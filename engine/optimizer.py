@@ -238,5 +238,6 @@ class Optimizer:
                 reason = f"{reason} (cost ${run.cost_usd:.4f}: ${run.cost_usd - usd_cap:.4f} over the cap)"
             fields.update(test_pass(ctx, status, best_id))
         repo.transition_run(self.db, self.run_id, status, reason, **fields)
+        repo.close_run_commands(self.db, self.run_id, status)
         return RunStatus(status).value
 

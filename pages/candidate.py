@@ -38,6 +38,7 @@ if cand_id not in ids:
         st.warning(f"Run {md(run_id)} has no candidate {md(cand_id)} (a mistyped or stale link?). Showing the "
                    "run's best candidate instead; pick another one below.")
     cand_id = run.get("best_candidate_id") if run.get("best_candidate_id") in ids else ids[0]
+    st.query_params[keys.QP_CANDIDATE] = cand_id  # the URL names what is shown: a colleague opening it sees this one
 row_of = cands.set_index("id")
 label = {c: f"{c} · step {row_of.at[c, 'step']} · {row_of.at[c, 'status']}" +
          ("" if pd.isna(row_of.at[c, "val_mean"]) else f" · {row_of.at[c, 'val_mean']:.3f}") for c in ids}
@@ -60,11 +61,15 @@ call = detail["lm_call"]
 eval_cost = sum(e["cost_usd"] or 0.0 for e in detail["evaluations"])
 lm_cost = (call or {}).get("cost_usd") or 0.0
 m = st.columns(4)
-m[0].metric("Validation score", "—" if c["val_mean"] is None else f"{c['val_mean']:.3f}",
+n_mb = len(c["minibatch_keys"] or [])
+mb = None if c["minibatch_score"] is None or not n_mb else c["minibatch_score"] / n_mb
+parent_mb = None if c["parent_minibatch_score"] is None or not n_mb else c["parent_minibatch_score"] / n_mb
+m[0].metric(f"Validation score · mean of {c['val_count']}", "—" if c["val_mean"] is None else f"{c['val_mean']:.3f}",
             help=f"mean over {c['val_count']} validation example(s)" + (f"; cut short: {c['val_cut_short']}" if c["val_cut_short"] else ""))
-m[1].metric("Minibatch", "—" if c["minibatch_score"] is None else f"{c['minibatch_score']:.2f}",
-            None if c["minibatch_score"] is None or c["parent_minibatch_score"] is None
-            else f"{c['minibatch_score'] - c['parent_minibatch_score']:+.2f} vs parent")
+m[1].metric(f"Minibatch score · mean of {n_mb}" if n_mb else "Minibatch score", "—" if mb is None else f"{mb:.3f}",
+            None if mb is None or parent_mb is None else f"{mb - parent_mb:+.3f} vs parent",
+            help=f"mean over {n_mb} minibatch example(s), the scale of the validation score" if n_mb else
+            "not evaluated on a minibatch (a seed, a human candidate or an injected one)")
 m[2].metric("Step", c["step"])
 m[3].metric("Cost", f"${lm_cost + eval_cost:.5f}",
             f"{(call or {}).get('tokens_in', 0):,} in · {(call or {}).get('tokens_out', 0):,} out tokens",

@@ -3,7 +3,7 @@ candidates, the intervention log and the steps.
 
 Fragments refresh themselves (no page reload, scroll kept): the run controls and the
 intervention log every second (steering is seen by everyone within 2 s), the live overview
-every 2 s, the frontier every 5 s. Each reads through ``ui.data`` (at most 3 queries per
+every 2 s, the candidate table and the frontier every 5 s. Each reads through ``ui.data`` (at most 3 queries per
 refresh; an idle run costs one).
 """
 
@@ -16,9 +16,10 @@ from engine.test_pass import audit_line
 from storage.attached import waiting_note
 from storage.queries import elapsed_seconds
 from storage.states import ACTIVE
-from ui import analysis, charts, data, keys, nav, steering, step_links
+from ui import analysis, charts, data, filters, keys, nav, steering, step_links
 from ui.errors import shows_storage_errors
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
+from ui.sidebar import STALE_AFTER_S
 
 LIVE_S, FRONTIER_S = 2.0, 5.0
 
@@ -51,12 +52,7 @@ with head:
                f"{search.get('parents_per_step', '?')}×{search.get('proposals_per_parent', '?')} (P×K) · "
                f"{(cfg.get('executor') or {}).get('workers', '?')} workers · selection {md(search.get('selection', '?'))}")
 with links:
-    c1, c2 = st.columns(2)
-    with c1:
-        nav.link("lineage", "Lineage", run=run_id, icon=":material/account_tree:")
-    with c2:
-        nav.link("candidate", "Best candidate", run=run_id, candidate=run.get("best_candidate_id"),
-                 icon=":material/star:")
+    nav.link("lineage", "Lineage", run=run_id, icon=":material/account_tree:")
 steering.run_controls(run_id)
 
 
@@ -71,7 +67,8 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
     measured, predicted = analysis.speedups(steps)
     cols = st.columns(6)
     cols[0].metric("Best val score", "—" if best is None else f"{best:.3f}",
-                   None if best is None or seed.empty else f"{best - seed.iloc[0]:+.3f} vs seed")
+                   None if best is None or seed.empty else f"{best - seed.iloc[0]:+.3f} vs seed",
+                   help="mean score over the validation examples of the best fully validated candidate")
     cols[1].metric("Improved / proposed", f"{improved} / {proposals}",
                    help="proposals that beat their parent on its minibatch (those validated are then accepted)")
     cols[2].metric("Metric calls", compact(run["metric_calls"]), help=f"{run['metric_calls']:,} evaluations")
@@ -115,16 +112,14 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
         st.caption("No candidates yet: the seed appears once the engine has evaluated it.")
         return
     f1, f2, f3 = st.columns([2, 2, 3])
-    statuses = sorted(cands["status"].unique())
-    origins = sorted(cands["origin"].unique())
+    # the filters follow the run: a status, an origin or a step that appears later is shown
     with f1:
-        status = st.multiselect("Status", statuses, default=[s for s in statuses if s != "rejected"] or statuses,
-                                key=keys.DASH_STATUS)
+        status = filters.following_multiselect("Status", sorted(cands["status"].unique()), keys.DASH_STATUS,
+                                               left_out=("rejected",))
     with f2:
-        origin = st.multiselect("Origin", origins, default=origins, key=keys.DASH_ORIGIN)
-    lo, hi = int(cands["step"].min()), int(cands["step"].max())
+        origin = filters.following_multiselect("Origin", sorted(cands["origin"].unique()), keys.DASH_ORIGIN)
     with f3:
-        steps = st.slider("Steps", lo, max(hi, lo + 1), (lo, max(hi, lo + 1)), key=keys.DASH_STEPS)
+        steps = filters.following_range("Steps", int(cands["step"].min()), int(cands["step"].max()), keys.DASH_STEPS)
     # pinned candidates never disappear from the views, whatever the filters say
     view = cands[(cands["status"].isin(status) & cands["origin"].isin(origin) & cands["step"].between(*steps))
                  | cands["pinned"].astype(bool)]
@@ -133,7 +128,7 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
         "open": [nav.url("candidate", run_id, c) for c in view["id"]],
         "id": view["id"], "status": view["status"], "origin": view["origin"], "step": view["step"],
         "val score": view["val_mean"], "val examples": view["val_count"],
-        "minibatch Δ": (view["minibatch_score"] - view["parent_minibatch_score"]).astype("float64"),
+        "minibatch Δ (mean)": analysis.minibatch_mean_delta(view),
         "pinned": view["pinned"], "vetoed": view["vetoed"], "author": view["author"],
         "rewrote": view["component"].fillna(""),
     })
@@ -146,7 +141,8 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
             "open": st.column_config.LinkColumn("open", display_text="open ↗", width="small"),
             "val score": st.column_config.ProgressColumn("val score", format="%.3f", min_value=0.0,
                                                          max_value=max(1.0, float(cands["val_mean"].max() or 1.0))),
-            "minibatch Δ": st.column_config.NumberColumn(format="%+.2f"),
+            "minibatch Δ (mean)": st.column_config.NumberColumn(
+                format="%+.3f", help="mean score per minibatch example, this candidate minus its parent"),
         })
     rows = event.selection.rows if event else []
     if rows:
@@ -162,6 +158,16 @@ def _grey_vetoed(table: pd.DataFrame):
     return table.style.apply(lambda row: ["color: #9ca3af"] * len(row), axis=1, subset=pd.IndexSlice[vetoed, :])
 
 
+def _best_link(run: dict) -> None:
+    """A link that names the best candidate (a colleague opening it later sees this one), drawn
+    with the numbers it belongs to."""
+    best = run.get("best_candidate_id")
+    if best:
+        nav.link("candidate", f"Best: {best}", run=run["id"], candidate=best, icon=":material/star:")
+    else:
+        st.caption("No best candidate yet")
+
+
 @st.fragment(run_every=LIVE_S if run["status"] in ACTIVE else None)
 @shows_storage_errors
 def live(run_id: str) -> None:
@@ -175,7 +181,13 @@ def live(run_id: str) -> None:
         st.rerun()  # the run just ended: redraw the page once and stop refreshing
     elapsed = elapsed_seconds(run)
     reason = f" — {md(run['status_reason'])}" if run.get("status_reason") else ""
-    st.markdown(f"{status_badge(run['status'])}{reason}")
+    if run["status"] == "queued":
+        waiting = analysis.waiting_reasons(data.runs_table(url), data.worker_status(url), STALE_AFTER_S)
+        reason = f" — {md(waiting.get(run_id, ''))}"
+    badge, best_link = st.columns([3, 1], vertical_alignment="center")
+    badge.markdown(f"{status_badge(run['status'])}{reason}")
+    with best_link:
+        _best_link(run)
     waiting = waiting_note(run)
     if waiting:
         st.warning(waiting, icon=":material/hourglass_empty:")
@@ -191,10 +203,15 @@ def live(run_id: str) -> None:
     with left:
         x = st.segmented_control("Score against", options=list(charts.X_LABELS), format_func=charts.X_LABELS.get,
                                  default="metric_calls", key=keys.DASH_CHART_X) or "metric_calls"
-        progress = analysis.score_progress(run, cands, steps)
-        st.plotly_chart(charts.score_progress_figure(progress, x), key="dash_progress_chart", width="stretch")
+        progress = analysis.score_progress(run, cands, steps, data.validation_size(url, run_id))
+        if progress.empty:
+            st.caption("The score chart starts once the seed is validated.")
+        else:
+            st.plotly_chart(charts.score_progress_figure(progress, x), key="dash_progress_chart", width="stretch")
         if not steps.empty and steps["worker_utilisation"].notna().any():
-            st.markdown("**Worker busy-ness per step**")
+            st.markdown("**Evaluation workers busy per step**",
+                        help="share of the step's wall-clock the sandbox workers spent evaluating; the rest of a step "
+                             "is mostly waiting for the reflection LM, so a fast evaluator shows low values")
             st.plotly_chart(charts.utilisation_figure(steps), key="dash_util_chart", width="stretch")
     with right:
         st.markdown("**Step timeline** (last steps: reflections, minibatch evaluations, validation passes)")
@@ -203,7 +220,6 @@ def live(run_id: str) -> None:
             st.caption("No step has recorded its timeline yet.")
         else:
             st.plotly_chart(charts.timeline_figure(events), key="dash_timeline_chart", width="stretch")
-    _candidate_table(run_id, cands)
     step_links.steps_table(run_id, steps)
 
 
@@ -228,7 +244,7 @@ def frontier_panel(run_id: str) -> None:
     val_means = cands.set_index("id")["val_mean"] if not cands.empty else pd.Series(dtype="float64")
     pinned = list(cands.loc[cands["pinned"].astype(bool), "id"]) if not cands.empty else []
     fig = charts.frontier_heatmap(view, val_means, include_all=include, pinned=pinned)
-    st.caption(f"★ = holds the best score on that example. Showing up to {charts.MAX_HEATMAP_ROWS} rows, "
+    st.caption(f"★ = holds the best score on that example (none where every candidate ties). Showing up to {charts.MAX_HEATMAP_ROWS} rows, "
                "frontier members with the most examples first, then pinned candidates.")
     ev = st.plotly_chart(fig, key=keys.DASH_FRONTIER_CHART, width="stretch", on_select="rerun", selection_mode="points")
     pts = (ev.selection.points if ev else []) or []
@@ -238,7 +254,17 @@ def frontier_panel(run_id: str) -> None:
     steering.degenerate_members(run_id, cands, list(members.index), run["status"] not in ACTIVE)
 
 
+@st.fragment(run_every=FRONTIER_S if run["status"] in ACTIVE else None)
+def candidates_panel(run_id: str) -> None:
+    """The candidate table in a fragment of its own: on a busy machine a slow chart above never
+    keeps it from refreshing (a fragment still drawing when its next tick comes shows stale)."""
+    run, cands, _ = data.live_snapshot(run_id)
+    if run is not None:
+        _candidate_table(run_id, cands)
+
+
 live(run_id)
+candidates_panel(run_id)
 frontier_panel(run_id)
 
 def objectives_view(run: dict) -> None:

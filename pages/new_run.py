@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 from engine.config import LOCAL_MODEL
 from storage.db import DEFAULT_DATA_DIR
-from ui import data, jobs, keys as K, nav, run_form
+from ui import data, form_checks, jobs, keys as K, nav, run_form
 from ui.sidebar import current_user
 
 DRAFT = "_new_draft"
@@ -128,6 +127,7 @@ def _reset() -> None:
 
 
 draft = _init()
+form_checks.revalidate(DRAFT, run_form.validate)
 st.title("New run")
 
 # ------------------------------------------------------------------ start from
@@ -173,6 +173,8 @@ elif mode == run_form.SEED_MODES[1]:
     st.button("Add a component", icon=":material/add:", key=K.NEW_COMP_ADD, on_click=_add_component)
 else:
     st.caption("The reflection LM writes the seed from the objective.")
+if mode == run_form.SEED_MODES[0] and not (st.session_state.get(K.NEW_SEED_TEXT) or "").strip():
+    st.caption(":material/info: The seed is empty: the reflection LM will write it from the objective.")
 
 # ------------------------------------------------------------------ evaluator
 st.subheader("2 · Evaluator")
@@ -222,11 +224,10 @@ if source == run_form.SEPARATE:
         train, val, test = splits
         st.caption(f"Splits as given: {len(train)} train · {len(val) or len(train)} validation"
                    f"{' (= train: multi-task)' if not val else ''} · {len(test)} test. Training preview:")
-        preview = pd.json_normalize(train[:20]) if isinstance(train[0], dict) else pd.DataFrame({"example": train[:20]})
-        st.dataframe(preview.astype(str), hide_index=True, width="stretch", height=200)
+        st.dataframe(form_checks.preview_table(train), hide_index=True, width="stretch", height=200)
 elif source != run_form.DATA_SOURCES[0]:
     snapshot = {k: st.session_state.get(k) for k in (K.NEW_DATA_SOURCE, K.NEW_DATA_TEXT, K.NEW_DATA_FORMAT)}
-    rows, err = run_form.dataset_rows(snapshot)
+    rows, err = run_form.dataset_rows(snapshot, require=False)  # no text yet is not an error yet
     if err:
         st.error(err, icon=":material/error:")
     elif rows:
@@ -239,8 +240,7 @@ elif source != run_form.DATA_SOURCES[0]:
                                                st.session_state[K.NEW_SPLIT_SEED])
         st.caption(f"{len(rows)} examples → {len(train)} train · {len(val) or len(train)} validation"
                    f"{' (= train: multi-task)' if not val else ''} · {len(test)} test. Preview:")
-        preview = pd.json_normalize(rows[:20]) if isinstance(rows[0], dict) else pd.DataFrame({"example": rows[:20]})
-        st.dataframe(preview.astype(str), hide_index=True, width="stretch", height=200)
+        st.dataframe(form_checks.preview_table(rows), hide_index=True, width="stretch", height=200)
 
 # ------------------------------------------------------------------ LM
 st.subheader("4 · Reflection LM")
@@ -296,22 +296,17 @@ with st.expander("Predicted speed-up of this batch shape (runtime model)", expan
                "closer the step comes to doing k proposals in the time of one. The dashboard shows the measured "
                "speed-up next to this prediction once the run has steps.")
 g = st.columns(4)
-g[0].number_input("Max metric calls", 0, 10_000_000, key=K.NEW_MAX_CALLS, help="0: no limit")
-g[1].number_input("Max dollars", 0.0, 100_000.0, step=0.5, key=K.NEW_MAX_COST, help="0: no limit")
-g[2].number_input("Max seconds", 0, 10_000_000, step=60, key=K.NEW_MAX_SECONDS, help="0: no limit")
-g[3].number_input("Stop at score", 0.0, 1e9, step=0.05, key=K.NEW_STOP_SCORE, help="0: never stop early")
+# no bounds on the widgets: the browser would refuse an out-of-range number silently and keep
+# the previous value; the validation below refuses it by name instead
+g[0].number_input("Max metric calls", step=1, key=K.NEW_MAX_CALLS, help="0: no limit; at most 10,000,000")
+g[1].number_input("Max dollars", step=0.5, key=K.NEW_MAX_COST, help="0: no limit")
+g[2].number_input("Max seconds", step=60, key=K.NEW_MAX_SECONDS, help="0: no limit; at most one year")
+g[3].number_input("Stop at score", step=0.05, key=K.NEW_STOP_SCORE, help="0: never stop early")
 for k in (K.NEW_MAX_CALLS, K.NEW_MAX_COST, K.NEW_MAX_SECONDS, K.NEW_STOP_SCORE):
     _errors(k)
 
 # ------------------------------------------------------------------ save the draft
-draft = st.session_state[DRAFT]
-for key in list(draft):
-    if key == K.NEW_COMPONENTS:
-        draft[key] = [{"name": st.session_state.get(K.NEW_COMP_NAME.format(i=i), c["name"]),
-                       "text": st.session_state.get(K.NEW_COMP_TEXT.format(i=i), c["text"])}
-                      for i, c in enumerate(draft[key])]
-    elif key in st.session_state:
-        draft[key] = st.session_state[key]
+draft = form_checks.current_draft(DRAFT)
 run_form.save_draft(DRAFTS_DIR, current_user(), draft)
 
 
@@ -327,12 +322,13 @@ if try_clicked or validate_clicked or submit_clicked:
     cfg, errors = run_form.validate(draft)
     st.session_state[K.NEW_ERRORS] = errors
     if errors:
-        st.rerun()  # redraw with each message next to its field
+        st.rerun()  # redraw with each message next to its field, and a summary by the buttons
     if try_clicked:
         jobs.start_try(cfg)  # the engine worker runs it in the sandbox; the panel below polls it
     elif validate_clicked:
+        note = "" if cfg.seed_candidate not in (None, "") else " No seed: the reflection LM writes it from the objective."
         st.success(f"Valid: {cfg.mode} run, {len(cfg.dataset or [])} training / {len(cfg.valset or cfg.dataset or [])} "
-                   f"validation / {len(cfg.testset or [])} test examples.")
+                   f"validation / {len(cfg.testset or [])} test examples.{note}")
     else:
         from engine.runs import submit_run
 
@@ -344,5 +340,9 @@ if try_clicked or validate_clicked or submit_clicked:
         else:
             st.toast(f"Run {run_id} queued")
             nav.go("dashboard", run=run_id)
+errors_now = st.session_state.get(K.NEW_ERRORS) or {}
+if errors_now:
+    st.error(f"Not started: {sum(map(len, errors_now.values()))} problem(s) to fix, each shown under its field above: "
+             + "; ".join(form_checks.field_label(k) for k in errors_now), icon=":material/arrow_upward:")
 
 jobs.show_try()

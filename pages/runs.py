@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import charts, data, keys, nav
+from ui import analysis, charts, data, filters, keys, nav
 from ui.render import fmt_seconds
+from ui.sidebar import STALE_AFTER_S
 
 url = data.db_url()
 st.title("Runs")
@@ -17,13 +18,15 @@ if table.empty:
 
 f1, f2, f3 = st.columns([2, 2, 3])
 with f1:
-    statuses = sorted(table["status"].unique())
-    status = st.multiselect("Status", statuses, default=statuses, key=keys.RUNS_STATUS)
+    status = filters.following_multiselect("Status", sorted(table["status"].unique()), keys.RUNS_STATUS)
 with f2:
-    owners = sorted(table["owner"].unique())
-    owner = st.multiselect("Owner", owners, default=owners, key=keys.RUNS_OWNER)
+    owner = filters.following_multiselect("Owner", sorted(table["owner"].unique()), keys.RUNS_OWNER)
 with f3:
     text = st.text_input("Name contains", key=keys.RUNS_SEARCH)
+waiting = analysis.waiting_reasons(table, data.worker_status(url), STALE_AFTER_S)
+if waiting:
+    st.info(f"{len(waiting)} run(s) waiting for an engine worker: {next(iter(waiting.values())).split(': ', 1)[1]}. "
+            "A queued run can be cancelled from its dashboard (Stop).", icon=":material/hourglass_top:")
 view = table[table["status"].isin(status) & table["owner"].isin(owner)]
 if text:
     view = view[view["name"].str.contains(text, case=False, regex=False)]
@@ -32,7 +35,9 @@ shown = view.assign(
     open=[nav.url("dashboard", r) for r in view["id"]],
     calls=[f"{c:,} / {m:,}" if m else f"{c:,}" for c, m in zip(view["metric_calls"], view["max_metric_calls"].fillna(0).astype(int))],
     elapsed=[fmt_seconds(s) for s in view["elapsed_s"]],
-)[["open", "name", "id", "owner", "status", "best_val", "calls", "cost_usd", "elapsed", "steps", "model", "created_at"]]
+    note=[waiting.get(r, "") for r in view["id"]],
+)[["open", "name", "id", "owner", "status", "note", "best_val", "calls", "cost_usd", "elapsed", "steps", "model",
+   "created_at"]]
 st.caption(f"{len(view)} of {len(table)} runs · select rows to open, duplicate or compare")
 event = st.dataframe(shown, hide_index=True, width="stretch", key=keys.RUNS_TABLE, on_select="rerun",
                      selection_mode="multi-row",
@@ -40,6 +45,7 @@ event = st.dataframe(shown, hide_index=True, width="stretch", key=keys.RUNS_TABL
                                     "best_val": st.column_config.NumberColumn("best val", format="%.3f"),
                                     "cost_usd": st.column_config.NumberColumn("$ spent", format="$%.4f"),
                                     "calls": "metric calls used / budget",
+                                    "note": st.column_config.TextColumn("waiting", width="medium"),
                                     "created_at": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm")})
 selected = [shown.iloc[i]["id"] for i in (event.selection.rows if event else [])]
 

@@ -175,6 +175,9 @@ class Step(SQLModel, table=True):
 
 
 class Command(SQLModel, table=True):
+    # one submission, one command: a repeated client token (a double click, a retried request)
+    # is refused by the database itself, whichever process sends it
+    __table_args__ = (Index("ux_command_client_token", "run_id", "client_token", unique=True),)
     id: Optional[int] = Field(default=None, primary_key=True)
     run_id: str = Field(foreign_key="run.id", index=True, max_length=32)
     kind: str = Field(max_length=30)
@@ -186,6 +189,7 @@ class Command(SQLModel, table=True):
     applied_at: Optional[datetime] = None
     applied_step: Optional[int] = None
     result: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    client_token: Optional[str] = Field(default=None, max_length=64)  # the sender's id for this submission
 
 
 class Comment(SQLModel, table=True):

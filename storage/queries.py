@@ -28,7 +28,8 @@ PURPOSES = ("reflection", "merge", "seed", "task")
 
 CANDIDATE_COLUMNS = (
     "id", "origin", "parent_ids", "component", "step", "status", "reason", "pinned", "vetoed", "author",
-    "created_at", "finished_at", "lm_call_id", "parent_minibatch_score", "minibatch_score", "val_mean", "val_count",
+    "created_at", "finished_at", "lm_call_id", "parent_minibatch_score", "minibatch_score", "minibatch_keys", "val_mean",
+    "val_count",
 )
 
 

@@ -331,14 +331,53 @@ def completed_steps(db: Database, run_id: str) -> int:
 # ---------------------------------------------------------------- commands and comments
 
 
-def add_command(db: Database, run_id: str, kind: str, payload: dict, author: str, reason: str = "") -> int:
+def add_command(db: Database, run_id: str, kind: str, payload: dict, author: str, reason: str = "",
+                client_token: str | None = None) -> int:
+    """Queue a command; its id. A ``client_token`` already used on this run raises Conflict
+    (the unique index refuses it, so two processes racing with one token get one row)."""
     with db.write() as s:
         if s.get(Run, run_id) is None:
             raise NotFound(f"no run with id {run_id!r}")
-        cmd = Command(run_id=run_id, kind=kind, payload=payload, author=author, reason=reason)
+        cmd = Command(run_id=run_id, kind=kind, payload=payload, author=author, reason=reason, client_token=client_token)
         s.add(cmd)
         s.flush()
         return cmd.id
+
+
+def cancel_queued_run(db: Database, run_id: str, author: str, reason: str, client_token: str | None = None) -> int | None:
+    """Stop a run that no worker has started: in one transaction the run becomes ``stopped``
+    (only if it is still queued and unleased, so it cannot race a worker's claim) and the stop
+    command is recorded as applied. The command's id, or None when a worker has it (then the
+    stop goes through the engine like any command)."""
+    now = utcnow()
+    free = (Run.lease_expires_at == None) | (Run.lease_expires_at < now)  # noqa: E711
+    who = author or "someone"
+    with db.write() as s:
+        done = s.exec(update(Run).where(Run.id == run_id, Run.status == "queued", free)
+                      .values(status="stopped", finished_at=now,
+                              status_reason=f"cancelled by {who} before a worker started it")).rowcount
+        if not done:
+            return None
+        cmd = Command(run_id=run_id, kind="stop", payload={}, author=author, reason=reason, client_token=client_token,
+                      status="applied", applied_at=now, result="run cancelled before it started")
+        s.add(cmd)
+        s.flush()
+        return cmd.id
+
+
+def close_run_commands(db: Database, run_id: str, status: str) -> int:
+    """A run just ended (``status``): its pending pause and stop commands can no longer apply;
+    close them, saying why, instead of leaving them pending for ever. How many were closed."""
+    closes = {"stop": ("applied", f"the run had already ended ({status})"),
+              "pause": ("rejected", f"the run ended ({status}) before the pause applied")}
+    with db.write() as s:
+        return sum(s.exec(update(Command).where(Command.run_id == run_id, Command.status == "pending", Command.kind == kind)
+                          .values(status=st, applied_at=utcnow(), result=why)).rowcount for kind, (st, why) in closes.items())
+
+
+def command_with_token(db: Database, run_id: str, client_token: str) -> Command | None:
+    with db.read() as s:
+        return s.exec(select(Command).where(Command.run_id == run_id, Command.client_token == client_token)).first()
 
 
 def pending_commands(db: Database, run_id: str) -> list[Command]:

@@ -19,7 +19,7 @@ from storage.db import Database
 from storage.models import Candidate
 from tests.support.synthetic import generate_run
 from tests.support.studio import studio_database
-from ui import interventions as iv, keys as K
+from ui import interventions as iv, keys as K, submission
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TIMEOUT = 60
@@ -45,6 +45,13 @@ def _page(page: str, who: str | None = "ana", **params) -> AppTest:
     return at
 
 
+def _button(at: AppTest, base_key: str):
+    """A command control, found by its base key (its widget key carries the submission token)."""
+    found = [b for b in at.button if str(b.key).split(submission.SEP)[0] == base_key]
+    assert len(found) == 1, (base_key, [b.key for b in at.button])
+    return found[0]
+
+
 def _commands(db: Database, run_id: str) -> list:
     return repo.list_commands(db, run_id)
 
@@ -64,16 +71,16 @@ def _alerts(at: AppTest) -> str:
 def test_pause_step_resume_from_the_dashboard(studio):
     db, live, _ = studio
     at = _page("pages/dashboard.py", run=live)
-    assert not at.button(key=K.RUN_PAUSE).disabled
-    assert at.button(key=K.RUN_RESUME).disabled  # a running run cannot be resumed
+    assert not _button(at, K.RUN_PAUSE).disabled
+    assert _button(at, K.RUN_RESUME).disabled  # a running run cannot be resumed
     at.text_input(key=K.RUN_REASON).set_value("lunch")
-    at.button(key=K.RUN_PAUSE).click().run()
+    _button(at, K.RUN_PAUSE).click().run()
     cmds = _commands(db, live)
     new = [c for c in cmds if c.kind == "pause" and c.status == "pending"]
     assert len(new) == 1 and new[0].author == "ana" and new[0].reason == "lunch"
     assert "pause queued" in _alerts(at)
     assert "1 command(s) pending" in _alerts(at) and "no engine worker is running" in _alerts(at)
-    at.button(key=K.RUN_STEP).click().run()
+    _button(at, K.RUN_STEP).click().run()
     assert [c.kind for c in _commands(db, live) if c.status == "pending"] == ["pause", "step"]
 
 
@@ -81,7 +88,7 @@ def test_stop_asks_for_confirmation(studio):
     db, live, _ = studio
     at = _page("pages/dashboard.py", run=live)
     before = len(_commands(db, live))
-    at.button(key=K.RUN_STOP_CONFIRM).click().run()
+    _button(at, K.RUN_STOP_CONFIRM).click().run()
     cmds = _commands(db, live)
     assert len(cmds) == before + 1 and cmds[-1].kind == "stop" and cmds[-1].author == "ana"
 
@@ -89,7 +96,7 @@ def test_stop_asks_for_confirmation(studio):
 def test_without_a_name_nothing_can_be_sent(studio):
     db, live, _ = studio
     at = _page("pages/dashboard.py", who="", run=live)
-    assert at.button(key=K.RUN_PAUSE).disabled
+    assert _button(at, K.RUN_PAUSE).disabled
     assert iv.NO_NAME in _alerts(at)
 
 
@@ -97,7 +104,7 @@ def test_budget_of_a_live_run(studio):
     db, live, _ = studio
     at = _page("pages/dashboard.py", run=live)
     at.number_input(key=K.RUN_BUDGET_FIELD.format(run=live, name="max_metric_calls")).set_value(9999)
-    at.button(key=K.RUN_BUDGET_SEND).click().run()
+    _button(at, K.RUN_BUDGET_SEND).click().run()
     cmd = _commands(db, live)[-1]
     assert cmd.kind == "budget" and cmd.payload["max_metric_calls"] == 9999 and cmd.author == "ana"
 
@@ -105,16 +112,16 @@ def test_budget_of_a_live_run(studio):
 def test_continue_a_finished_run_needs_a_larger_budget(studio):
     db, _, done = studio
     at = _page("pages/dashboard.py", run=done)
-    assert at.button(key=K.RUN_PAUSE).disabled and "continue it with a new budget" in _alerts(at)
+    assert _button(at, K.RUN_PAUSE).disabled and "continue it with a new budget" in _alerts(at)
     used = repo.get_run(db, done).metric_calls
     field = at.number_input(key=K.RUN_BUDGET_FIELD.format(run=done, name="max_metric_calls"))
     assert field.value > used  # suggested: the same allowance again
     before = len(_commands(db, done))
     field.set_value(used)
-    at.button(key=K.RUN_BUDGET_SEND).click().run()
+    _button(at, K.RUN_BUDGET_SEND).click().run()
     assert "already used" in _alerts(at) and len(_commands(db, done)) == before  # refused, nothing written
     at.number_input(key=K.RUN_BUDGET_FIELD.format(run=done, name="max_metric_calls")).set_value(used + 50)
-    at.button(key=K.RUN_BUDGET_SEND).click().run()
+    _button(at, K.RUN_BUDGET_SEND).click().run()
     assert [c.kind for c in _commands(db, done)[before:]] == ["budget", "resume"]
 
 
@@ -140,10 +147,10 @@ def test_pin_and_veto_from_the_candidate_page(studio):
     cand = _candidate(db, live)
     at = _page("pages/candidate.py", run=live, candidate=cand.id)
     at.text_input(key=K.CAND_REASON).set_value("promising")
-    at.button(key=K.CAND_PIN).click().run()
+    _button(at, K.CAND_PIN).click().run()
     pin = _commands(db, live)[-1]
     assert (pin.kind, pin.payload, pin.author, pin.reason) == ("pin", {"candidate_id": cand.id}, "ana", "promising")
-    at.button(key=K.CAND_VETO).click().run()
+    _button(at, K.CAND_VETO).click().run()
     assert _commands(db, live)[-1].kind == "veto"
     assert "pending" in _alerts(at)  # the commands about it, live
 
@@ -155,7 +162,7 @@ def test_vetoing_the_last_eligible_parent_is_refused_next_to_the_button(studio):
         repo.update_candidate(db, c.id, vetoed=True)
     at = _page("pages/candidate.py", run=live, candidate=keep.id)
     before = len(_commands(db, live))
-    at.button(key=K.CAND_VETO).click().run()
+    _button(at, K.CAND_VETO).click().run()
     assert any("last candidate that can be a parent" in e.value for e in at.error)
     assert len(_commands(db, live)) == before
 
@@ -169,11 +176,11 @@ def test_edit_is_checked_at_its_fields_then_sent_per_component(studio):
     before = len(_commands(db, live))
     # unchanged: refused
     at.text_input(key=K.EDIT_REASON.format(cand=cand.id)).set_value("why not")
-    at.button(key=K.EDIT_SEND).click().run()
+    _button(at, K.EDIT_SEND).click().run()
     assert any("Nothing changed" in e.value for e in at.error)
     # one component emptied: refused at that field
     at.text_area(key=K.EDIT_TEXT.format(cand=cand.id, i=0)).set_value("   ")
-    at.button(key=K.EDIT_SEND).click().run()
+    _button(at, K.EDIT_SEND).click().run()
     assert any("This component is empty" in e.value for e in at.error)
     assert len(_commands(db, live)) == before
     # a real change without a reason: refused at the reason
@@ -181,10 +188,10 @@ def test_edit_is_checked_at_its_fields_then_sent_per_component(studio):
     at.text_input(key=K.EDIT_REASON.format(cand=cand.id)).set_value("")
     at.run()
     assert any(c.language == "diff" and "+Be brief." in c.value for c in at.code)  # the diff preview
-    at.button(key=K.EDIT_SEND).click().run()
+    _button(at, K.EDIT_SEND).click().run()
     assert any("Say why" in e.value for e in at.error) and len(_commands(db, live)) == before
     at.text_input(key=K.EDIT_REASON.format(cand=cand.id)).set_value("shorter")
-    at.button(key=K.EDIT_SEND).click().run()
+    _button(at, K.EDIT_SEND).click().run()
     cmd = _commands(db, live)[-1]
     assert cmd.kind == "edit" and cmd.author == "ana" and cmd.reason == "shorter"
     assert cmd.payload == {"candidate_id": cand.id, "content": {names[0]: "Be brief.", names[1]: cand.content[names[1]]}}
@@ -195,10 +202,10 @@ def test_editing_a_candidate_of_a_finished_run_continues_the_run(studio):
     db, _, done = studio
     cand = _candidate(db, done)
     at = _page("pages/candidate.py", run=done, candidate=cand.id)
-    assert at.button(key=K.CAND_PIN).disabled  # pins steer a running search
+    assert _button(at, K.CAND_PIN).disabled  # pins steer a running search
     at.text_area(key=K.EDIT_TEXT.format(cand=cand.id, i=1)).set_value("Q: 1+1? A: 2")
     at.text_input(key=K.EDIT_REASON.format(cand=cand.id)).set_value("simpler example")
-    at.button(key=K.EDIT_CONTINUE).click().run()
+    _button(at, K.EDIT_CONTINUE).click().run()
     cmds = _commands(db, done)
     assert [c.kind for c in cmds[-3:]] == ["budget", "resume", "edit"]
     assert cmds[-1].payload["content"][list(cand.content)[1]] == "Q: 1+1? A: 2"
@@ -209,23 +216,23 @@ def test_feedback_comment_and_inject(studio):
     db, live, _ = studio
     cand = _candidate(db, live)
     at = _page("pages/candidate.py", run=live, candidate=cand.id)
-    at.button(key=K.FEEDBACK_SEND).click().run()
+    _button(at, K.FEEDBACK_SEND).click().run()
     assert any("feedback is empty" in e.value for e in at.error)
     at.text_area(key=K.FEEDBACK_TEXT.format(cand=cand.id)).set_value("too verbose; keep the JSON format")
-    at.button(key=K.FEEDBACK_SEND).click().run()
+    _button(at, K.FEEDBACK_SEND).click().run()
     fb = _commands(db, live)[-1]
     assert fb.kind == "feedback" and fb.payload["text"] == "too verbose; keep the JSON format"
     assert any("too verbose" in t.value for t in at.text)  # shown in the thread as pending feedback
     at.text_area(key=K.COMMENT_TEXT.format(cand=cand.id)).set_value("<b>looks good</b>")
-    at.button(key=K.COMMENT_SEND).click().run()
+    _button(at, K.COMMENT_SEND).click().run()
     comments = repo.list_comments(db, live, cand.id)
     assert comments[-1].author == "ana" and comments[-1].text == "<b>looks good</b>"
     assert any(t.value == "<b>looks good</b>" for t in at.text)  # as text, not HTML
     at.text_area(key=K.INJECT_TEXT.format(run=live, i=0)).set_value("You are terse.")
-    at.button(key=K.INJECT_SEND).click().run()
+    _button(at, K.INJECT_SEND).click().run()
     assert any("This component is empty" in e.value for e in at.error)  # the second component is missing
     at.text_area(key=K.INJECT_TEXT.format(run=live, i=1)).set_value("Q: 3+3? A: 6")
-    at.button(key=K.INJECT_SEND).click().run()
+    _button(at, K.INJECT_SEND).click().run()
     inj = _commands(db, live)[-1]
     assert inj.kind == "inject" and set(inj.payload["content"]) == set(cand.content)
 
@@ -339,7 +346,7 @@ def test_degenerate_frontier_member_is_one_click_from_a_veto(studio):
     repo.update_candidate(db, weak, val_mean=(seed.val_mean or 0.0) - 0.1)  # best somewhere, worse than the seed on average
     at = _page("pages/dashboard.py", run=live)
     assert any("degenerate frontier member" in w.value for w in at.warning)
-    at.button(key=K.DEGENERATE_VETO.format(cand=weak)).click().run()
+    _button(at, K.DEGENERATE_VETO.format(cand=weak)).click().run()
     cmd = _commands(db, live)[-1]
     assert (cmd.kind, cmd.payload, cmd.author) == ("veto", {"candidate_id": weak}, "ana")
     assert cmd.reason.startswith("degenerate frontier member: mean")

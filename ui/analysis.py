@@ -1,8 +1,7 @@
 """Pure computations on the plain data the queries return (no Streamlit, no database).
 
-The frontier here is the same per-example Pareto frontier as ``engine.frontier`` (best score
-per validation example, ties kept), computed with pandas so that 2,000 candidates × 200
-examples take milliseconds. Vetoed candidates are excluded from it, as in selection.
+The frontier here is the engine's own (``engine.frontier.compute_frontier``), so the numbers
+the studio shows are the ones the engine selects parents from and the export records.
 """
 
 from __future__ import annotations
@@ -14,6 +13,8 @@ from typing import Optional
 
 import pandas as pd
 
+from engine.frontier import compute_frontier
+
 TOL = 1e-9
 
 
@@ -23,29 +24,41 @@ def natural_key(text: str) -> list:
 
 @dataclass
 class FrontierView:
-    matrix: pd.DataFrame  # candidates (rows) × examples (columns), NaN where not evaluated
+    matrix: pd.DataFrame  # accepted candidates (rows) × examples (columns), NaN where not evaluated
     best: pd.Series  # example -> best score among eligible candidates
     best_on: pd.Series  # candidate -> number of examples where it holds the best score
     unique_best_on: pd.Series  # candidate -> examples where it alone holds the best score
     members: list[str] = field(default_factory=list)  # frontier members, most examples first
+    contested: pd.Series = field(default_factory=lambda: pd.Series(dtype=bool))  # example -> not every eligible candidate ties
 
 
 def frontier(scores: pd.DataFrame, candidates: pd.DataFrame) -> FrontierView:
-    """Per-example best among non-vetoed candidates evaluated there, and who holds it."""
+    """The engine's frontier: ``engine.frontier.compute_frontier`` over the validation scores of
+    the accepted, non-vetoed candidates (what the engine selects parents from and the export
+    records). Rejected proposals never count, even when the dataset doubles as the validation
+    set and their minibatch scores sit on validation examples."""
+    empty = pd.Series(dtype="float64")
+    if scores.empty or candidates.empty:
+        return FrontierView(pd.DataFrame(), empty, empty, empty, [])
+    accepted = candidates[candidates["status"] == "accepted"]
+    scores = scores[scores["candidate_id"].isin(set(accepted["id"]))]
     if scores.empty:
-        empty = pd.Series(dtype="float64")
         return FrontierView(pd.DataFrame(), empty, empty, empty, [])
     matrix = scores.groupby(["candidate_id", "example"])["score"].max().unstack()
     matrix = matrix[sorted(matrix.columns, key=natural_key)]
-    vetoed = set(candidates.loc[candidates["vetoed"].astype(bool), "id"]) if not candidates.empty else set()
-    eligible = matrix.loc[[c for c in matrix.index if c not in vetoed]]
-    best = eligible.max(axis=0)
-    holds = eligible.ge(best - TOL, axis=1) & eligible.notna()
-    best_on = holds.sum(axis=1)
-    n_holders = holds.sum(axis=0)
-    unique = (holds & n_holders.eq(1)).sum(axis=1)
-    members = best_on[best_on > 0].sort_values(ascending=False)
-    return FrontierView(matrix, best, best_on, unique, list(members.index))
+    eligible = [c for c in accepted.loc[~accepted["vetoed"].astype(bool), "id"] if c in matrix.index]
+    nested = {cid: dict(zip(g["example"], g["score"])) for cid, g in scores.groupby("candidate_id")}
+    front = compute_frontier(nested, eligible=eligible, tol=TOL)
+    best = pd.Series(front.best, dtype="float64").reindex(matrix.columns)
+    best_on = pd.Series(0, index=matrix.index, dtype="int64")
+    unique = best_on.copy()
+    for holders in front.holders.values():
+        for cid in holders:
+            best_on[cid] += 1
+            unique[cid] += len(holders) == 1
+    lowest = matrix.loc[eligible].min(axis=0) if eligible else best
+    members = best_on[best_on > 0].sort_values(ascending=False, kind="stable")
+    return FrontierView(matrix, best, best_on, unique, list(members.index), contested=lowest < best - TOL)
 
 
 @dataclass
@@ -81,38 +94,79 @@ def budgets(run: dict, elapsed: float) -> list[BudgetState]:
     return sorted(out, key=lambda s: -s.fraction)
 
 
-def score_progress(run: dict, candidates: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Best and mean validation score of the pool after each step, against cumulative metric
-    calls, dollars and seconds since the start. One row per step; the first row (step -1) is
-    the seed alone (the engine numbers its first step 0, so the seed gets a row of its own)."""
-    cols = ["step", "metric_calls", "cost_usd", "seconds", "best", "mean"]
-    scored = candidates[candidates["val_mean"].notna() & ~candidates["vetoed"].astype(bool)] if not candidates.empty \
-        else candidates
+def score_progress(run: dict, candidates: pd.DataFrame, steps: pd.DataFrame, n_val: int | None = None) -> pd.DataFrame:
+    """Best and mean validation score of the candidates that can be "best" (accepted, not vetoed,
+    validated on all ``n_val`` examples — the engine's rule for the run's best), after the seed,
+    after each step, and now, against cumulative metric calls, dollars and seconds since the
+    start. Candidates made between steps (a human edit applied at a step boundary, the step in
+    flight) count from the next point on, so the last point is the run's best: the KPI's number.
+    Columns: when (label), step, metric_calls, cost_usd, seconds, best, mean."""
+    cols = ["when", "step", "metric_calls", "cost_usd", "seconds", "best", "mean"]
+    if candidates.empty:
+        return pd.DataFrame(columns=cols)
+    ok = (candidates["status"] == "accepted") & ~candidates["vetoed"].astype(bool) & candidates["val_mean"].notna()
+    if n_val:
+        ok &= candidates["val_count"] >= n_val
+    scored = candidates[ok]
     if scored.empty:
         return pd.DataFrame(columns=cols)
-    scored = scored.assign(step=scored["step"].where(scored["origin"] != "seed", -1))
-    start = run.get("started_at")
-    per = scored.groupby("step")["val_mean"].agg(["max", "sum", "count"])
+    at_step = scored["step"].where(scored["origin"] != "seed", -1).to_numpy()
     calls_in_steps = float(steps["metric_calls"].sum()) if not steps.empty else 0.0
-    seed_calls = max(0.0, (run.get("metric_calls") or 0) - calls_in_steps)  # the seed's validation pass
-    seed_done = scored.loc[scored["step"] == -1, "finished_at"].max() if -1 in per.index else None
-    timeline = pd.DataFrame({"step": [-1], "metric_calls": [0.0], "cost_usd": [0.0], "at": [seed_done]})
-    if not steps.empty:
-        at = steps["ended_at"].where(steps["ended_at"].notna(), steps["started_at"])
-        timeline = pd.concat([timeline, pd.DataFrame({"step": steps["index"], "metric_calls": steps["metric_calls"],
-                                                      "cost_usd": steps["cost_usd"], "at": at})], ignore_index=True)
-    timeline = timeline.groupby("step", as_index=False).agg(metric_calls=("metric_calls", "sum"),
-                                                            cost_usd=("cost_usd", "sum"), at=("at", "last"))
-    per = per.reindex(timeline["step"]).fillna({"sum": 0.0, "count": 0})
-    out = pd.DataFrame({
-        "step": timeline["step"].to_numpy(),
-        "metric_calls": seed_calls + timeline["metric_calls"].cumsum().to_numpy(),
-        "cost_usd": timeline["cost_usd"].cumsum().to_numpy(),
-        "seconds": [_secs(t, start) for t in timeline["at"]],
-        "best": per["max"].cummax().to_numpy(),
-        "mean": (per["sum"].cumsum() / per["count"].cumsum()).to_numpy(),
-    })
-    return out[out["best"].notna() & out["mean"].notna()][cols].reset_index(drop=True)
+    seed_calls = max(0.0, (run.get("metric_calls") or 0) - calls_in_steps)  # the seed's pass, human validations
+    start = run.get("started_at")
+    seed_done = scored.loc[at_step == -1, "finished_at"].max() if (at_step == -1).any() else None
+    points = [("seed", -1, seed_calls, 0.0, _secs(seed_done, start))]
+    calls = cost = 0.0
+    for st_ in (steps.itertuples(index=False) if not steps.empty else []):
+        if pd.isna(st_.ended_at):
+            continue  # the step in flight: its candidates show in the "now" point
+        calls, cost = calls + float(st_.metric_calls or 0), cost + float(st_.cost_usd or 0.0)
+        points.append((f"after step {st_.index}", int(st_.index), seed_calls + calls, cost, _secs(st_.ended_at, start)))
+    finished = run.get("status") in ("completed", "failed", "stopped")
+    points.append(("at the end" if finished else "now", None, float(run.get("metric_calls") or 0),
+                   float(run.get("cost_usd") or 0.0), _secs(run.get("finished_at") or datetime.now(timezone.utc), start)))
+    rows = []
+    for i, (when, step, x_calls, x_cost, x_secs) in enumerate(points):
+        mask = (at_step <= step) if step is not None else (at_step == at_step)
+        if not mask.any():
+            continue
+        vals = scored["val_mean"].to_numpy()[mask]
+        rows.append((when, step, x_calls, x_cost, x_secs, float(vals.max()), float(vals.mean())))
+    out = pd.DataFrame(rows, columns=cols)
+    if len(out) >= 2 and out.iloc[-1, 5:].equals(out.iloc[-2, 5:]) and out.iloc[-1, 2] == out.iloc[-2, 2]:
+        out = out.iloc[:-1]  # "now" adds nothing to the last step's point
+    return out.reset_index(drop=True)
+
+
+def waiting_reasons(runs: pd.DataFrame, beat: Optional[dict], stale_after_s: float) -> dict[str, str]:
+    """Why each queued run has not started: its place in the queue (workers take the oldest
+    first) and what the engine worker is doing. ``runs``: the runs table; ``beat``: the latest
+    worker heartbeat (``queries.worker_status``)."""
+    queued = runs[runs["status"] == "queued"].sort_values("created_at")
+    if queued.empty:
+        return {}
+    if beat is None:
+        why = "no engine worker has run on this database: start the studio with `make run` or `python -m engine worker`"
+    elif beat["age_s"] > stale_after_s:
+        why = "the engine worker is silent (no heartbeat): `make run` restarts it"
+    elif beat.get("current_run_id"):
+        why = f"the engine worker is busy with run {beat['current_run_id']} (one run at a time)"
+    else:
+        why = "the engine worker picks it up within seconds"
+    return {rid: f"waiting for a worker, {i + 1} in the queue: {why}" for i, rid in enumerate(queued["id"])}
+
+
+def minibatch_means(candidates: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(candidate's, parent's) mean score per minibatch example: the engine records minibatch
+    totals, the studio shows means, the scale of validation scores."""
+    size = candidates["minibatch_keys"].map(lambda k: len(k) if isinstance(k, list) and k else float("nan"))
+    return (candidates["minibatch_score"] / size).astype("float64"), \
+        (candidates["parent_minibatch_score"] / size).astype("float64")
+
+
+def minibatch_mean_delta(candidates: pd.DataFrame) -> pd.Series:
+    child, parent = minibatch_means(candidates)
+    return child - parent
 
 
 def _secs(ts, start) -> Optional[float]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import data, interventions as iv, keys
+from ui import data, interventions as iv, keys, submission
 from ui.errors import shows_storage_errors
 from ui.render import md, status_badge
 from ui.sidebar import current_user
@@ -56,14 +56,16 @@ def live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on:
     # half-typed or already-sent reason back to the server
     with st.form(f"steer_flags_{cand_id}", clear_on_submit=True, border=False, enter_to_submit=False):
         b1, b2, b3 = st.columns([1, 1, 4], vertical_alignment="bottom")
-        b1.form_submit_button("Unpin" if c["pinned"] else "Pin", key=keys.CAND_PIN, icon=":material/push_pin:",
-                              width="stretch", disabled=finished or not author, on_click=_send_flag,
-                              args=(run_id, cand_id, "unpin" if c["pinned"] else "pin"),
+        slot = f"flags:{cand_id}"
+        tok = submission.token(slot)
+        b1.form_submit_button("Unpin" if c["pinned"] else "Pin", key=submission.widget_key(keys.CAND_PIN, slot),
+                              icon=":material/push_pin:", width="stretch", disabled=finished or not author,
+                              on_click=_send_flag, args=(run_id, cand_id, "unpin" if c["pinned"] else "pin", slot, tok),
                               help="A pinned candidate stays eligible as a parent whatever the frontier says, is "
                                    "chosen at least every few steps, and never disappears from the views.")
-        b2.form_submit_button("Un-veto" if c["vetoed"] else "Veto", key=keys.CAND_VETO, icon=":material/block:",
-                              width="stretch", disabled=finished or not author, on_click=_send_flag,
-                              args=(run_id, cand_id, "unveto" if c["vetoed"] else "veto"),
+        b2.form_submit_button("Un-veto" if c["vetoed"] else "Veto", key=submission.widget_key(keys.CAND_VETO, slot),
+                              icon=":material/block:", width="stretch", disabled=finished or not author,
+                              on_click=_send_flag, args=(run_id, cand_id, "unveto" if c["vetoed"] else "veto", slot, tok),
                               help="A vetoed candidate is never chosen as a parent or merge source and is left out of "
                                    "'best' and of the frontier; it stays visible, greyed, with its lineage.")
         b3.text_input("Why (recorded with the command)", key=keys.CAND_REASON, placeholder="optional")
@@ -75,11 +77,13 @@ def live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on:
     _commands_about(live["commands"])
 
 
-def _send_flag(run_id: str, cand_id: str, kind: str) -> None:
+def _send_flag(run_id: str, cand_id: str, kind: str, slot: str, token: str) -> None:
     """Button callback: pin / unpin / veto / unveto; a refusal (e.g. the last eligible parent)
     is shown next to the buttons."""
     out = iv.send(data.get_db(), run_id, kind, {"candidate_id": cand_id}, current_user(),
-                  st.session_state.get(keys.CAND_REASON, ""))
+                  st.session_state.get(keys.CAND_REASON, ""), token)
+    if out.command_ids:
+        submission.renew(slot)
     st.session_state[keys.CAND_OUTCOME.format(cand=cand_id)] = out
     if out.ok:
         data.forget_steering()
@@ -115,7 +119,7 @@ def _reset_edit(cand_id: str, content: dict) -> None:
     st.session_state.pop("_edit_problems_" + cand_id, None)
 
 
-def _send_edit(run: dict, cand_id: str, content: dict, budget_fields: dict | None) -> None:
+def _send_edit(run: dict, cand_id: str, content: dict, budget_fields: dict | None, slot: str, token: str) -> None:
     """Button callback: check the edit at its fields, then queue it (after a budget and a resume
     when the run is finished). On success the editor goes back to the candidate's text."""
     ss = st.session_state
@@ -132,9 +136,12 @@ def _send_edit(run: dict, cand_id: str, content: dict, budget_fields: dict | Non
     payload = {"candidate_id": cand_id, "content": iv.content_payload(edited)}
     if budget_fields is not None:
         budget = iv.budget_payload({name: ss.get(key) for name, key in budget_fields.items()})
-        out = iv.continue_run(data.get_db(), run, budget, current_user(), then=("edit", payload, reason))
+        out = iv.continue_run(data.get_db(), run, budget, current_user(), then=("edit", payload, reason),
+                              client_token=token)
     else:
-        out = iv.send(data.get_db(), run["id"], "edit", payload, current_user(), reason)
+        out = iv.send(data.get_db(), run["id"], "edit", payload, current_user(), reason, token)
+    if out.command_ids:
+        submission.renew(slot)
     ss[out_key] = out
     data.forget_steering()
     if out.ok:
@@ -176,10 +183,11 @@ def edit_panel(run: dict, cand: dict) -> None:
             budget_inputs(run, iv.suggested_budget(run))
             budget_fields = {n: keys.RUN_BUDGET_FIELD.format(run=run["id"], name=n) for n in iv.BUDGET_FIELDS}
         a1, a2, _ = st.columns([2, 1, 3])
+        slot = f"edit:{cand_id}"
         a1.button("Continue the run and apply the edit" if finished else "Send the edit", type="primary",
-                  key=keys.EDIT_CONTINUE if finished else keys.EDIT_SEND, icon=":material/send:",
-                  disabled=not current_user(), width="stretch", on_click=_send_edit,
-                  args=(run, cand_id, content, budget_fields))
+                  key=submission.widget_key(keys.EDIT_CONTINUE if finished else keys.EDIT_SEND, slot),
+                  icon=":material/send:", disabled=not current_user(), width="stretch", on_click=_send_edit,
+                  args=(run, cand_id, content, budget_fields, slot, submission.token(slot)))
         a2.button("Reset", key=keys.EDIT_RESET, on_click=_reset_edit, args=(cand_id, content), width="stretch")
         if not current_user():
             st.caption(iv.NO_NAME)
@@ -193,7 +201,7 @@ def edit_panel(run: dict, cand: dict) -> None:
 # ---------------------------------------------------------------- inject
 
 
-def _send_inject(rid: str, components: list[str]) -> None:
+def _send_inject(rid: str, components: list[str], slot: str, token: str) -> None:
     """Button callback: every component must have text; the texts stay in the editor until the
     engine has the command (then the editor is emptied)."""
     ss = st.session_state
@@ -205,7 +213,9 @@ def _send_inject(rid: str, components: list[str]) -> None:
         ss.pop(keys.INJECT_OUTCOME.format(run=rid), None)
         return
     out = iv.send(data.get_db(), rid, "inject", {"content": iv.content_payload(texts)}, current_user(),
-                  ss.get(keys.INJECT_REASON.format(run=rid), ""))
+                  ss.get(keys.INJECT_REASON.format(run=rid), ""), token)
+    if out.command_ids:
+        submission.renew(slot)
     ss[keys.INJECT_OUTCOME.format(run=rid)] = out
     data.forget_steering()
     if out.ok:
@@ -230,18 +240,23 @@ def inject_panel(run: dict, components: list[str]) -> None:
         finished = run["status"] in iv.FINISHED
         if finished:
             _finished_note(run)
-        st.button("Inject", key=keys.INJECT_SEND, icon=":material/send:", disabled=finished or not current_user(),
-                  on_click=_send_inject, args=(rid, components))
+        slot = f"inject:{rid}"
+        st.button("Inject", key=submission.widget_key(keys.INJECT_SEND, slot), icon=":material/send:",
+                  disabled=finished or not current_user(), on_click=_send_inject,
+                  args=(rid, components, slot, submission.token(slot)))
         show_outcome(keys.INJECT_OUTCOME.format(run=rid))
 
 
 # ---------------------------------------------------------------- feedback and comments
 
 
-def _send_feedback(rid: str, cand_id: str) -> None:
+def _send_feedback(rid: str, cand_id: str, slot: str, token: str) -> None:
     ss = st.session_state
     text = ss.get(keys.FEEDBACK_TEXT.format(cand=cand_id), "")
-    out = iv.send(data.get_db(), rid, "feedback", {"candidate_id": cand_id, "text": text}, current_user())
+    out = iv.send(data.get_db(), rid, "feedback", {"candidate_id": cand_id, "text": text}, current_user(),
+                  client_token=token)
+    if out.command_ids:
+        submission.renew(slot)
     ss[keys.FEEDBACK_OUTCOME.format(cand=cand_id)] = out
     if out.ok:
         data.forget_steering()
@@ -255,8 +270,10 @@ def feedback_box(run: dict, cand_id: str) -> None:
         st.text_area("Feedback for the reflection LM", key=keys.FEEDBACK_TEXT.format(cand=cand_id), height=80,
                      placeholder="e.g. too verbose; keep the JSON format",
                      help="Included, marked as human feedback, in the prompt of the next reflections on this candidate.")
-        st.form_submit_button("Send feedback", key=keys.FEEDBACK_SEND, icon=":material/forum:",
-                              disabled=finished or not current_user(), on_click=_send_feedback, args=(run["id"], cand_id))
+        slot = f"feedback:{cand_id}"
+        st.form_submit_button("Send feedback", key=submission.widget_key(keys.FEEDBACK_SEND, slot),
+                              icon=":material/forum:", disabled=finished or not current_user(), on_click=_send_feedback,
+                              args=(run["id"], cand_id, slot, submission.token(slot)))
     if finished:
         _finished_note(run)
     show_outcome(keys.FEEDBACK_OUTCOME.format(cand=cand_id))

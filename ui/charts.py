@@ -28,7 +28,7 @@ def _layout(fig: go.Figure, height: int = 320, **kw) -> go.Figure:
 def score_progress_figure(progress: pd.DataFrame, x: str = "metric_calls") -> go.Figure:
     fig = go.Figure()
     if not progress.empty:
-        when = np.array(["seed" if s < 0 else f"after step {s}" for s in progress["step"]], dtype=object)
+        when = progress["when"].to_numpy(dtype=object)
         fig.add_trace(go.Scatter(x=progress[x], y=progress["best"], mode="lines+markers", name="best",
                                  line=dict(shape="hv", width=3), customdata=when,
                                  hovertemplate="%{customdata}<br>best %{y:.3f}<extra></extra>"))
@@ -36,7 +36,7 @@ def score_progress_figure(progress: pd.DataFrame, x: str = "metric_calls") -> go
                                  line=dict(dash="dot"), customdata=when,
                                  hovertemplate="%{customdata}<br>mean %{y:.3f}<extra></extra>"))
     fig.update_xaxes(title=X_LABELS[x])
-    fig.update_yaxes(title="validation score")
+    fig.update_yaxes(title="mean validation score")
     return _layout(fig)
 
 
@@ -61,7 +61,10 @@ def frontier_heatmap(view: FrontierView, val_means: pd.Series, include_all: bool
     rows = rows[:MAX_HEATMAP_ROWS]
     m = view.matrix.loc[rows]
     best = view.best.reindex(m.columns)
-    holds = m.ge(best - 1e-9, axis=1) & m.notna()
+    # a star marks who holds the best score where candidates differ: on an example where every
+    # candidate ties (all 0, say) a star would say nothing
+    contested = view.contested.reindex(m.columns).fillna(False).astype(bool)
+    holds = m.ge(best - 1e-9, axis=1) & m.notna() & contested.to_numpy()[None, :]
     labels = [f"{cid} · best on {int(view.best_on.get(cid, 0))}{' · pinned' if cid in pins else ''}" for cid in rows]
     text = np.where(holds.values, "★", "")
     fig.add_trace(go.Heatmap(z=m.values, x=list(m.columns), y=labels, colorscale="Viridis", zmin=np.nanmin(m.values),

@@ -79,6 +79,13 @@ def example_keys(url: str, run_id: str, split: str = "val") -> list[str]:
     return queries.example_keys(_db(url), run_id, split)
 
 
+@st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=64)
+def validation_size(url: str, run_id: str) -> int:
+    """How many examples a full validation pass has ("val", or "train" when the run has no
+    validation set): a candidate validated on fewer cannot be the run's best."""
+    return len(queries.example_keys(_db(url), run_id, "val")) or len(queries.example_keys(_db(url), run_id, "train"))
+
+
 @st.cache_data(ttl=2.0, show_spinner=False)
 def runs_table(url: str):
     return queries.runs_table(_db(url))

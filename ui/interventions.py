@@ -14,7 +14,7 @@ from typing import Optional
 
 import pandas as pd
 
-from engine.commands import CommandError, send_command
+from engine.commands import AlreadySent, CommandError, send_command
 from storage import repo
 from storage.db import Database
 from storage.errors import NotFound, StorageError
@@ -35,12 +35,18 @@ class Outcome:
     command_ids: tuple[int, ...] = ()
 
 
-def send(db: Database, run_id: str, kind: str, payload: Optional[dict], author: str, reason: str = "") -> Outcome:
-    """Queue one command; a refusal comes back as a message, never an exception."""
+def send(db: Database, run_id: str, kind: str, payload: Optional[dict], author: str, reason: str = "",
+         client_token: Optional[str] = None) -> Outcome:
+    """Queue one command; a refusal comes back as a message, never an exception. A repeated
+    ``client_token`` (the same submission again) queues nothing and says so."""
     if not (author or "").strip():
         return Outcome(False, NO_NAME)
     try:
-        cid = send_command(db, run_id, kind, payload or {}, author=author.strip(), reason=(reason or "").strip())
+        cid = send_command(db, run_id, kind, payload or {}, author=author.strip(), reason=(reason or "").strip(),
+                           client_token=client_token)
+    except AlreadySent as exc:
+        return Outcome(True, f"{kind} already queued (command {exc.command_id}): one click sends one command.",
+                       (exc.command_id,))
     except (CommandError, NotFound) as exc:
         return Outcome(False, str(exc))
     except StorageError as exc:
@@ -135,16 +141,19 @@ def suggested_budget(run: dict) -> dict:
     return out
 
 
-def continue_run(db: Database, run: dict, budget: dict, author: str, then: Optional[tuple[str, dict, str]] = None) -> Outcome:
+def continue_run(db: Database, run: dict, budget: dict, author: str, then: Optional[tuple[str, dict, str]] = None,
+                 client_token: Optional[str] = None) -> Outcome:
     """Continue a finished run: a new budget, a resume, then optionally one more command
-    (kind, payload, reason) — queued in that order, so the engine applies them in that order."""
+    (kind, payload, reason) — queued in that order, so the engine applies them in that order.
+    With a ``client_token`` each of them is sent under the token plus its kind, so the same
+    submission twice queues them once."""
     problems = budget_problems(run, budget)
     if problems:
         return Outcome(False, " ".join(problems))
     ids = []
     steps = [("budget", budget, "continue the run"), ("resume", {}, "continue the run")] + ([then] if then else [])
     for kind, payload, reason in steps:
-        out = send(db, run["id"], kind, payload, author, reason)
+        out = send(db, run["id"], kind, payload, author, reason, f"{client_token}:{kind}" if client_token else None)
         if not out.ok:
             done = f" (already queued: {', '.join(map(str, ids))})" if ids else ""
             return Outcome(False, out.message + done, tuple(ids))

@@ -2,6 +2,7 @@
 
 # sidebar
 WHO = "who_am_i"
+WHO_KEPT = "_who_am_i_kept"  # the name outside the widget (widget state can be dropped on a page switch)
 WHO_SAVED = "_who_saved_cookie"
 COOKIE_WHO = "refract_user"
 

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from engine.config import ConfigError, parse_config
 from engine.datasets import DatasetError, parse_dataset
-from ui import keys as K
+from ui import form_checks, keys as K
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT / "examples"
@@ -68,15 +68,18 @@ def split_rows(rows: list, val_pct: int, test_pct: int, seed: int) -> tuple[list
     return train, val, test
 
 
-def dataset_rows(draft: dict) -> tuple[Optional[list], Optional[str]]:
-    """The parsed dataset of a draft (None when it has none), or the error message."""
-    if draft.get(K.NEW_DATA_SOURCE, DATA_SOURCES[0]) == DATA_SOURCES[0]:
+def dataset_rows(draft: dict, require: bool = True) -> tuple[Optional[list], Optional[str]]:
+    """The parsed dataset of a draft in the order given (None when it has none), or the error
+    message. ``require=False`` (a preview while typing): no text yet is no error."""
+    source = draft.get(K.NEW_DATA_SOURCE, DATA_SOURCES[0])
+    if source == DATA_SOURCES[0]:
         return None, None
     text = draft.get(K.NEW_DATA_TEXT) or ""
     if not text.strip():
-        return None, "dataset: empty; upload or paste examples, or choose 'no dataset'"
+        return None, "dataset: empty; upload or paste examples, or choose 'no dataset'" if require else None
+    where = "the uploaded file" if source == DATA_SOURCES[1] else "the pasted text"
     try:
-        return parse_dataset(text, draft.get(K.NEW_DATA_FORMAT) or "jsonl"), None
+        return parse_dataset(text, draft.get(K.NEW_DATA_FORMAT) or "jsonl", name=where), None
     except DatasetError as exc:
         return None, f"dataset: {exc}"
 
@@ -136,14 +139,8 @@ def config_from_draft(draft: dict) -> tuple[dict, list[str]]:
     cfg["search"] = {"parents_per_step": int(d.get(K.NEW_P) or 1), "proposals_per_parent": int(d.get(K.NEW_K) or 1),
                      "minibatch_size": int(d.get(K.NEW_MINIBATCH) or 1), "selection": d.get(K.NEW_SELECTION) or "pareto",
                      "accept": d.get(K.NEW_ACCEPT) or "all", "merge": bool(d.get(K.NEW_MERGE))}
-    budget: dict[str, Any] = {"max_metric_calls": int(d.get(K.NEW_MAX_CALLS) or 0) or None}
-    if d.get(K.NEW_MAX_COST):
-        budget["max_cost_usd"] = float(d[K.NEW_MAX_COST])
-    if d.get(K.NEW_MAX_SECONDS):
-        budget["max_seconds"] = float(d[K.NEW_MAX_SECONDS])
-    if d.get(K.NEW_STOP_SCORE):
-        budget["stop_at_score"] = float(d[K.NEW_STOP_SCORE])
-    cfg["budget"] = budget
+    cfg["budget"], budget_problems = form_checks.budget(d)
+    problems += budget_problems
     lm: dict[str, Any] = {"model": d.get(K.NEW_MODEL) or "", "temperature": float(d.get(K.NEW_TEMPERATURE) or 0.0)}
     if (d.get(K.NEW_API_BASE) or "").strip():
         lm["api_base"] = d[K.NEW_API_BASE].strip()
@@ -167,9 +164,7 @@ FIELD_KEYS = {
     "reflection_lm.api_key_env": K.NEW_API_KEY_ENV, "reflection_lm.temperature": K.NEW_TEMPERATURE,
     "reflection_lm": K.NEW_MODEL, "executor.workers": K.NEW_WORKERS, "executor": K.NEW_WORKERS,
 }
-GENERAL = "_general"
-
-
+GENERAL = form_checks.GENERAL
 def errors_by_field(message: str) -> dict[str, list[str]]:
     """Map each "field: reason" line of a ConfigError to the widget key it belongs next to.
     Lines about the config as a whole ("(config)") go where their text points (seed / dataset)."""

@@ -11,6 +11,7 @@ from ui import data, keys
 from ui.render import fmt_seconds, md
 
 STALE_AFTER_S = 30.0
+BEAT_S = 2.0  # the worker beats every few seconds; its cached read lives 2 s
 _NAME_OK = re.compile(r"^[\w .@'-]{1,60}$")
 
 
@@ -21,7 +22,9 @@ def current_user() -> str:
             return str(st.user.get("email") or st.user.get("name") or "")
     except (AttributeError, KeyError):
         pass
-    return (st.session_state.get(keys.WHO) or "").strip()
+    # the widget's value, else the copy kept outside the widget: Streamlit may drop a widget's
+    # state on a page switch, and the cookie read at connection time would be stale by then
+    return (st.session_state.get(keys.WHO) or st.session_state.get(keys.WHO_KEPT) or "").strip()
 
 
 def _remember(name: str) -> None:
@@ -44,10 +47,12 @@ def render() -> None:
             if keys.WHO not in st.session_state:
                 from urllib.parse import unquote
 
-                st.session_state[keys.WHO] = unquote(st.context.cookies.get(keys.COOKIE_WHO, "") or "")
+                st.session_state[keys.WHO] = (st.session_state.get(keys.WHO_KEPT)
+                                              or unquote(st.context.cookies.get(keys.COOKIE_WHO, "") or ""))
             name = st.text_input("Who am I", key=keys.WHO, placeholder="your name",
                                  help="Recorded on the runs, commands and comments you create; remembered in this browser.")
             name = (name or "").strip()
+            st.session_state[keys.WHO_KEPT] = name
             if name and not _NAME_OK.match(name):
                 st.warning("Use letters, digits, spaces and . @ ' - (at most 60 characters).")
             elif name and st.session_state.get(keys.WHO_SAVED) != name:
@@ -57,7 +62,10 @@ def render() -> None:
         worker_badge()
 
 
+@st.fragment(run_every=BEAT_S)
 def worker_badge() -> None:
+    """The engine worker's heartbeat, refreshed on its own: a live page never reruns the
+    sidebar, so a badge drawn once would say "idle" for as long as the page stays open."""
     beat = data.worker_status(data.db_url())
     if beat is None:
         st.warning("No engine worker has run on this database yet. Start the studio with `make run`, "

@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from storage.states import RunStatus
-from ui import data, interventions as iv, keys
+from ui import data, interventions as iv, keys, submission
 from ui.errors import shows_storage_errors
 from ui.render import fmt_seconds, md
 from ui.sidebar import STALE_AFTER_S, current_user
@@ -27,7 +27,8 @@ HELP = {
     "pause": "Pause at the next step boundary: work in flight finishes and is saved.",
     "resume": "Go on stepping until a budget binds.",
     "step": "Run exactly one more step, then pause again (for teaching, or to watch one step closely).",
-    "stop": "End the run at the next step boundary (it can be continued later with a new budget).",
+    "stop": "End the run at the next step boundary (it can be continued later with a new budget). A queued run "
+            "that no worker has started is cancelled at once.",
 }
 
 
@@ -101,17 +102,21 @@ def _live_controls(run_id: str) -> None:
     # half-typed or already-sent reason back to the server
     with left.form(f"steer_run_{run_id}", clear_on_submit=True, border=False, enter_to_submit=False):
         cols = st.columns([1, 1, 1, 4], vertical_alignment="bottom")
+        slot = f"run:{run_id}"
         for col, kind, key in zip(cols, ("pause", "resume", "step"), (keys.RUN_PAUSE, keys.RUN_RESUME, keys.RUN_STEP)):
-            col.form_submit_button(VERB[kind], key=key, icon=icons[kind], disabled=not enabled[kind] or not author,
-                                   width="stretch", help=HELP[kind], on_click=_send_run_command,
-                                   args=(run_id, kind, keys.RUN_REASON))
+            col.form_submit_button(VERB[kind], key=submission.widget_key(key, slot), icon=icons[kind],
+                                   disabled=not enabled[kind] or not author, width="stretch", help=HELP[kind],
+                                   on_click=_send_run_command,
+                                   args=(run_id, kind, keys.RUN_REASON, slot, submission.token(slot)))
         cols[3].text_input("Why (recorded in the command log)", key=keys.RUN_REASON, placeholder="optional")
     with right.popover(VERB["stop"], icon=icons["stop"], disabled=not enabled["stop"] or not author, width="stretch",
                        help=HELP["stop"]):
         with st.form(f"steer_stop_{run_id}", clear_on_submit=True, border=False, enter_to_submit=False):
             st.text_input("Why stop it?", key=keys.RUN_STOP_REASON, placeholder="optional")
-            st.form_submit_button("Yes, stop it", key=keys.RUN_STOP_CONFIRM, type="primary", on_click=_send_run_command,
-                                  args=(run_id, "stop", keys.RUN_STOP_REASON))
+            slot = f"stop:{run_id}"
+            st.form_submit_button("Yes, stop it", key=submission.widget_key(keys.RUN_STOP_CONFIRM, slot), type="primary",
+                                  on_click=_send_run_command,
+                                  args=(run_id, "stop", keys.RUN_STOP_REASON, slot, submission.token(slot)))
     if not author:
         st.caption(iv.NO_NAME)
     elif finished:
@@ -120,8 +125,10 @@ def _live_controls(run_id: str) -> None:
     pending_note(log)
 
 
-def _send_run_command(run_id: str, kind: str, reason_key: str) -> None:
-    out = iv.send(data.get_db(), run_id, kind, {}, current_user(), st.session_state.get(reason_key, ""))
+def _send_run_command(run_id: str, kind: str, reason_key: str, slot: str, token: str) -> None:
+    out = iv.send(data.get_db(), run_id, kind, {}, current_user(), st.session_state.get(reason_key, ""), token)
+    if out.command_ids:
+        submission.renew(slot)
     st.session_state[keys.RUN_OUTCOME.format(run=run_id)] = out
     if out.ok:
         data.forget_steering()
@@ -134,21 +141,30 @@ def _budget_editor(run: dict) -> None:
     title = "Continue this run with a new budget" if finished else "Change the budget of this run"
     with st.expander(title, icon=":material/tune:", expanded=False):
         current = (run.get("config") or {}).get("budget") or {}
-        values = budget_inputs(run, iv.suggested_budget(run) if finished else current)
+        budget_inputs(run, iv.suggested_budget(run) if finished else current)
         label = "Continue the run" if finished else "Apply the new budget"
-        if st.button(label, key=keys.RUN_BUDGET_SEND, icon=":material/play_arrow:" if finished else ":material/tune:",
-                     disabled=not current_user()):
-            payload = iv.budget_payload(values)
-            if finished:
-                out = iv.continue_run(data.get_db(), run, payload, current_user())
-            else:
-                out = iv.send(data.get_db(), run["id"], "budget", payload, current_user(), "budget changed")
-                late = iv.budget_problems(run, payload)
-                if out.ok and late:
-                    out = iv.Outcome(True, out.message + " Note: " + " ".join(late), out.command_ids)
-            st.session_state[keys.RUN_OUTCOME.format(run=run["id"]) + "_budget"] = out
-            data.forget_steering()
+        slot = f"budget:{run['id']}"
+        st.button(label, key=submission.widget_key(keys.RUN_BUDGET_SEND, slot),
+                  icon=":material/play_arrow:" if finished else ":material/tune:", disabled=not current_user(),
+                  on_click=_send_budget, args=(run, slot, submission.token(slot)))
         show_outcome(keys.RUN_OUTCOME.format(run=run["id"]) + "_budget")
+
+
+def _send_budget(run: dict, slot: str, token: str) -> None:
+    """Button callback: the new budget (and a resume when the run is finished)."""
+    values = {n: st.session_state.get(keys.RUN_BUDGET_FIELD.format(run=run["id"], name=n)) for n in iv.BUDGET_FIELDS}
+    payload = iv.budget_payload(values)
+    if run["status"] in iv.FINISHED:
+        out = iv.continue_run(data.get_db(), run, payload, current_user(), client_token=token)
+    else:
+        out = iv.send(data.get_db(), run["id"], "budget", payload, current_user(), "budget changed", token)
+        late = iv.budget_problems(run, payload)
+        if out.ok and late:
+            out = iv.Outcome(True, out.message + " Note: " + " ".join(late), out.command_ids)
+    if out.command_ids:
+        submission.renew(slot)
+    st.session_state[keys.RUN_OUTCOME.format(run=run["id"]) + "_budget"] = out
+    data.forget_steering()
 
 
 def budget_inputs(run: dict, start: dict) -> dict:
@@ -185,13 +201,21 @@ def degenerate_members(run_id: str, cands: pd.DataFrame, members: list[str], fin
     for r in weak.head(8).itertuples(index=False):
         c1, c2 = st.columns([5, 2], vertical_alignment="center")
         c1.markdown(f"`{r.id}` · mean {r.val_mean:.3f} vs seed {r.seed_mean:.3f}")
-        key = keys.DEGENERATE_VETO.format(cand=r.id)
-        if c2.button("Veto", key=key, icon=":material/block:", disabled=finished or not current_user(),
-                     help="Never choose it as a parent again (it stays visible, greyed, with its lineage)."):
-            st.session_state["_out_" + key] = iv.send(data.get_db(), run_id, "veto", {"candidate_id": r.id}, current_user(),
-                                                      f"degenerate frontier member: mean {r.val_mean:.3f} < seed {r.seed_mean:.3f}")
-            data.forget_steering()
+        key, slot = keys.DEGENERATE_VETO.format(cand=r.id), f"degenerate:{r.id}"
+        c2.button("Veto", key=submission.widget_key(key, slot), icon=":material/block:",
+                  disabled=finished or not current_user(), on_click=_veto_degenerate,
+                  args=(run_id, r.id, f"degenerate frontier member: mean {r.val_mean:.3f} < seed {r.seed_mean:.3f}",
+                        key, slot, submission.token(slot)),
+                  help="Never choose it as a parent again (it stays visible, greyed, with its lineage).")
         show_outcome("_out_" + key)
+
+
+def _veto_degenerate(run_id: str, cand_id: str, reason: str, key: str, slot: str, token: str) -> None:
+    out = iv.send(data.get_db(), run_id, "veto", {"candidate_id": cand_id}, current_user(), reason, token)
+    if out.command_ids:
+        submission.renew(slot)
+    st.session_state["_out_" + key] = out
+    data.forget_steering()
 
 
 # ---------------------------------------------------------------- the log and the steps

@@ -29,6 +29,7 @@ from storage import repo
 from storage.db import Database
 from tests.support.harness import toy_config
 from tests.support.scripted_lm import SUBPROCESS_ENV
+from ui import submission
 
 from .conftest import ARTIFACTS, new_page, shot, start_studio, stop_studio
 
@@ -57,7 +58,9 @@ def _ready(page):
 
 
 def _key(page, key: str):
-    return page.locator(f".st-key-{key}")
+    """A widget by its key; a control that sends commands carries its submission token after
+    ``submission.SEP`` in its key (and so in its CSS class)."""
+    return page.locator(f'.st-key-{key}, [class*="st-key-{key}{submission.SEP}"]')
 
 
 def _wait_status(db: Database, run_id: str, status: str, timeout: float = 60.0) -> None:

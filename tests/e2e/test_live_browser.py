@@ -1,0 +1,143 @@
+"""A run advancing while its dashboard is open, in a real browser against a real engine (the
+supervised worker, the toy task, a scripted LM with some latency): without any reload, the
+candidate filters take in the new origins, the frontier size follows the engine's, the
+sidebar's heartbeat says what the worker does, and the best link names the best candidate.
+The name typed on the New run page is still there on the dashboard the form opens.
+
+Screenshots at 1440×900 go to test-artifacts/ (live-*.png).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from engine.export import export_run
+from storage import repo
+from storage.db import Database
+from tests.support.synthetic import generate_run
+from tests.support.scripted_lm import SUBPROCESS_ENV
+from ui import submission
+
+from .conftest import new_page, shot, start_studio, stop_studio
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("live-studio")
+    url = f"sqlite:///{tmp}/e2e.db"
+    db = Database(url)
+    db.create_all()
+    proc, studio = start_studio(tmp, url, worker=True, env={"REFRACT_SCRIPTED_LM": "tests.support.toy:script",
+                                                            "REFRACT_SCRIPTED_LATENCY": "0.6", **SUBPROCESS_ENV})
+    studio.db = db
+    yield studio
+    stop_studio(proc)
+
+
+def _ready(page):
+    page.wait_for_selector('[data-testid="stApp"]')
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000)
+    assert page.locator('[data-testid="stException"]').count() == 0, \
+        page.locator('[data-testid="stException"]').first.inner_text()
+
+
+def _key(page, key: str):
+    return page.locator(f'.st-key-{key}, [class*="st-key-{key}{submission.SEP}"]')
+
+
+def _until(check, what: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
+        time.sleep(0.25)
+
+
+def _metric(page, label: str) -> str:
+    return page.locator('[data-testid="stMetric"]', has_text=label).locator('[data-testid="stMetricValue"]') \
+        .first.inner_text()
+
+
+def test_the_dashboard_follows_a_run_without_a_reload(studio, browser):
+    db = studio.db
+    # a second person watches a finished run: the worker is idle, then busy, in their sidebar
+    done = generate_run(db, n_candidates=20, n_val=6, n_train=8, name="earlier run")
+    bob = new_page(browser, studio.url, who="bob")
+    bob.goto(f"{studio.url}/dashboard?run={done}")
+    _ready(bob)
+    sidebar = bob.locator('[data-testid="stSidebar"]')
+    sidebar.get_by_text("idle").wait_for(timeout=15_000)
+
+    # ana names herself on the New run page and starts the toy example from the form
+    ana = new_page(browser)
+    ana.goto(f"{studio.url}/new")
+    _ready(ana)
+    who = ana.locator('[data-testid="stSidebar"] input').first
+    who.fill("ana")
+    who.press("Enter")
+    _ready(ana)
+    _key(ana, "new_template").get_by_role("combobox").click()
+    ana.get_by_role("option", name=re.compile("Toy words")).click()
+    _key(ana, "new_load_template").get_by_role("button").click()
+    _ready(ana)
+    ana.get_by_text("Splits as given: 8 train").wait_for()  # the example is loaded
+    model = _key(ana, "new_model").locator("input")
+    model.scroll_into_view_if_needed()
+    model.fill("scripted/toy")
+    model.press("Enter")
+    _until(lambda: ana.get_by_text("no provider API key found").count() == 0, "the local model's note to go", 30)
+    _ready(ana)
+    _key(ana, "new_submit").get_by_role("button").click()
+    ana.wait_for_url(re.compile(r"/dashboard\?run="), timeout=60_000)
+    run_id = re.search(r"run=(\w+)", ana.url).group(1)
+    assert repo.get_run(db, run_id).owner == "ana"
+
+    # the name survived the page switch: steering is enabled without a reload
+    _ready(ana)
+    pause = _key(ana, "steer_pause").get_by_role("button")
+    pause.wait_for(timeout=60_000)
+    assert ana.get_by_text("Enter your name under").count() == 0
+    assert pause.is_enabled() or repo.get_run(db, run_id).status not in ("queued", "running")
+
+    # bob's sidebar, untouched: the worker is now on ana's run
+    sidebar.get_by_text(f"on run {run_id}").wait_for(timeout=15_000)
+
+    # while the run moves: new origins enter the filter, the table counts them
+    origin = _key(ana, "dash_cand_origin")
+    origin.wait_for(timeout=60_000)
+    _until(lambda: "reflection" in origin.inner_text(), "a reflection origin in the filter", 60)
+    ana.wait_for_timeout(800)
+    shot(ana, "live-dashboard-running")
+    shot(bob, "live-sidebar-other-browser")
+
+    _until(lambda: repo.get_run(db, run_id).status == "completed", "the run to complete", 120)
+    doc = export_run(db, run_id)
+    members = set().union(*(set(f["candidate_ids"]) for f in doc["frontier"]))
+    best = doc["best"]["candidate_id"]
+    visible = [c for c in doc["candidates"] if c["status"] != "rejected"]
+    caption = ana.locator('[data-testid="stCaptionContainer"]', has_text="candidates · select a row").first
+    want = f"{len(visible)} of {len(doc['candidates'])} candidates"
+    _until(lambda: caption.inner_text().startswith(want), f"the table to count {want}: {caption.inner_text()}", 20)
+    _until(lambda: _metric(ana, "Frontier size") == str(len(members)), "the frontier size to follow", 20)
+    link = ana.get_by_role("link", name=f"Best: {best}")
+    link.wait_for(timeout=20_000)
+    assert f"candidate={best}" in link.get_attribute("href")
+    assert _metric(ana, "Best val score") == f"{doc['best']['val_mean']:.3f}"
+    ana.wait_for_timeout(800)
+    shot(ana, "live-dashboard-completed")
+    ana.get_by_role("heading", name="Pareto frontier").scroll_into_view_if_needed()
+    ana.wait_for_timeout(800)
+    shot(ana, "live-dashboard-frontier")
+    link.click()
+    ana.wait_for_url(re.compile(rf"/candidate\?run={run_id}&candidate={best}"))
+    _ready(ana)
+    shot(ana, "live-best-candidate")
+    for p in (ana, bob):
+        p.context.close()

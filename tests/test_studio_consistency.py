@@ -1,0 +1,175 @@
+"""Every number the studio shows equals the same figure computed from the run's export.
+
+For runs in several states — live (read while the engine sits between two steps), paused,
+finished with sibling merges, a human edit and a veto — the dashboard, candidate and lineage
+pages are rendered (AppTest, the studio's real page code and caches) and their figures are
+compared with the export: best score, frontier size and members, improved / proposed, metric
+calls, dollars spent, and the last point of the best-score line. On SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.commands import send_command
+from engine.export import export_run
+from engine.runs import submit_run
+from tests.support.scripted_lm import install_script
+from storage import repo
+from tests.support import toy
+from tests.support.harness import run_optimizer, toy_config
+from tests.test_batching import merging_script
+from ui import keys as K
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+@pytest.fixture
+def studio_db(db, tmp_path, monkeypatch):
+    """The ``db`` fixture (SQLite, PostgreSQL) as the studio's database."""
+    monkeypatch.setenv("REFRACT_DB", db.url)
+    monkeypatch.setenv("REFRACT_DATA", str(tmp_path))
+    import streamlit as st
+
+    st.cache_data.clear()
+    return db
+
+
+def _render(page: str, **params) -> AppTest:
+    import streamlit as st
+
+    st.cache_data.clear()  # what a page shows now, not what a cache kept from before
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state[K.WHO] = "ana"
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page(str(Path(APP).parent / page))
+    at.run()
+    assert not at.exception, at.exception[0].message if at.exception else ""
+    return at
+
+
+def _values(v):
+    """A plotly array as sent to the browser: a list, or numpy's bytes in base64 ("bdata")."""
+    if isinstance(v, dict) and "bdata" in v:
+        import base64
+
+        import numpy as np
+
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+    return v
+
+
+def _metric(at: AppTest, label: str):
+    return next(m for m in at.metric if m.label.startswith(label))
+
+
+def shown(run_id: str) -> dict:
+    """The figures as the dashboard, the lineage page and the best candidate's page show them."""
+    dash = _render("pages/dashboard.py", run=run_id)
+    spec = json.loads(next(c for c in dash.get("plotly_chart") if "mean validation score" in c.proto.spec).proto.spec)
+    best_line = next(t for t in spec["data"] if t.get("name") == "best")
+    frontier_chart = next(c for c in dash.get("plotly_chart") if "best on" in c.proto.spec)
+    rows = json.loads(frontier_chart.proto.spec)["data"][0]["customdata"]
+    link = next(el.proto for el in dash.get("page_link") if el.proto.label.startswith("Best"))
+    best_id = link.label.removeprefix("Best: ")
+    lineage = _render("pages/lineage.py", run=run_id)
+    on_front = next(c.value for c in lineage.caption if " on the frontier" in c.value)
+    cand = _render("pages/candidate.py", run=run_id, candidate=best_id)
+    return {
+        "best": _metric(dash, "Best val score").value,
+        "best_candidate": best_id,
+        "best_on_its_page": _metric(cand, "Validation score").value,
+        "frontier_size": int(_metric(dash, "Frontier size").value),
+        "frontier_rows": {r[0] for r in rows},
+        "lineage_frontier": int(on_front.split(" on the frontier")[0].split("· ")[-1]),
+        "improved_proposed": _metric(dash, "Improved / proposed").value,
+        "metric_calls": int(_metric(dash, "Metric calls").proto.help.split()[0].replace(",", "")),
+        "spent": _metric(dash, "Spent").value,
+        "best_line_last": round(float(_values(best_line["y"])[-1]), 3),
+    }
+
+
+def expected(db, run_id: str) -> dict:
+    """The same figures computed from the export alone."""
+    doc = export_run(db, run_id)
+    splits = {e["id"]: e["split"] for e in doc["examples"]}
+    n_val = sum(1 for f in doc["frontier"])
+    full = [c for c in doc["candidates"] if c["status"] == "accepted" and not c["vetoed"]
+            and len(c["val_scores"]) == n_val]
+    best = max(full, key=lambda c: sum(c["val_scores"].values()) / n_val)
+    best_mean = sum(best["val_scores"].values()) / n_val
+    assert doc["best"]["val_mean"] == pytest.approx(best_mean)
+    members = set().union(*(set(f["candidate_ids"]) for f in doc["frontier"]))
+    paid = sum(1 for e in doc["evaluations"] if not e["cached"] and splits.get(e["example_id"]) != "test")
+    t = doc["run"]["totals"]
+    assert t["metric_calls"] == paid
+    assert t["cost_usd"] == pytest.approx(sum(c["cost_usd"] for c in doc["lm_calls"]))
+    return {
+        "best": f"{best_mean:.3f}",
+        "best_candidate": doc["best"]["candidate_id"],
+        "best_on_its_page": f"{best_mean:.3f}",
+        "frontier_size": len(members),
+        "frontier_rows": members,
+        "lineage_frontier": len(members),
+        "improved_proposed": f"{t['proposals']['improved']} / {t['proposals']['total']}",
+        "metric_calls": paid,
+        "spent": f"${t['cost_usd']:.4f}",
+        "best_line_last": round(best_mean, 3),
+    }
+
+
+def _check(db, run_id: str) -> None:
+    assert shown(run_id) == expected(db, run_id)
+
+
+def _toy(**over):
+    base = {"search": {"parents_per_step": 1, "proposals_per_parent": 3, "merge_siblings": True},
+            "budget": {"max_metric_calls": 140, "stop_at_score": None}}
+    for k, v in over.items():
+        base[k] = {**base.get(k, {}), **v}
+    return toy_config(8, **base)
+
+
+def test_live_and_paused_runs_show_the_exports_numbers(studio_db, tmp_path):
+    db = studio_db
+    install_script(merging_script, price_per_token=1e-6)
+    run_id = submit_run(db, _toy())
+    checked = []
+
+    def between_steps(ctx):
+        if ctx.step_index == 2 and not checked:  # the engine waits here: a live run, read as it is
+            assert repo.get_run(db, run_id).status == "running"
+            _check(db, run_id)
+            checked.append(True)
+            send_command(db, run_id, "pause", {}, "ana", "look closer")
+
+    assert run_optimizer(db, run_id, tmp_path, on_step=between_steps) == "paused"
+    assert checked
+    _check(db, run_id)
+
+
+def test_finished_run_with_merges_an_edit_and_a_veto_shows_the_exports_numbers(studio_db, tmp_path):
+    db = studio_db
+    install_script(merging_script, price_per_token=1e-6)
+    run_id = submit_run(db, _toy(budget={"max_metric_calls": 60}))
+    run_optimizer(db, run_id, tmp_path)
+    cands = repo.list_candidates(db, run_id)
+    assert any(c.origin == "merge" for c in cands)
+    best = repo.get_run(db, run_id).best_candidate_id
+    weakest = min((c for c in cands if c.status == "accepted" and c.id != best and c.origin != "seed"),
+                  key=lambda c: c.val_mean, default=None) or next(c for c in cands if c.origin == "seed")
+    solved = " ".join(w["word"] for w in toy.dataset(8))
+    for kind, payload in (("budget", {"max_metric_calls": 120}), ("resume", {}), ("veto", {"candidate_id": weakest.id}),
+                          ("edit", {"candidate_id": best, "content": solved})):
+        send_command(db, run_id, kind, payload, "ana", "review")
+    run_optimizer(db, run_id, tmp_path)
+    run = repo.get_run(db, run_id)
+    assert run.status == "completed"
+    cands = {c.id: c for c in repo.list_candidates(db, run_id)}
+    assert cands[weakest.id].vetoed and any(c.origin == "human" for c in cands.values())
+    _check(db, run_id)

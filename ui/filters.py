@@ -1,0 +1,51 @@
+"""Filters that follow a live run: values that appear after the first render are shown, not
+hidden behind a selection made when they did not exist yet.
+
+A multiselect remembers the options the person removed (and those it leaves out by default,
+like rejected proposals); every other option is selected, including those that appear later. A range slider whose upper end sat at the
+maximum keeps following the maximum as it grows.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import streamlit as st
+
+_SEEN = "_{key}_seen"
+_LEFT_OUT = "_{key}_left_out"
+
+
+def following_multiselect(label: str, options: Sequence, key: str, left_out: Sequence = ()) -> list:
+    """A multiselect over ``options`` (which may grow between reruns) whose selection takes in
+    every new option except those in ``left_out``; returns the selection.
+
+    What is remembered is what the person left out, not what was selected: the selection is
+    rebuilt from it on every run, so a browser that sends back the selection it drew before the
+    options grew cannot hide the new ones."""
+    ss, out_key = st.session_state, _LEFT_OUT.format(key=key)
+    options = list(options)
+    if out_key not in ss:
+        ss[out_key] = list(left_out)
+    ss[key] = [o for o in options if o not in ss[out_key]]
+    return st.multiselect(label, options, key=key, on_change=_remember_left_out, args=(key, options))
+
+
+def _remember_left_out(key: str, options: list) -> None:
+    chosen = set(st.session_state.get(key) or [])
+    st.session_state[_LEFT_OUT.format(key=key)] = [o for o in options if o not in chosen]
+
+
+def following_range(label: str, lo: int, hi: int, key: str) -> tuple[int, int]:
+    """An integer range slider over [lo, hi] (``hi`` may grow); an upper end left at the old
+    maximum moves to the new one. Returns the chosen (low, high)."""
+    ss, seen_key = st.session_state, _SEEN.format(key=key)
+    hi = max(hi, lo + 1)  # a slider needs two distinct ends
+    if key not in ss or seen_key not in ss:
+        ss[key] = (lo, hi)
+    else:
+        low, high = ss[key]
+        old_hi = ss[seen_key]
+        ss[key] = (max(lo, min(low, hi)), hi if high >= old_hi else max(lo, min(high, hi)))
+    ss[seen_key] = hi
+    return st.slider(label, lo, hi, key=key)
