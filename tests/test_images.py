@@ -10,7 +10,6 @@ import io
 import sys
 import tomllib
 import warnings
-from pathlib import Path
 
 import engine  # noqa: F401  first: offline litellm price map
 import litellm

@@ -14,7 +14,7 @@ import pytest
 from engine.config import LOCAL_MODEL, load_config
 from engine.runs import submit_run
 from storage import repo
-from tests.support.harness import lm_client, run_optimizer
+from tests.support.harness import run_optimizer
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "iso_date_regex" / "config.toml"
 
