@@ -23,10 +23,12 @@ from engine.config import RunConfig
 from engine.context import RunContext
 from engine.evaluation import EvaluationService, Timeline
 from engine.executor import EvalTask, Executor, LazyExecutor
+from engine.lm_journal import recover_interrupted, run_lm_failures
 from engine.merge import try_merge
 from engine.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
 from engine.step import run_step, step_rng, validate_child
+from engine.stop_reasons import evaluator_failing, no_progress
 
 log = logging.getLogger("refract.engine")
 MAX_CONSECUTIVE_LM_FAILURES = 5
@@ -48,6 +50,7 @@ class Optimizer:
         from engine.lm import LMClient
         from engine.sandbox import make_executor
 
+        recover_interrupted(self.db, self.run_id)  # before the totals are read: their estimates count
         run = repo.get_run(self.db, self.run_id)
         cfg = RunConfig.model_validate(run.config)
         examples = {ex.key: ex for ex in repo.get_examples(self.db, self.run_id)}
@@ -130,8 +133,7 @@ class Optimizer:
             idle = idle + 1 if step.metric_calls == 0 and not step.accepted_ids else 0
             if idle >= MAX_IDLE_STEPS:
                 self._after_step(ctx)
-                return self._finish(ctx, "completed", f"no progress: the last {idle} steps made no evaluable proposal "
-                                                      "(the reflection LM keeps repeating or failing)")
+                return self._finish(ctx, "completed", no_progress(self.db, self.run_id, idle, ctx.step_index))
             if ctx.cfg.search.merge and len(ctx.components) > 1:
                 merges = sum(1 for c in ctx.state.candidates.values() if c.origin == "merge")
                 if merges < ctx.cfg.search.max_merges:
@@ -158,6 +160,9 @@ class Optimizer:
         why = ctx.budget.exhausted(ctx.state.best()[1], ctx.step_index, 2 * min(ctx.cfg.search.minibatch_size, len(ctx.train_keys)))
         if why:
             return ("completed", why), applied, run
+        failing = evaluator_failing(self.db, self.run_id, ctx.cfg.search.minibatch_size)
+        if failing:
+            return ("failed", failing), applied, run
         if ctx.consecutive_lm_failures >= MAX_CONSECUTIVE_LM_FAILURES:
             last = repo.list_candidates(self.db, self.run_id, ["failed"])[-1].reason
             repo.set_run_fields(self.db, self.run_id, status="paused",
@@ -239,6 +244,9 @@ class Optimizer:
             fields["budget_overshoot"] = max(0, run.metric_calls - cap) if cap else 0
             if usd_cap and run.cost_usd > usd_cap:
                 fields["status_reason"] = f"{reason} (cost ${run.cost_usd:.4f}: ${run.cost_usd - usd_cap:.4f} over the cap)"
+            lm_note = run_lm_failures(self.db, run)
+            if lm_note:
+                fields["status_reason"] += f". LM errors slowed it: {lm_note}"
             if best_id and ctx.test_keys and status == "completed":
                 fields["test_mean"] = self._test_pass(ctx, best_id)
         repo.set_run_fields(self.db, self.run_id, **fields)

@@ -16,6 +16,7 @@ from storage.attached import waiting_note
 from storage.queries import elapsed_seconds
 from ui import analysis, charts, data, keys, nav, steering
 from ui.errors import shows_storage_errors
+from ui.lm_health import lm_failures_caption
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
 
 LIVE_S, FRONTIER_S = 2.0, 5.0
@@ -84,6 +85,7 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
                         "over its wall-clock; predicted = the runtime model's estimate for this batch shape. "
                         "Per step in the Steps table below.")
     _rates(run, cost)
+    lm_failures_caption(run)
 
 
 def _rates(run: dict, cost: dict) -> None:
