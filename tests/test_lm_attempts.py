@@ -110,7 +110,7 @@ def test_a_resumed_run_marks_the_dead_workers_calls_interrupted(db, tmp_path):
     run_id = submit_run(db, cfg)
     lm_rows.start_lm_call(db, LMCall(run_id=run_id, purpose="reflection", model="scripted/toy", messages=MESSAGES))
     from tests.support.harness import run_optimizer
-    from engine.testing_lm import install_script
+    from tests.support.scripted_lm import install_script
 
     install_script(toy.script)
     assert run_optimizer(db, run_id, tmp_path) == "completed"
@@ -135,7 +135,7 @@ def test_error_kinds_of_provider_failures():
 
 def test_lm_client_reports_each_attempt_to_the_journal(tmp_path):
     from engine.config import LMConfig
-    from engine.testing_lm import install_script
+    from tests.support.scripted_lm import install_script
 
     seen = []
 

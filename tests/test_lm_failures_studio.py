@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from storage import lm_calls, queries, repo
 from storage.models import LMCall
-from storage.synthetic import generate_run
+from tests.support.synthetic import generate_run
 from tests.support.studio import studio_database
 from ui.lm_health import lm_failures_text
 
