@@ -29,7 +29,7 @@ def cmd_run(args) -> int:
     from engine.runs import submit_run
     from engine.worker import Worker
 
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
     _say_default_model(cfg)
     db = _db(args)
     run_id = submit_run(db, cfg, owner=args.author)
@@ -81,6 +81,9 @@ def _summary(db, run_id) -> int:
     p = run.proposals_total or 1
     print(f"metric calls {run.metric_calls}  cost ${run.cost_usd:.4f}  tokens {run.tokens_in}+{run.tokens_out}  "
           f"{run.seconds:.1f} s  steps {run.steps_done}")
+    from engine.lm_journal import run_lm_failures
+
+    print("LM calls: " + (run_lm_failures(db, run) or f"{run.lm_calls}, none failed"))  # the dashboard's line
     print(f"proposals {run.proposals_total}: parsed {run.proposals_parsed / p:.0%}, valid {run.proposals_valid / p:.0%}, "
           f"improved {run.proposals_improved / p:.0%}")
     pred = [s.predicted_speedup for s in steps if s.predicted_speedup]
@@ -103,9 +106,23 @@ def cmd_submit(args) -> int:
     from engine.config import load_config
     from engine.runs import submit_run
 
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
     _say_default_model(cfg)
     print(f"run {submit_run(_db(args), cfg, owner=args.author)}")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    """Every check ``submit`` makes (the config, its files, the evaluator loaded in the
+    sandbox), without storing anything."""
+    from engine.config import load_config
+    from engine.sandbox.probe import check_evaluator
+
+    cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
+    check_evaluator(cfg)
+    counts = ", ".join(f"{len(rows)} {name}" for name, rows in
+                       (("training", cfg.dataset), ("validation", cfg.valset), ("test", cfg.testset)) if rows)
+    print(f"valid: {cfg.mode} run {cfg.name!r}" + (f" ({counts} examples)" if counts else ""))
     return 0
 
 
@@ -139,7 +156,10 @@ def cmd_export(args) -> int:
     from engine.export import export_run
 
     doc = export_run(_db(args), args.run)
-    Path(args.out).write_text(json.dumps(doc, indent=1, ensure_ascii=False))
+    try:
+        Path(args.out).write_text(json.dumps(doc, indent=1, ensure_ascii=False))
+    except OSError as exc:
+        raise UserError(f"--out: cannot write {args.out}: {exc.strerror or exc}") from None
     print(f"wrote {args.out}")
     return 0
 
@@ -148,10 +168,9 @@ def cmd_import(args) -> int:
     from engine.export import import_run
 
     try:
-        doc = json.loads(Path(args.file).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
-        return 2
+        doc = json.loads(_read_flag_file("file", args.file))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"file: cannot read {args.file}: not JSON ({exc.msg}, line {exc.lineno})") from None
     print(f"run {import_run(_db(args), doc)}")
     return 0
 
@@ -185,7 +204,7 @@ def cmd_send(args) -> int:
     if getattr(args, "candidate", None):
         payload["candidate_id"] = args.candidate
     if args.command == "edit" or args.command == "inject":
-        payload["content"] = Path(args.file).read_text()
+        payload["content"] = _read_flag_file("--file", args.file)
         if getattr(args, "component", None):
             payload["component"] = args.component
     if args.command == "feedback":
@@ -196,15 +215,16 @@ def cmd_send(args) -> int:
             if value is not None:
                 payload[name] = value
         if not payload:
-            print("error: give at least one of --max-metric-calls, --max-cost-usd, --max-seconds, --stop-at-score, "
-                  "--max-steps", file=sys.stderr)
-            return 2
+            raise UserError("budget: give at least one of --max-metric-calls, --max-cost-usd, --max-seconds, "
+                            "--stop-at-score, --max-steps")
     db = _db(args)
     if args.command == "comment":
+        repo.get_run(db, args.run)  # an unknown run is named as such, before its candidate
         cand = repo.get_candidate(db, args.candidate)
         if cand.run_id != args.run:
-            print(f"error: candidate {cand.id} belongs to run {cand.run_id}", file=sys.stderr)
-            return 2
+            raise UserError(f"candidate: {cand.id} belongs to run {cand.run_id}, not {args.run}")
+        if not args.text.strip():
+            raise UserError("text: the comment is empty")
         print(f"comment {repo.add_comment(db, args.run, args.candidate, args.author, args.text)}")
         return 0
     cid = send_command(db, args.run, args.command, payload, author=args.author, reason=args.reason)
@@ -220,6 +240,21 @@ def cmd_send(args) -> int:
     return 0
 
 
+class UserError(ValueError):
+    """Bad input on the command line; ``str()`` is ``field: reason``."""
+
+
+def _read_flag_file(flag: str, path: str) -> str:
+    from engine.datasets import read_text_file
+
+    try:
+        return read_text_file(Path(path))
+    except OSError as exc:
+        raise UserError(f"{flag}: cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UserError(f"{flag}: {exc}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine", description="Refract engine: batched reflective optimization")
     sub = p.add_subparsers(dest="command", required=True)
@@ -232,9 +267,13 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     sp = add("run", cmd_run, "run a config to completion in the foreground")
-    sp.add_argument("config")
     sp.add_argument("--quiet", action="store_true")
-    add("submit", cmd_submit, "queue a run for a worker").add_argument("config")
+    add("submit", cmd_submit, "queue a run for a worker")
+    add("validate", cmd_validate, "check a config as submit would, without queueing it")
+    for name in ("run", "submit", "validate"):
+        sub.choices[name].add_argument("config")
+        sub.choices[name].add_argument("--allow-outside-files", action="store_true",
+                                       help="the files the config names may lie outside its folder")
     sp = add("worker", cmd_worker, "claim queued runs and run them until stopped")
     sp.add_argument("--once", action="store_true", help="exit when no run is waiting")
     sp.add_argument("--lease", type=float, default=15.0, help="lease seconds (a dead worker's run is resumed after it)")
@@ -288,12 +327,16 @@ def main(argv: list[str] | None = None) -> int:
     from engine.commands import CommandError
     from engine.config import ConfigError
 
+    from pydantic import ValidationError
+
+    from engine.user_errors import reasons_of
+
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except ConfigError as exc:
-        print(f"error: invalid config\n{exc}", file=sys.stderr)
-    except (CommandError, StorageError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ConfigError, CommandError, UserError, StorageError, ValidationError, ValueError, OSError) as exc:
+        # one format for every command: a line "error: field: reason" per problem, exit code 2
+        for line in reasons_of(exc):
+            print(f"error: {line}", file=sys.stderr)
     return 2

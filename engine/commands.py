@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from pydantic import ValidationError
+
 from storage import repo
 from storage.db import Database
 from storage.errors import Conflict, NotFound
@@ -14,6 +16,7 @@ from storage.models import Candidate, Command, utcnow
 from storage.states import FINISHED, CandidateStatus, CommandStatus, Origin, RunStatus
 
 from engine.config import BudgetConfig, RunConfig
+from engine.user_errors import validation_reasons
 
 KINDS = ("pause", "resume", "step", "stop", "pin", "unpin", "veto", "unveto", "edit", "inject", "feedback", "budget")
 CANDIDATE_KINDS = ("pin", "unpin", "veto", "unveto", "edit", "feedback")
@@ -47,36 +50,36 @@ def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] =
         if done is not None:
             raise AlreadySent(done.id)
     if kind not in KINDS:
-        raise CommandError(f"unknown command {kind!r}; one of: {', '.join(KINDS)}")
+        raise CommandError(f"command: unknown command {kind!r}; one of: {', '.join(KINDS)}")
     run = repo.get_run(db, run_id)  # NotFound with a clear message
     if kind in CANDIDATE_KINDS:
         cand = repo.get_candidate(db, payload.get("candidate_id", ""))
         if cand.run_id != run_id:
-            raise NotFound(f"candidate {cand.id} belongs to run {cand.run_id}, not {run_id}")
+            raise NotFound(f"candidate: {cand.id} belongs to run {cand.run_id}, not {run_id}")
         if not cand.content and kind in ("pin", "veto", "edit", "feedback"):
-            raise CommandError(f"candidate {cand.id} is a failed proposal with no text ({cand.reason}); "
+            raise CommandError(f"candidate: {cand.id} is a failed proposal with no text ({cand.reason}); "
                                "it can never be a parent. Pin or edit its parent instead.")
     if kind in ("edit", "inject"):
         content = payload.get("content")
         texts = content.values() if isinstance(content, dict) else [content]
         if not content or any(not isinstance(t, str) or not t.strip() for t in texts):
-            raise CommandError("the edited text is empty: write the new version (or leave it unchanged and cancel)")
+            raise CommandError("content: the edited text is empty: write the new version (or leave it unchanged and cancel)")
     if kind == "feedback" and not str(payload.get("text", "")).strip():
-        raise CommandError("the feedback is empty: say what should change")
+        raise CommandError("text: the feedback is empty: say what should change")
     if kind == "budget":
         try:
             BudgetConfig.model_validate({**RunConfig.model_validate(run.config).budget.model_dump(), **payload})
-        except Exception as exc:
-            raise CommandError(f"invalid budget: {exc}") from None
+        except ValidationError as exc:
+            raise CommandError("\n".join(validation_reasons(exc, "budget."))) from None
         cap = payload.get("max_metric_calls")
         if cap is not None and cap < run.metric_calls:
-            raise CommandError(f"max_metric_calls {cap} is below what the run has already spent ({run.metric_calls}); "
-                               f"give at least {run.metric_calls} (or stop the run)")
+            raise CommandError(f"budget.max_metric_calls: {cap} is below what the run has already spent "
+                               f"({run.metric_calls}); give at least {run.metric_calls} (or stop the run)")
     if run.status in FINISHED and kind not in ("budget", "resume", "step") and not _resume_pending(db, run_id):
-        raise CommandError(f"run {run_id} is {run.status}; continue it first with a new budget "
+        raise CommandError(f"run: {run_id} is {run.status}; continue it first with a new budget "
                            f"(`python -m engine budget {run_id} --max-metric-calls N`, then `resume`)")
     if kind == "veto" and _would_leave_no_parent(db, run_id, payload["candidate_id"]):
-        raise CommandError("this is the last candidate that can be a parent; vetoing it would stop the search. "
+        raise CommandError("candidate: this is the last candidate that can be a parent; vetoing it would stop the search. "
                            "Pin or edit another candidate first.")
     if kind == "stop" and run.status == "queued":
         # no worker may pick it up soon (they may all be busy): cancel it now, atomically

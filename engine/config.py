@@ -23,7 +23,8 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # nan and inf are no budget, limit or rate: refuse them instead of comparing with them
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class SearchConfig(_Strict):
@@ -124,6 +125,15 @@ class ExecutorConfig(_Strict):
     network: bool = False
 
 
+class DataLimits(_Strict):
+    """How large a dataset may be (each of dataset, valset, testset): a file over a limit is
+    refused with the limit's name, so an accident (a 50 MB export) cannot fill the database."""
+
+    max_rows: int = Field(10_000, ge=1, description="rows in one dataset")
+    max_row_bytes: int = Field(1_000_000, ge=1, description="bytes in one row")
+    max_dataset_bytes: int = Field(20_000_000, ge=1, description="bytes in one dataset file")
+
+
 class RunConfig(_Strict):
     """A validated run. ``evaluator`` always holds the source; datasets hold parsed rows."""
 
@@ -145,6 +155,8 @@ class RunConfig(_Strict):
     reflection_lm: LMConfig = LMConfig()
     task_lm: Optional[LMConfig] = None
     executor: ExecutorConfig = ExecutorConfig()
+    limits: DataLimits = DataLimits()
+    allow_outside_files: bool = Field(False, description="the files named by *_file may lie outside the config's folder")
 
     @field_validator("seed_candidate")
     @classmethod
@@ -165,6 +177,9 @@ class RunConfig(_Strict):
             rows = getattr(self, name)
             if rows is not None and len(rows) == 0:
                 raise ValueError(f"{name}: the {name} is empty; give at least one example or leave it out")
+            if rows is not None and len(rows) > self.limits.max_rows:
+                raise ValueError(f"{name}: {len(rows):,} rows, more than limits.max_rows ({self.limits.max_rows:,}); "
+                                 "use a sample of the data, or raise the limit in [limits]")
         if self.testset and not self.dataset:
             raise ValueError("testset: a testset needs a dataset (the search never sees the test set); give a dataset too")
         if self.task_lm is not None and self.task_lm.prompt_template is not None:
@@ -206,33 +221,31 @@ class RunConfig(_Strict):
 
 
 def _format_errors(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling)"
-        # checks across fields (model validators) have no location: their message starts with the field
-        lines.append(f"{field}: {msg}" if field else msg)
-    return "\n".join(lines)
+    from engine.user_errors import validation_reasons
+
+    return "\n".join(validation_reasons(exc))
 
 
-def parse_config(data: dict, base_dir: Path | None = None) -> RunConfig:
-    """Validate a config dict (as parsed from TOML); read the files it names."""
+def parse_config(data: dict, base_dir: Path | None = None, allow_outside_files: bool = False) -> RunConfig:
+    """Validate a config dict (as parsed from TOML); read the files it names. Files must lie
+    in ``base_dir`` (the config's folder) or below, unless ``allow_outside_files`` (or the
+    config's own ``allow_outside_files = true``) says otherwise."""
     from engine.datasets import DatasetError, load_dataset, read_text_file
 
     data = dict(data)
-    base = base_dir or Path.cwd()
-    problems = []
+    base = (base_dir or Path.cwd()).resolve()
+    problems: list[str] = []
+    limits = _limits(data)
+    allow = allow_outside_files or data.get("allow_outside_files") is True
     if "evaluator_file" in data and "evaluator" in data:
         problems.append("evaluator: give evaluator_file or evaluator, not both")
     elif "evaluator_file" in data:
-        path = base / str(data["evaluator_file"])
+        path = _inside(base, data, "evaluator_file", allow, problems)
         try:
-            data["evaluator"] = read_text_file(path)
+            data["evaluator"] = read_text_file(path) if path else ""
         except OSError as exc:
             problems.append(f"evaluator_file: cannot read {path}: {exc.strerror}")
-        except ValueError as exc:
+        except ValueError as exc:  # names the file and the byte, never the content
             problems.append(f"evaluator_file: {exc}")
     elif "evaluator" not in data:
         problems.append("evaluator: missing; give evaluator_file = \"evaluator.py\" or evaluator = \"\"\"…\"\"\"")
@@ -242,8 +255,9 @@ def parse_config(data: dict, base_dir: Path | None = None) -> RunConfig:
             if key in data:
                 problems.append(f"{key}: give {fkey} or {key}, not both")
                 continue
+            path = _inside(base, data, fkey, allow, problems)
             try:
-                data[key] = load_dataset(base / str(data[fkey]))
+                data[key] = load_dataset(path, limits) if path else None
             except DatasetError as exc:
                 problems.append(f"{fkey}: {exc}")
     if problems:
@@ -256,6 +270,29 @@ def parse_config(data: dict, base_dir: Path | None = None) -> RunConfig:
     for message in config_warnings(cfg):
         warnings.warn(message, ConfigWarning, stacklevel=2)
     return cfg
+
+
+def _inside(base: Path, data: dict, key: str, allow: bool, problems: list[str]) -> Optional[Path]:
+    """The file ``data[key]`` names, resolved against ``base``; None (and a problem) when it
+    lies outside ``base`` and that is not allowed."""
+    raw = str(data[key])
+    path = (base / raw).resolve()
+    if allow or path.is_relative_to(base):
+        return path
+    problems.append(f"{key}: {raw} is outside the config's folder {base}; move it there, or allow it with "
+                    "allow_outside_files = true in the config (or --allow-outside-files)")
+    return None
+
+
+def _limits(data: dict):
+    """The config's ``[limits]``, needed before its files are read (defaults when invalid: the
+    validation of the whole config then reports the problem)."""
+    from engine.datasets import Limits
+
+    try:
+        return Limits(**DataLimits.model_validate(data.get("limits") or {}).model_dump())
+    except (ValidationError, TypeError):
+        return Limits()
 
 
 class ConfigWarning(UserWarning):
@@ -302,7 +339,7 @@ def check_budget_feasible(cfg: RunConfig) -> None:
         )
 
 
-def load_config(path: str | Path) -> RunConfig:
+def load_config(path: str | Path, allow_outside_files: bool = False) -> RunConfig:
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text())
@@ -310,7 +347,7 @@ def load_config(path: str | Path) -> RunConfig:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_config(data, base_dir=path.parent)
+    return parse_config(data, base_dir=path.parent, allow_outside_files=allow_outside_files)
 
 
 def finite(x: Any) -> bool:

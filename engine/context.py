@@ -9,11 +9,12 @@ from typing import Optional
 
 from storage import repo
 from storage.db import Database
-from storage.models import Candidate, Example, LMCall, utcnow
+from storage.models import Candidate, Example
 
 from engine.budget import Budget
 from engine.config import LMConfig, RunConfig
 from engine.evaluation import EvaluationService, Timeline
+from engine.lm_journal import RunJournal
 from engine.state import PoolState
 
 
@@ -62,16 +63,15 @@ class RunContext:
     def call_lm(self, cfg: LMConfig, messages: list[dict], purpose: str, candidate_id: Optional[str],
                 sample_index: int = 0, temperature: Optional[float] = None, example_key: Optional[str] = None,
                 charge: bool = True):
-        """One LM call, recorded (tokens, cost, latency, cache) and, unless ``charge`` is False
-        (the held-out test pass), charged to the budget."""
-        started, t0 = utcnow(), time.monotonic()
-        res = self.lm.complete(cfg, messages, sample_index=sample_index, temperature=temperature)
+        """One LM call, each attempt recorded (tokens, cost, latency, cache, error) and, unless
+        ``charge`` is False (the held-out test pass), charged to the budget; the id returned is
+        the row of the last attempt."""
+        t0 = time.monotonic()
+        journal = RunJournal(self.db, run_id=self.run_id, purpose=purpose, candidate_id=candidate_id,
+                             example_key=example_key, step=self.step_index, model=cfg.model, messages=messages)
+        res = self.lm.complete(cfg, messages, sample_index=sample_index, temperature=temperature, journal=journal)
         self.timeline.add("lm", t0, time.monotonic(), candidate_id, purpose=purpose)
-        call = LMCall(run_id=self.run_id, purpose=purpose, candidate_id=candidate_id, example_key=example_key,
-                      step=self.step_index, model=res.model or cfg.model, messages=messages, answer=res.text or "",
-                      tokens_in=res.tokens_in, tokens_out=res.tokens_out, cost_usd=res.cost_usd,
-                      seconds=res.seconds, cached=res.cached, error=res.error, started_at=started)
-        call_id = repo.record_lm_call(self.db, call)
+        call_id = journal.ids[-1] if journal.ids else journal.record_unsent(res)  # each attempt has its row
         if charge:
             self.budget.add_cost(res.cost_usd)
         if purpose in ("reflection", "merge", "seed"):

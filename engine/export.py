@@ -78,6 +78,7 @@ def export_run(db: Database, run_id: str) -> dict[str, Any]:
                       "example_id": c.example_key, "step": c.step, "messages": c.messages, "answer": c.answer,
                       "tokens_in": c.tokens_in, "tokens_out": c.tokens_out, "cost_usd": c.cost_usd,
                       "seconds": round(c.seconds, 6), "cached": c.cached, "error": c.error,
+                      "attempt": c.attempt, "status": c.status, "error_kind": c.error_kind,
                       "started_at": iso(c.started_at)} for c in calls],
         "steps": [{"index": s.index, "parent_ids": s.parent_ids, "parent_reasons": s.parent_reasons,
                    "proposal_ids": s.proposal_ids, "accepted_ids": s.accepted_ids,
@@ -105,6 +106,8 @@ def _run_doc(run: Run) -> dict:
             "totals": {"metric_calls": run.metric_calls, "cost_usd": round(run.cost_usd, 10),
                        "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "seconds": round(run.seconds, 3),
                        "steps": run.steps_done, "budget_overshoot": run.budget_overshoot,
+                       "lm_calls": {"total": run.lm_calls, "failed": run.lm_calls_failed,
+                                    "interrupted": run.lm_calls_interrupted},
                        "proposals": {"total": run.proposals_total, "parsed": run.proposals_parsed,
                                      "valid": run.proposals_valid, "improved": run.proposals_improved}}}
 
@@ -176,7 +179,7 @@ def _run_row(doc: dict) -> Run:
                status_reason=r.get("status_reason", ""), metric_calls=t["metric_calls"], cost_usd=t["cost_usd"],
                tokens_in=t["tokens_in"], tokens_out=t["tokens_out"], seconds=t["seconds"], steps_done=t["steps"],
                budget_overshoot=t["budget_overshoot"], proposals_total=p["total"], proposals_parsed=p["parsed"],
-               proposals_valid=p["valid"], proposals_improved=p["improved"],
+               proposals_valid=p["valid"], proposals_improved=p["improved"], **_lm_totals(t.get("lm_calls")),
                best_candidate_id=doc["best"]["candidate_id"], best_val_mean=doc["best"]["val_mean"],
                test_mean=doc["best"]["test_mean"], seed_test_mean=doc["best"].get("seed_test_mean"),
                test_cost_usd=doc["best"].get("test_cost_usd") or 0.0, created_at=_when(r, "created_at"),
@@ -187,7 +190,15 @@ def _lm_call_row(run_id: str, c: dict) -> LMCall:
     return LMCall(run_id=run_id, purpose=c["purpose"], model=c["model"], candidate_id=c["candidate_id"],
                   example_key=c["example_id"], step=c["step"], messages=c["messages"], answer=c["answer"],
                   tokens_in=c["tokens_in"], tokens_out=c["tokens_out"], cost_usd=c["cost_usd"],
-                  seconds=c["seconds"], cached=c["cached"], error=c["error"], started_at=_when(c, "started_at"))
+                  seconds=c["seconds"], cached=c["cached"], error=c["error"], attempt=c.get("attempt", 0),
+                  status=c.get("status", "done"), error_kind=c.get("error_kind"), started_at=_when(c, "started_at"))
+
+
+def _lm_totals(totals: Optional[dict]) -> dict:
+    """Run columns from the export's ``lm_calls`` totals (absent in older documents: zeros)."""
+    t = totals or {}
+    return {"lm_calls": t.get("total", 0), "lm_calls_failed": t.get("failed", 0),
+            "lm_calls_interrupted": t.get("interrupted", 0)}
 
 
 def _candidate_row(run_id: str, c: dict, hash_: str) -> Candidate:

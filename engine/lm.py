@@ -10,7 +10,10 @@ Contract of ``LMClient.complete``:
 - answers are cached on disk by content (``storage.lm_cache``): a hit costs $0, has
   ``cached=True`` and the token counts of the original call; failures are never cached;
 - API keys are read only from the environment variable named by ``cfg.api_key_env`` (or
-  litellm's own defaults such as OPENAI_API_KEY) and are never returned, logged or stored.
+  litellm's own defaults such as OPENAI_API_KEY) and are never returned, logged or stored;
+- every request actually sent is reported to the caller's ``journal`` (``AttemptJournal``):
+  ``begin`` just before it is sent, ``end`` with its own result and error kind, retries
+  included, so that a caller can record each attempt as it happens.
 """
 
 from __future__ import annotations
@@ -22,14 +25,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional, Protocol
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # bundled price list: offline, fast
 
 import litellm  # noqa: E402
 
 from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
-from engine.lm_errors import RETRYABLE, describe, is_retryable, missing_credentials, retry_after_seconds  # noqa: E402
+from engine.lm_errors import (  # noqa: E402
+    RETRYABLE, describe, error_kind, is_retryable, missing_credentials, retry_after_seconds)
 from engine.lm_defaults import default_lm_config, default_model, default_model_reason  # noqa: E402,F401
 from engine.lm_providers import is_in_process, register_builtin_providers  # noqa: E402
 from storage.lm_cache import LMCache, cache_key  # noqa: E402
@@ -51,10 +55,22 @@ class LMResult:
     seconds: float
     cached: bool
     error: str | None
+    error_kind: Optional[str] = None  # see engine.lm_errors.error_kind
+    attempts: int = 0  # requests sent (0: a cache hit, or refused before sending)
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+class AttemptJournal(Protocol):
+    """Told about every request ``LMClient.complete`` sends (retries included)."""
+
+    def begin(self, attempt: int) -> None:
+        """Attempt ``attempt`` (0 first) is about to be sent."""
+
+    def end(self, attempt: int, result: LMResult) -> None:
+        """Attempt ``attempt`` ended: its own answer, or its error and ``error_kind``."""
 
 
 class _InFlightLimit:
@@ -117,6 +133,7 @@ class LMClient:
         max_tokens: int | None = None,
         stop: list[str] | None = None,
         use_cache: bool = True,
+        journal: Optional[AttemptJournal] = None,
     ) -> LMResult:
         """One chat completion; see the module docstring for the contract."""
         params = {
@@ -134,7 +151,7 @@ class LMClient:
                 return LMResult(text=hit["text"], model=cfg.model, tokens_in=hit["tokens_in"],
                                 tokens_out=hit["tokens_out"], cost_usd=0.0,
                                 seconds=time.monotonic() - started, cached=True, error=None)
-        result = self._call_with_retries(cfg, messages, params, sample_index)
+        result = self._call_with_retries(cfg, messages, params, sample_index, journal)
         result.seconds = time.monotonic() - started
         if use_cache and result.error is None:
             self.cache.put(key, {"text": result.text, "tokens_in": result.tokens_in,
@@ -181,7 +198,8 @@ class LMClient:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _call_with_retries(self, cfg: LMConfig, messages: list[dict], params: dict, sample_index: int) -> LMResult:
+    def _call_with_retries(self, cfg: LMConfig, messages: list[dict], params: dict, sample_index: int,
+                           journal: Optional[AttemptJournal]) -> LMResult:
         api_key = None
         if cfg.api_key_env:
             api_key = os.environ.get(cfg.api_key_env)
@@ -211,20 +229,38 @@ class LMClient:
         while True:
             limit.acquire(cfg.max_concurrency)
             try:
-                response = litellm.completion(**kwargs)
-            except Exception as exc:  # noqa: BLE001 -- every provider failure becomes an LMResult
-                error = describe(exc, api_key)
-                if attempt >= cfg.num_retries or not is_retryable(exc):
-                    return _failure(cfg, error if attempt == 0 else f"{error} (after {attempt + 1} attempts)")
-                delay = self._backoff(attempt, exc)
-                log.warning("lm call to %s failed (%s); retry %d/%d in %.1fs", cfg.model, error,
-                            attempt + 1, cfg.num_retries, delay)
-            else:
-                return _success(cfg, response)
+                result, exc = self._attempt(cfg, kwargs, api_key, attempt, journal)
             finally:
                 limit.release()
+            result.attempts = attempt + 1
+            if exc is None:
+                return result
+            if attempt >= cfg.num_retries or not is_retryable(exc):
+                if attempt:
+                    result.error = f"{result.error} (after {attempt + 1} attempts)"
+                return result
+            delay = self._backoff(attempt, exc)
+            log.warning("lm call to %s failed (%s); retry %d/%d in %.1fs", cfg.model, result.error,
+                        attempt + 1, cfg.num_retries, delay)
             self._sleep(delay)  # outside the limit: a waiting retry must not block other calls
             attempt += 1
+
+    def _attempt(self, cfg: LMConfig, kwargs: dict, api_key: Optional[str], attempt: int,
+                 journal: Optional[AttemptJournal]) -> tuple[LMResult, Optional[BaseException]]:
+        """One request, reported to the journal. (result, the exception when it failed)."""
+        if journal is not None:
+            journal.begin(attempt)
+        t0 = time.monotonic()
+        try:
+            result, exc = _success(cfg, litellm.completion(**kwargs)), None
+        except Exception as caught:  # noqa: BLE001 -- every provider failure becomes an LMResult
+            exc = caught
+            result = _failure(cfg, describe(exc, api_key))
+            result.error_kind = error_kind(exc)
+        result.seconds = time.monotonic() - t0
+        if journal is not None:
+            journal.end(attempt, result)
+        return result, exc
 
     def _backoff(self, attempt: int, exc: BaseException) -> float:
         retry_after = retry_after_seconds(exc)
@@ -261,5 +297,5 @@ def _cost(response, model: str) -> float:
         return 0.0
 
 
-__all__ = ["LMClient", "LMResult", "LOCAL_MODEL", "RETRYABLE", "default_lm_config", "default_model",
+__all__ = ["AttemptJournal", "LMClient", "LMResult", "LOCAL_MODEL", "RETRYABLE", "default_lm_config", "default_model",
            "default_model_reason", "is_retryable"]

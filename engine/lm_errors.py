@@ -4,7 +4,8 @@
 - ``describe``: the exact error for the user, with the API key redacted and litellm's
   traceback / bug-report noise removed;
 - ``missing_credentials``: credential variables a provider needs that the environment lacks;
-- ``retry_after_seconds``: a provider's ``Retry-After`` hint, when it sent one.
+- ``retry_after_seconds``: a provider's ``Retry-After`` hint, when it sent one;
+- ``error_kind``: a short name for the kind of failure, recorded with each attempt.
 """
 
 from __future__ import annotations
@@ -78,3 +79,22 @@ def retry_after_seconds(exc: BaseException) -> float | None:
     except (TypeError, ValueError):
         return None
     return value if value >= 0 else None
+
+
+# what an undecodable answer looks like once the OpenAI client has wrapped it
+_BAD_BODY_MARKERS = ("Expecting value", "Received response", "JSONDecodeError", "Unterminated string",
+                     "Extra data", "Invalid control character")
+
+
+def error_kind(exc: BaseException) -> str:
+    """``rate_limit`` (429), ``timeout``, ``bad_body`` (an answer that is not the JSON of a
+    completion), ``server_error`` (other 5xx), ``connection``, or ``request`` (any 4xx)."""
+    if isinstance(exc, litellm.RateLimitError) or getattr(exc, "status_code", None) == 429:
+        return "rate_limit"
+    if isinstance(exc, litellm.Timeout):
+        return "timeout"
+    if any(m in str(exc) for m in _BAD_BODY_MARKERS):
+        return "bad_body"
+    if isinstance(exc, litellm.APIConnectionError):
+        return "connection"
+    return "server_error" if is_retryable(exc) else "request"

@@ -25,6 +25,7 @@ from engine.context import RunContext
 from engine.evaluation import EvaluationService, Timeline
 from engine.frontier_types import missing_objectives
 from engine.executor import EvalTask, Executor, LazyExecutor
+from engine.lm_journal import recover_interrupted, run_lm_failures
 from engine.merge import try_merge
 from engine.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
@@ -33,6 +34,7 @@ from engine.test_pass import test_pass
 from engine.schedule import LOST, Decision, Schedule, StepRecord
 from engine.step import SyncSchedule
 from engine.validation import step_rng, validate_child
+from engine.stop_reasons import evaluator_failing
 
 log = logging.getLogger("refract.engine")
 MAX_CONSECUTIVE_LM_FAILURES = 5
@@ -55,6 +57,7 @@ class Optimizer:
         from engine.lm import LMClient
         from engine.sandbox import make_executor
 
+        recover_interrupted(self.db, self.run_id)  # before the totals are read: their estimates count
         run = repo.get_run(self.db, self.run_id)
         cfg = RunConfig.model_validate(run.config)
         examples = {ex.key: ex for ex in repo.get_examples(self.db, self.run_id)}
@@ -153,6 +156,9 @@ class Optimizer:
         why = why or stop_reason(ctx, run.proposals_total)
         if why:
             return Decision(RunStatus.COMPLETED, why, ctx.budget.out_of_room(min_calls)), applied
+        failing = evaluator_failing(self.db, self.run_id, ctx.cfg.search.minibatch_size)
+        if failing:
+            return Decision(RunStatus.FAILED, failing), applied
         if ctx.consecutive_lm_failures >= MAX_CONSECUTIVE_LM_FAILURES:
             last = repo.list_candidates(self.db, self.run_id, [CandidateStatus.FAILED])[-1].reason
             repo.transition_run(self.db, self.run_id, RunStatus.PAUSED,
@@ -236,6 +242,9 @@ class Optimizer:
             fields["budget_overshoot"] = max(0, run.metric_calls - cap) if cap else 0
             if usd_cap and run.cost_usd > usd_cap:
                 reason = f"{reason} (cost ${run.cost_usd:.4f}: ${run.cost_usd - usd_cap:.4f} over the cap)"
+            lm_note = run_lm_failures(self.db, run)
+            if lm_note:
+                reason += f". LM errors slowed it: {lm_note}"
             fields.update(test_pass(ctx, status, best_id))
         repo.transition_run(self.db, self.run_id, status, reason, **fields)
         repo.close_run_commands(self.db, self.run_id, status)

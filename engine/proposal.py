@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from storage import repo
+from storage import lm_calls, repo
 from storage.models import Candidate, utcnow
 from storage.states import CandidateStatus, Origin
 
@@ -143,6 +143,8 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
         if res.error:
             return _fail(ctx, child, f"reflection LM failed: {res.error}")
         parsed = parse_answer(res.text, current, require_fence=cfg.search.require_fence)
+        if parsed.text is None and not parsed.fenced and cfg.search.require_fence:
+            lm_calls.mark_lm_answer_unusable(ctx.db, call_id, "no_fence")  # a failed LM call too, for the totals
         if parsed.text is None and parsed.reason != UNCHANGED:
             return _fail(ctx, child, f"unusable answer: {parsed.reason}" + (" (side information was shortened)" if prompt.shortened else ""))
         if parsed.text is None:

@@ -33,10 +33,11 @@ def examples_of(cfg: RunConfig) -> list[tuple[str, str, object]]:
 
 
 def submit_run(db: Database, cfg: RunConfig, owner: str = "", status: RunStatus = RunStatus.QUEUED) -> str:
-    """Store a run (config + examples) and queue it for a worker. Returns the run id."""
-    from engine.sandbox import check_evaluator_source
+    """Store a run (config + examples) and queue it for a worker, once its evaluator has
+    loaded in the sandbox and fits the mode (``engine.sandbox.probe``). Returns the run id."""
+    from engine.sandbox.probe import check_evaluator
 
-    check_evaluator_source(cfg.evaluator)
+    check_evaluator(cfg)
     return repo.create_run(db, cfg.name, owner, cfg.stored(), examples_of(cfg), status=status)
 
 

@@ -32,6 +32,7 @@ from engine.schedule import AfterStep, Decision, Gate, StepRecord, close_step
 from engine.selection import make_selector, select_parents
 from engine.sibling_merge import combine, sibling_from_minibatch
 from engine.state import deterministic_id
+from engine.stop_reasons import no_progress
 from engine.validation import reject, step_rng, validate_child
 
 
@@ -52,8 +53,8 @@ class SyncSchedule:
             idle = idle + 1 if record.idle else 0
             after_step(record)
             if idle >= self.max_idle:
-                return Decision(RunStatus.COMPLETED, f"no progress: the last {idle} steps made no evaluable proposal "
-                                             "(the reflection LM keeps repeating or failing)")
+                return Decision(RunStatus.COMPLETED,
+                                no_progress(self.ctx.db, self.ctx.run_id, idle, self.ctx.step_index))
 
 
 def choose_children(outcomes: list[Outcome], accept: str, top_k: int) -> tuple[list[Outcome], list[Outcome]]:

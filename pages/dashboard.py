@@ -18,6 +18,7 @@ from storage.queries import elapsed_seconds
 from storage.states import ACTIVE
 from ui import analysis, charts, data, filters, keys, nav, steering, step_links
 from ui.errors import shows_storage_errors
+from ui.lm_health import lm_failures_caption
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
 from ui.sidebar import STALE_AFTER_S
 
@@ -84,6 +85,7 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
     _rates(run, cost)
     if audit_line(run):
         st.caption(audit_line(run) + ". The search never saw the test set.")
+    lm_failures_caption(run)
 
 
 def _rates(run: dict, cost: dict) -> None:

@@ -66,6 +66,10 @@ class Run(SQLModel, table=True):
     budget_overshoot: int = 0
     frontier_version: int = 0
     consecutive_lm_failures: int = 0
+    # LM attempts (every retry is one), those that failed, and those a crash cut off (see LMCall)
+    lm_calls: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    lm_calls_failed: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    lm_calls_interrupted: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     best_candidate_id: Optional[str] = Field(default=None, max_length=32)
     best_val_mean: Optional[float] = None
     test_mean: Optional[float] = None
@@ -134,7 +138,19 @@ class Evaluation(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+# LMCall.error_kind values (engine.lm_errors.error_kind, plus an unusable answer and a crash)
+LM_ERROR_KINDS = ("rate_limit", "server_error", "timeout", "bad_body", "connection", "request", "no_fence", "crash")
+
+
 class LMCall(SQLModel, table=True):
+    """One attempt at an LM request: each retry is a row of its own (``attempt`` 0, 1, …).
+
+    ``status``: ``started`` (written before the request is sent), ``done`` (an answer came
+    back), ``failed`` (``error`` and ``error_kind`` say why) or ``interrupted`` (the worker
+    died while it was in flight: tokens unknown, ``cost_usd`` estimated from the prompt).
+    ``error_kind`` is also set on a ``done`` answer that was unusable (``no_fence``).
+    """
+
     id: Optional[int] = Field(default=None, primary_key=True)
     run_id: Optional[str] = Field(default=None, foreign_key="run.id", index=True, max_length=32)
     purpose: str = Field(max_length=20)  # reflection | merge | seed | task | test | check
@@ -151,6 +167,10 @@ class LMCall(SQLModel, table=True):
     cached: bool = False
     error: Optional[str] = Field(default=None, sa_column=Column(Text))
     started_at: datetime = Field(default_factory=utcnow)
+    attempt: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    status: str = Field(default="done", max_length=20, sa_column_kwargs={"server_default": "done"})
+    # rate_limit | server_error | timeout | bad_body | connection | request | no_fence | crash
+    error_kind: Optional[str] = Field(default=None, max_length=20)
 
 
 class Step(SQLModel, table=True):

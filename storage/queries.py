@@ -22,7 +22,7 @@ from sqlalchemy import and_, case, func, select, text
 
 from storage.db import Database, studio_time_limit
 from storage.states import CommandStatus
-from storage.models import Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step, WorkerBeat
+from storage.models import LM_ERROR_KINDS, Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step, WorkerBeat
 
 PURPOSES = ("reflection", "merge", "seed", "task")
 
@@ -63,7 +63,8 @@ def elapsed_seconds(run: dict, now: Optional[datetime] = None) -> float:
 
 
 def run_overview(db: Database, run_id: str) -> Optional[dict]:
-    """The run row as a dict plus ``cost_by_purpose`` {purpose: $}, ``calls_by_purpose``, and
+    """The run row as a dict plus ``cost_by_purpose`` {purpose: $}, ``calls_by_purpose``,
+    ``lm_failures_by_kind`` {error kind: LM attempts that failed so}, and
     ``commands_pending`` / ``commands_done`` (counts of the run's human commands: a pin or a
     veto changes no counter of the run, so the studio's version token includes these).
 
@@ -75,6 +76,9 @@ def run_overview(db: Database, run_id: str) -> Optional[dict]:
         where = and_(LMCall.run_id == Run.id, LMCall.purpose == p)
         cols.append(select(func.coalesce(func.sum(LMCall.cost_usd), 0.0)).where(where).scalar_subquery().label(f"cost_{p}"))
         cols.append(select(func.count(LMCall.id)).where(where).scalar_subquery().label(f"n_{p}"))
+    for kind in LM_ERROR_KINDS:
+        cols.append(select(func.count(LMCall.id)).where(LMCall.run_id == Run.id, LMCall.error_kind == kind)
+                    .scalar_subquery().label(f"lm_{kind}"))
     for label, cond in (("commands_pending", Command.status == CommandStatus.PENDING.value),
                         ("commands_done", Command.status != CommandStatus.PENDING.value)):
         cols.append(select(func.count(Command.id)).where(Command.run_id == Run.id, cond).scalar_subquery().label(label))
@@ -87,6 +91,7 @@ def run_overview(db: Database, run_id: str) -> Optional[dict]:
     out["cost_by_purpose"] = {p: float(m[f"cost_{p}"] or 0.0) for p in PURPOSES}
     out["calls_by_purpose"] = {p: int(m[f"n_{p}"] or 0) for p in PURPOSES}
     out["commands_pending"], out["commands_done"] = int(m["commands_pending"] or 0), int(m["commands_done"] or 0)
+    out["lm_failures_by_kind"] = {k: int(m[f"lm_{k}"] or 0) for k in LM_ERROR_KINDS}
     lm_cost = sum(out["cost_by_purpose"].values()) - out["cost_by_purpose"]["task"]
     out["cost_by_purpose"]["evaluator"] = max(0.0, out["cost_usd"] - lm_cost - out["cost_by_purpose"]["task"])
     return out

@@ -266,6 +266,18 @@ def record_evaluations(db: Database, items: list[tuple[Evaluation, bool]]) -> li
     return out
 
 
+def parent_training_errors(db: Database, run_id: str) -> tuple[int, int, Optional[Evaluation]]:
+    """(evaluations, failed ones, the first failed one) of the run's accepted candidates on
+    training examples: what the reflection LM reads. Counted in SQL (no side information read)."""
+    on_train = (Evaluation.run_id == run_id, Candidate.id == Evaluation.candidate_id, Candidate.status == "accepted",
+                Example.pk == Evaluation.example_pk, Example.split == "train")
+    with db.read() as s:
+        n, failed = s.exec(select(func.count(), func.count(Evaluation.error)).where(*on_train)).one()
+        first = s.exec(select(Evaluation).where(*on_train, Evaluation.error != None)  # noqa: E711
+                       .order_by(Evaluation.id).limit(1)).first() if failed else None
+        return n, failed, first
+
+
 def evaluations_for(db: Database, run_id: str, candidate_ids: Iterable[str] | None = None) -> list[Evaluation]:
     with db.read() as s:
         q = select(Evaluation).where(Evaluation.run_id == run_id)
@@ -277,15 +289,22 @@ def evaluations_for(db: Database, run_id: str, candidate_ids: Iterable[str] | No
 # ---------------------------------------------------------------- LM calls
 
 
+def dollars_column(purpose: str) -> str:
+    """The run total an LM call's dollars go to: the held-out test pass (purpose ``test``) has
+    its own, ``test_cost_usd``, which the dollar budget never sees; every other call ``cost_usd``."""
+    return "test_cost_usd" if purpose == "test" else "cost_usd"
+
+
 def record_lm_call(db: Database, call: LMCall) -> int:
-    """Insert an LM call and add its tokens and dollars to the run's totals (the dollars of the
-    held-out test pass, purpose ``test``, to ``test_cost_usd``: the dollar budget never sees them)."""
+    """Insert a finished LM call (a cache hit, or a call refused before any request) and add
+    it, its tokens and dollars to the run's totals (the dollars of the held-out test pass,
+    purpose ``test``, to ``test_cost_usd``: the dollar budget never sees them)."""
     with db.write() as s:
         s.add(call)
         s.flush()
         if call.run_id:
-            dollars = "test_cost_usd" if call.purpose == "test" else "cost_usd"
-            _bump(s, call.run_id, {dollars: call.cost_usd, "tokens_in": call.tokens_in, "tokens_out": call.tokens_out})
+            _bump(s, call.run_id, {dollars_column(call.purpose): call.cost_usd, "tokens_in": call.tokens_in, "tokens_out": call.tokens_out,
+                                   "lm_calls": 1, "lm_calls_failed": int(call.status == "failed")})
         return call.id
 
 

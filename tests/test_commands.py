@@ -325,9 +325,9 @@ def test_raising_the_budget_of_a_finished_run_and_resuming_it(sqlite_db, tmp_pat
 
 def test_invalid_budget_is_refused_when_sent(sqlite_db):
     run_id = _submit(sqlite_db)
-    with pytest.raises(CommandError, match="invalid budget"):
+    with pytest.raises(CommandError, match="^budget.max_metric_calls: must be at least 1, not -5$"):
         send_command(sqlite_db, run_id, "budget", {"max_metric_calls": -5})
-    with pytest.raises(CommandError, match="invalid budget"):
+    with pytest.raises(CommandError, match="^budget.max_tokens: unknown field"):
         send_command(sqlite_db, run_id, "budget", {"max_tokens": 5})
 
 

@@ -27,21 +27,22 @@ class EvaluatorCompileError(ValueError):
     """The evaluator source cannot work: syntax error or no ``evaluate`` function."""
 
 
-def check_evaluator_source(source: str) -> None:
+def check_evaluator_source(source: str, name: str = "evaluator.py") -> None:
     """Raise EvaluatorCompileError unless ``source`` compiles and defines ``evaluate`` at top level.
+    ``name`` is the file the messages name (the user's own file name).
 
     Safe in the engine process: ``compile``/``ast`` parse but never run the code."""
     try:
         tree = compile(source, "evaluator.py", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
-        where = f"evaluator.py, line {exc.lineno}" if exc.lineno else "evaluator.py"
-        line = (exc.text or "").strip()
-        raise EvaluatorCompileError(f"{where}: {exc.msg}" + (f": {line}" if line else "")) from None
+        # the line itself is not shown: the "evaluator" may be any file (never echo its content)
+        where = f"{name}, line {exc.lineno}" if exc.lineno else name
+        raise EvaluatorCompileError(f"{where}: {exc.msg}") from None
     except ValueError as exc:  # e.g. null bytes in the source
-        raise EvaluatorCompileError(f"evaluator.py: {exc}") from None
+        raise EvaluatorCompileError(f"{name}: {exc}") from None
     if not _binds_evaluate(tree):
         raise EvaluatorCompileError(
-            "evaluator.py defines no function evaluate(candidate) or evaluate(candidate, example); "
+            f"{name} defines no function evaluate(candidate) or evaluate(candidate, example); "
             "add one that returns a score, or (score, side_info)")
 
 

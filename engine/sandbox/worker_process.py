@@ -118,6 +118,7 @@ class WorkerProcess:
             self.close()
             raise WorkerFailed(f"the worker sent {reply.get('type')!r} instead of 'ready'")
         self.has_validate = bool(reply.get("has_validate"))
+        self.evaluate_shape = reply.get("evaluate_shape") if isinstance(reply.get("evaluate_shape"), dict) else {}
         self.cold_start_seconds = time.monotonic() - self.started
 
     def request(self, msg: dict, on_lm: Callable[[dict], dict]) -> dict:

@@ -95,6 +95,11 @@ class Evaluator:
         positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "opt_state"]
         self.takes_example = len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
         self.wants_opt_state = any(p.name == "opt_state" for p in params)
+        # what the engine checks against the run's mode before it accepts the run
+        self.shape = {"positional": len(positional), "varargs": any(p.kind == p.VAR_POSITIONAL for p in params),
+                      "required": sum(1 for p in positional if p.default is p.empty),
+                      "required_keywords": [p.name for p in params if p.kind == p.KEYWORD_ONLY
+                                            and p.default is p.empty and p.name != "opt_state"]}
 
     def call(self, msg: dict):
         if not self.takes_example and msg["has_example"]:
@@ -208,7 +213,7 @@ def main() -> None:
         message, tb = outcome.describe(exc, init["network"])
         chan.send({"type": "load_error", "error": f"evaluator.py failed to load: {message}", "traceback": tb})
         return
-    chan.send({"type": "ready", "has_validate": evaluator.validate is not None})
+    chan.send({"type": "ready", "has_validate": evaluator.validate is not None, "evaluate_shape": evaluator.shape})
     while True:
         msg = chan.recv()
         reply = worker.handle(evaluator, msg)

@@ -1,0 +1,251 @@
+"""The bad-input catalogue (issue 13): every bad input a user can give the command line, one row
+each, answered with exit code 2, a ``field: reason`` line naming what was wrong, and a database
+exactly as it was before.
+
+The commands run in this process through ``engine.cli.main`` (the function ``python -m engine``
+calls; two rows also go through a real subprocess), against one SQLite database holding one
+queued run with a seed candidate, so steering commands have something real to refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+
+import pytest
+from sqlalchemy import text
+from sqlmodel import SQLModel
+
+from engine import cli
+from engine.runs import submit_run
+from engine.state import SINGLE, content_hash
+from storage import repo
+from storage.db import open_db
+from storage.models import Candidate
+from tests.support import toy
+from tests.support.harness import PYTHON, ROOT, subprocess_env, toy_config
+
+SECRET = "root:$6$secret-hash-that-must-never-be-printed"
+CONFIG = textwrap.dedent('''
+    name = "catalogue"
+    seed_candidate = "start"
+    evaluator_file = "evaluator.py"
+    dataset_file = "train.jsonl"
+    {extra_top}
+    [search]
+    parents_per_step = 2
+    {search}
+    [budget]
+    max_metric_calls = 300
+    {budget}
+    [reflection_lm]
+    model = "scripted/toy"
+    {lm}
+    [limits]
+    {limits}
+''')
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A project folder (config, evaluator, dataset, a secret file outside it) and a database
+    with one run and its seed candidate."""
+    root = tmp_path_factory.mktemp("catalogue")
+    project = root / "project"
+    project.mkdir()
+    (project / "evaluator.py").write_text(toy.EVALUATOR)
+    (project / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in toy.dataset(6)))
+    (root / "secret.txt").write_text(SECRET + "\n")
+    (project / "notes.txt").write_text(SECRET + "\n")
+    (project / "binary.py").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    (project / "empty.txt").write_text("   \n")
+    (project / "empty.jsonl").write_text("\n\n")
+    (root / "outside.jsonl").write_text('{"word": "alpha"}\n')
+    url = f"sqlite:///{root / 'catalogue.db'}"
+    db = open_db(url)
+    run_id = submit_run(db, toy_config(4))
+    seed = {SINGLE: "start"}
+    repo.save_candidate(db, Candidate(id="cseed00001", run_id=run_id, content=seed, content_hash=content_hash(seed),
+                                      origin="seed", status="accepted"))
+    return {"root": root, "project": project, "url": url, "db": db, "run": run_id, "cand": "cseed00001"}
+
+
+def _write_config(world, name="bad.toml", extra_top="", search="", budget="", lm="", limits="", evaluator=None,
+                  files=None) -> str:
+    project = world["project"]
+    body = CONFIG.format(extra_top=extra_top, search=search, budget=budget, lm=lm, limits=limits)
+    if evaluator is not None:
+        (project / f"{name}.py").write_text(evaluator)
+        body = body.replace('evaluator_file = "evaluator.py"', f'evaluator_file = "{name}.py"')
+    for old, new in (files or {}).items():
+        body = body.replace(old, new)
+    (project / name).write_text(body)
+    return str(project / name)
+
+
+def _snapshot(db) -> dict:
+    with db.writer.connect() as conn:
+        return {t.name: conn.execute(text(f'SELECT * FROM "{t.name}" ORDER BY 1')).all()
+                for t in SQLModel.metadata.sorted_tables}
+
+
+# (id, how to build the argv, fragments every one of which the error output must contain)
+CASES = [
+    # -- the run config (submit; a few also through validate) -------------------------------------
+    ("batch shape 0", lambda w: ["submit", _write_config(w, search="proposals_per_parent = 0")],
+     ["error: search.proposals_per_parent: must be at least 1, not 0"]),
+    ("unknown field", lambda w: ["submit", _write_config(w, search='selektion = "best"')],
+     ["error: search.selektion: unknown field (check the spelling)"]),
+    ("unknown choice", lambda w: ["validate", _write_config(w, search='selection = "random"')],
+     ["error: search.selection: must be one of 'pareto', 'best', 'epsilon_greedy' or 'top_k_pareto', not 'random'"]),
+    ("wrong type", lambda w: ["submit", _write_config(w, search='minibatch_size = "three"')],
+     ["error: search.minibatch_size: must be a whole number, not 'three'"]),
+    ("nan seconds", lambda w: ["submit", _write_config(w, budget="max_seconds = nan")],
+     ["error: budget.max_seconds: must be a finite number, not nan"]),
+    ("inf dollars", lambda w: ["validate", _write_config(w, budget="max_cost_usd = inf")],
+     ["error: budget.max_cost_usd: must be a finite number, not inf"]),
+    ("negative dollars", lambda w: ["submit", _write_config(w, budget="max_cost_usd = -1.0")],
+     ["error: budget.max_cost_usd: must be greater than 0, not -1.0"]),
+    ("budget below one step", lambda w: ["submit", _write_config(w, files={"max_metric_calls = 300": "max_metric_calls = 5"})],
+     ["error: budget.max_metric_calls: 5 is too small for even one step; the minimum is 12"]),
+    ("a key as api_key_env", lambda w: ["submit", _write_config(w, lm='api_key_env = "sk-abc123"')],
+     ["error: reflection_lm.api_key_env: must be the NAME of an environment variable"]),
+    ("temperature out of range", lambda w: ["submit", _write_config(w, lm="temperature = 5.0")],
+     ["error: reflection_lm.temperature: must be at most 2, not 5.0"]),
+    ("not TOML", lambda w: ["submit", str((w["project"] / "notes.txt"))],
+     ["notes.txt: not valid TOML"]),
+    ("config missing", lambda w: ["submit", str(w["project"] / "nope.toml")],
+     ["nope.toml: cannot read: No such file or directory"]),
+    ("no seed, no objective", lambda w: ["submit", _write_config(w, files={'seed_candidate = "start"': ""})],
+     ["error: seed_candidate: missing; give a seed_candidate, or an objective"]),
+    # -- the evaluator file ------------------------------------------------------------------------
+    ("evaluator outside the folder", lambda w: ["submit", _write_config(
+        w, files={'evaluator_file = "evaluator.py"': 'evaluator_file = "/etc/shadow"'})],
+     ["error: evaluator_file: /etc/shadow is outside the config's folder", "allow_outside_files = true"]),
+    ("evaluator ../ outside", lambda w: ["validate", _write_config(
+        w, files={'evaluator_file = "evaluator.py"': 'evaluator_file = "../secret.txt"'})],
+     ["error: evaluator_file: ../secret.txt is outside the config's folder"]),
+    ("outside allowed, not Python", lambda w: ["submit", "--allow-outside-files", _write_config(
+        w, files={'evaluator_file = "evaluator.py"': 'evaluator_file = "../secret.txt"'})],
+     ["error: evaluator_file: ../secret.txt, line 1: invalid syntax"]),
+    ("evaluator not Python", lambda w: ["submit", _write_config(
+        w, files={'evaluator_file = "evaluator.py"': 'evaluator_file = "notes.txt"'})],
+     ["error: evaluator_file: notes.txt, line 1: invalid syntax"]),
+    ("evaluator not UTF-8", lambda w: ["submit", _write_config(
+        w, files={'evaluator_file = "evaluator.py"': 'evaluator_file = "binary.py"'})],
+     ["error: evaluator_file: ", "binary.py: not UTF-8 text (byte 0x89 at position 0)"]),
+    ("evaluator missing", lambda w: ["submit", _write_config(
+        w, files={'evaluator_file = "evaluator.py"': 'evaluator_file = "gone.py"'})],
+     ["error: evaluator_file: cannot read ", "gone.py: No such file or directory"]),
+    ("no evaluate()", lambda w: ["submit", _write_config(w, evaluator="def score(c, e):\n    return 1\n")],
+     ["error: evaluator_file: bad.toml.py defines no function evaluate"]),
+    ("syntax error", lambda w: ["submit", _write_config(w, evaluator="def evaluate(c, e):\n    return (1\n")],
+     ["error: evaluator_file: bad.toml.py, line 2: "]),
+    ("evaluate() with 3 arguments", lambda w: ["submit", _write_config(
+        w, evaluator="def evaluate(candidate, example, extra):\n    return 1.0\n")],
+     ["error: evaluator_file: evaluate() requires 3 arguments, but this run has a dataset and it is called as "
+      "evaluate(candidate, example)"]),
+    ("evaluate() without the example", lambda w: ["validate", _write_config(
+        w, evaluator="def evaluate(candidate):\n    return 1.0\n")],
+     ["error: evaluator_file: evaluate() takes 1 argument(s), but this run has a dataset: define "
+      "evaluate(candidate, example)"]),
+    ("import of a missing module", lambda w: ["submit", _write_config(
+        w, evaluator="import missing_module\n\ndef evaluate(candidate, example):\n    return 1.0\n")],
+     ["error: evaluator_file: bad.toml.py failed to load: ModuleNotFoundError: No module named 'missing_module'"]),
+    ("evaluator raises on import", lambda w: ["submit", _write_config(
+        w, evaluator="raise RuntimeError('no config here')\ndef evaluate(c, e):\n    return 1\n")],
+     ["error: evaluator_file: bad.toml.py failed to load: RuntimeError: no config here"]),
+    # -- the dataset ------------------------------------------------------------------------------
+    ("dataset line not JSON", lambda w: ["submit", _write_config(w, files={'"train.jsonl"': '"broken.jsonl"'})
+                                          if (w["project"] / "broken.jsonl").write_text('{"word": "a"}\n{"word": \n')
+                                          else None],
+     ["error: dataset_file: ", "broken.jsonl, line 2: not valid JSON"]),
+    ("dataset in an unknown format", lambda w: ["submit", _write_config(w, files={'"train.jsonl"': '"empty.txt"'})],
+     ["error: dataset_file: ", "empty.txt: unknown format 'txt'; use .jsonl, .json or .csv"]),
+    ("dataset empty", lambda w: ["submit", _write_config(w, files={'"train.jsonl"': '"empty.jsonl"'})],
+     ["error: dataset_file: ", "empty.jsonl: the dataset is empty"]),
+    ("dataset outside the folder", lambda w: ["submit", _write_config(w, files={'"train.jsonl"': '"../outside.jsonl"'})],
+     ["error: dataset_file: ../outside.jsonl is outside the config's folder"]),
+    ("dataset over max_rows", lambda w: ["submit", _write_config(w, limits="max_rows = 3")],
+     ["error: dataset_file: ", "train.jsonl: more than 3 rows (limits.max_rows)"]),
+    ("dataset over max_dataset_bytes", lambda w: ["submit", _write_config(w, limits="max_dataset_bytes = 100")],
+     ["error: dataset_file: ", "train.jsonl is 1", "more than limits.max_dataset_bytes (100 bytes)"]),
+    ("row over max_row_bytes", lambda w: ["validate", _write_config(w, limits="max_row_bytes = 10")],
+     ["error: dataset_file: ", "train.jsonl, line 1: the row is 30 bytes, more than limits.max_row_bytes (10 bytes)"]),
+    ("a limit that is no limit", lambda w: ["submit", _write_config(w, limits="max_rows = 0")],
+     ["error: limits.max_rows: must be at least 1, not 0"]),
+    # -- steering a run -----------------------------------------------------------------------------
+    ("budget below 1", lambda w: ["budget", w["run"], "--max-metric-calls", "-5"],
+     ["error: budget.max_metric_calls: must be at least 1, not -5"]),
+    ("budget nan", lambda w: ["budget", w["run"], "--max-seconds", "nan"],
+     ["error: budget.max_seconds: must be a finite number, not nan"]),
+    ("budget nothing", lambda w: ["budget", w["run"]],
+     ["error: budget: give at least one of --max-metric-calls"]),
+    ("budget not a number", lambda w: ["budget", w["run"], "--max-metric-calls", "lots"],
+     ["argument --max-metric-calls: invalid int value: 'lots'"]),
+    ("budget of an unknown run", lambda w: ["budget", "rnope", "--max-metric-calls", "50"],
+     ["error: run: no run with id 'rnope'"]),
+    ("edit, --file missing", lambda w: ["edit", w["run"], w["cand"], "--file", str(w["root"] / "missing.txt")],
+     ["error: --file: cannot read ", "missing.txt: No such file or directory"]),
+    ("inject, --file missing", lambda w: ["inject", w["run"], "--file", str(w["root"] / "missing.txt")],
+     ["error: --file: cannot read ", "missing.txt: No such file or directory"]),
+    ("edit, empty text", lambda w: ["edit", w["run"], w["cand"], "--file", str(w["project"] / "empty.txt")],
+     ["error: content: the edited text is empty"]),
+    ("edit, --file not UTF-8", lambda w: ["inject", w["run"], "--file", str(w["project"] / "binary.py")],
+     ["error: --file: ", "not UTF-8 text"]),
+    ("comment on an unknown run", lambda w: ["comment", "rnope", w["cand"], "looks good"],
+     ["error: run: no run with id 'rnope'"]),
+    ("comment on an unknown candidate", lambda w: ["comment", w["run"], "cnope", "looks good"],
+     ["error: candidate: no candidate with id 'cnope'"]),
+    ("empty comment", lambda w: ["comment", w["run"], w["cand"], "  "],
+     ["error: text: the comment is empty"]),
+    ("empty feedback", lambda w: ["feedback", w["run"], w["cand"], " "],
+     ["error: text: the feedback is empty"]),
+    ("pin an unknown candidate", lambda w: ["pin", w["run"], "cnope"],
+     ["error: candidate: no candidate with id 'cnope'"]),
+    ("veto the last parent", lambda w: ["veto", w["run"], w["cand"]],
+     ["error: candidate: this is the last candidate that can be a parent"]),
+    ("pause an unknown run", lambda w: ["pause", "rnope"], ["error: run: no run with id 'rnope'"]),
+    ("status of an unknown run", lambda w: ["status", "rnope"], ["error: run: no run with id 'rnope'"]),
+    ("export of an unknown run", lambda w: ["export", "rnope", "--out", str(w["root"] / "x.json")],
+     ["error: run: no run with id 'rnope'"]),
+    ("export to a folder that does not exist", lambda w: ["export", w["run"], "--out", str(w["root"] / "no" / "x.json")],
+     ["error: --out: cannot write ", "No such file or directory"]),
+    ("import of a file that is not JSON", lambda w: ["import", str(w["project"] / "notes.txt")],
+     ["error: file: cannot read ", "notes.txt: not JSON"]),
+    ("import of a missing file", lambda w: ["import", str(w["root"] / "missing.json")],
+     ["error: file: cannot read ", "missing.json: No such file or directory"]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_exits_2_with_field_and_reason_and_changes_nothing(world, case, capsys):
+    _, argv_of, fragments = case
+    before = _snapshot(world["db"])
+    argv = argv_of(world) + ["--db", world["url"]]
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:  # argparse refuses malformed flags itself, with its own exit code 2
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2, (argv, out, err)
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+    assert SECRET not in err + out and "Traceback" not in err and "http" not in err, err
+    assert _snapshot(world["db"]) == before
+
+
+def test_the_real_entry_point_answers_alike(world):
+    """Two rows through ``python -m engine`` in a subprocess: the same text, the same code."""
+    env = subprocess_env(world["root"])
+    for argv, fragment in ((["budget", world["run"], "--max-metric-calls", "-5"],
+                            "error: budget.max_metric_calls: must be at least 1, not -5\n"),
+                           (["submit", _write_config(world, "shadow.toml", files={
+                               'evaluator_file = "evaluator.py"': 'evaluator_file = "notes.txt"'})],
+                            "error: evaluator_file: notes.txt, line 1: invalid syntax\n")):
+        before = _snapshot(world["db"])
+        res = subprocess.run([PYTHON, "-m", "engine", *argv, "--db", world["url"]], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 2 and res.stderr == fragment and res.stdout == "", res.stderr
+        assert _snapshot(world["db"]) == before
