@@ -36,13 +36,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.lm import LMClient  # noqa: E402  (first: offline price map)
+from engine.lm.client import LMClient  # noqa: E402  (first: offline price map)
 
 from bench import incremental_task as task  # noqa: E402
 from engine.config import ConfigWarning, parse_config  # noqa: E402
 from engine.optimizer import Optimizer  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
-from engine.runtime_model import Latencies, predict_run_seconds, shape_of  # noqa: E402
+from engine.runtime.model import Latencies, predict_run_seconds, shape_of  # noqa: E402
 from engine.sandbox import make_executor  # noqa: E402
 from tests.support.scripted_lm import install_script  # noqa: E402
 from storage import repo  # noqa: E402

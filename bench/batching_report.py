@@ -123,7 +123,7 @@ SETUP = """## Setup
 - **Clock**: from the moment the workers are ready to the end of the run (the seed's validation pass included, the
   pool's cold start and the held-out test pass excluded); the test score is computed afterwards on the 48 test
   examples for the run's best candidate. *Workers busy* = evaluator seconds / (W × wall-clock).
-- **Predicted** = the runtime model (`engine/runtime_sim.py`: the schedule replayed with the LM latency, evaluator
+- **Predicted** = the runtime model (`engine/runtime/sim.py`: the schedule replayed with the LM latency, evaluator
   latency and acceptance rate measured in that run, V = 16, W = 4); it models no engine overhead.
 - `4×1 merge` and `async C=4 merge` use `merge_siblings = true`; `async C=8 merge` likewise with C = 8."""
 
@@ -132,7 +132,7 @@ SETUP = """## Setup
 def ceilings(results: list[dict]) -> str:
     """What the runtime model says is possible at the latencies measured in the 1×1 runs, with
     no engine overhead at all: the best a 4-wide configuration could do here."""
-    from engine.runtime_model import Latencies, Shape, predict_run_seconds
+    from engine.runtime.model import Latencies, Shape, predict_run_seconds
 
     rows = [r for r in results if r["config"] == "1×1" and r.get("latencies")]
     lat = Latencies(**{k: (statistics.mean(r["latencies"][k] for r in rows) if isinstance(v, float) else v)
@@ -193,7 +193,7 @@ held in both runs.
 more calls than the budget in the same time) and loses quality (0.95× its 1×1) where Refract's does not; GEPA's
 8×1 overshoots by 13–27 %.
 
-**Predicted vs measured.** The runtime model replays the schedule (`engine/runtime_sim.py`) with the LM latency,
+**Predicted vs measured.** The runtime model replays the schedule (`engine/runtime/sim.py`) with the LM latency,
 evaluator latency and acceptance rate measured in the run; it charges nothing for the engine's own work (database
 writes, prompt building, thread hand-offs). That work is the usual gap: a few hundred milliseconds per step on this
 2-core machine while other jobs were running, which makes the prediction a little optimistic, most for the

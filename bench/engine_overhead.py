@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.config import parse_config  # noqa: E402
-from engine.lm import LMClient  # noqa: E402
+from engine.lm.client import LMClient  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
 from tests.support.scripted_lm import install_script  # noqa: E402
 from engine.worker import Worker  # noqa: E402

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from engine.lm_journal import KIND_LABELS  # noqa: E402
+from engine.lm.journal import KIND_LABELS  # noqa: E402
 from tests.support.chaos import check_run, run_with_kills  # noqa: E402
 from tests.support.fault_server import FAULTS, FaultServer  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 Measures, on this machine: joining + verifying the weights (first use), loading the model in a
 fresh process, and prompt processing / generation speed for reflection prompts of about 1k and
-3k tokens built by ``engine.reflection.build_prompt`` (each run gets a fresh prompt, so the
+3k tokens built by ``engine.search.reflection.build_prompt`` (each run gets a fresh prompt, so the
 runtime's prefix cache does not flatter it; one extra run per size re-asks the same prompt with
 another sample index, as the K proposals of one parent do). Writes docs/benchmarks-local-lm.md.
 
@@ -25,10 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.lm import LMClient  # noqa: E402  (first: litellm's offline price map)
-from engine import local_lm, local_model  # noqa: E402
+from engine.lm.client import LMClient  # noqa: E402  (first: litellm's offline price map)
+from engine.lm import local as local_lm  # noqa: E402
+from engine.lm import local_model
 from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
-from engine.reflection import ExampleFeedback, build_prompt  # noqa: E402
+from engine.search.reflection import ExampleFeedback, build_prompt  # noqa: E402
 
 OUT = ROOT / "docs" / "benchmarks-local-lm.md"
 RUNS = 3
@@ -72,7 +73,7 @@ def time_join() -> float:
 
 
 def time_cold_loads() -> list[float]:
-    code = ("import engine.lm; from engine import local_lm; "
+    code = ("import engine.lm.client; from engine import local_lm; "
             "print(local_lm.get_runtime().load_seconds)")
     times = []
     for _ in range(RUNS):
@@ -230,7 +231,7 @@ def main() -> None:
         f"| join 22 parts + verify SHA-256 (1.12 GB, once per data directory) | {join_s:.1f} |",
         f"| load in a fresh process (median of {RUNS}; min {min(loads):.1f}, max {max(loads):.1f}) | {statistics.median(loads):.1f} |",
         "",
-        "## Reflection prompts (built by `engine.reflection.build_prompt`, regex task)",
+        "## Reflection prompts (built by `engine.search.reflection.build_prompt`, regex task)",
         "",
         "| target | prompt tokens | prompt processing | tokens/s | generated tokens | generation | tokens/s | next sample, same prompt: prompt time |",
         "|---|---|---|---|---|---|---|---|",

@@ -3,12 +3,12 @@
 For each built-in example (examples/iso_date_regex, examples/slugify_code) and each parent, the
 real local model answers N reflections per prompt variant (sample index k = 0..N-1 with the
 engine's per-proposal temperature). Every answer is parsed as the engine does
-(``engine.reflection.parse_answer``), checked with the example's ``validate()``, and, when valid
+(``engine.search.reflection.parse_answer``), checked with the example's ``validate()``, and, when valid
 and new, scored on the validation set. Candidates run in a child ``python -I`` process with a
 timeout, never in this one. Writes docs/benchmarks-reflection-prompts.md.
 
 Variants (the prompt content is the same facts; only form and instructions change):
-- ``current``: ``engine.reflection.build_prompt`` as the engine uses it;
+- ``current``: ``engine.search.reflection.build_prompt`` as the engine uses it;
 - ``plan``: the same prompt, but the task asks for one line naming the change before the fence;
 - ``compact+plan``: failing examples first, short values on one line (no JSON blocks), passing
   examples summarised, earlier attempts presented as failures, and the ``plan`` line.
@@ -28,11 +28,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import engine.lm  # noqa: E402,F401  (first: litellm's offline price map)
-from engine import local_lm  # noqa: E402
+import engine.lm.client  # noqa: E402,F401  (first: litellm's offline price map)
+from engine.lm import local as local_lm  # noqa: E402
 from engine.config import load_config  # noqa: E402
-from engine.proposal import proposal_temperature  # noqa: E402
-from engine.reflection import SYSTEM, ExampleFeedback, build_prompt, parse_answer  # noqa: E402
+from engine.search.proposal import proposal_temperature  # noqa: E402
+from engine.search.reflection import SYSTEM, ExampleFeedback, build_prompt, parse_answer  # noqa: E402
 
 OUT = ROOT / "docs" / "benchmarks-reflection-prompts.md"
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 6

@@ -57,7 +57,8 @@ def __getattr__(name: str):
     """``from engine import optimize_anything`` (imported on first use: the CLI and the worker
     do not need it)."""
     if name in ("optimize_anything", "OptimizeResult"):
-        from engine import api, result
+        from engine.api import optimize as api
+        from engine.api import result
 
         return api.optimize_anything if name == "optimize_anything" else result.OptimizeResult
     raise AttributeError(f"module 'engine' has no attribute {name!r}")

@@ -1,7 +1,7 @@
 import sys
 
 from engine.cli import main
-from engine.lm_providers import load_plugins
+from engine.lm.providers import load_plugins
 
 try:
     load_plugins()

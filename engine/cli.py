@@ -81,7 +81,7 @@ def _summary(db, run_id) -> int:
     p = run.proposals_total or 1
     print(f"metric calls {run.metric_calls}  cost ${run.cost_usd:.4f}  tokens {run.tokens_in}+{run.tokens_out}  "
           f"{run.seconds:.1f} s  steps {run.steps_done}")
-    from engine.lm_journal import run_lm_failures
+    from engine.lm.journal import run_lm_failures
 
     print("LM calls: " + (run_lm_failures(db, run) or f"{run.lm_calls}, none failed"))  # the dashboard's line
     print(f"proposals {run.proposals_total}: parsed {run.proposals_parsed / p:.0%}, valid {run.proposals_valid / p:.0%}, "
@@ -90,7 +90,7 @@ def _summary(db, run_id) -> int:
     meas = [s.measured_speedup for s in steps if s.measured_speedup]
     if pred and meas:
         print(f"batch speed-up: predicted {sum(pred) / len(pred):.2f}x, measured {sum(meas) / len(meas):.2f}x")
-    from engine.runtime_model import run_prediction
+    from engine.runtime.model import run_prediction
 
     model = run_prediction(db, run_id)
     if model:
@@ -153,7 +153,7 @@ def cmd_status(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from engine.export import export_run
+    from engine.records.export import export_run
 
     doc = export_run(_db(args), args.run)
     try:
@@ -165,7 +165,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from engine.export import import_run
+    from engine.records.export import import_run
 
     try:
         doc = json.loads(_read_flag_file("file", args.file))
@@ -176,7 +176,7 @@ def cmd_import(args) -> int:
 
 
 def cmd_import_gepa(args) -> int:
-    from engine.gepa_import import import_gepa_run
+    from engine.records.gepa_import import import_gepa_run
 
     run_id = import_gepa_run(_db(args), args.run_dir)
     print(f"run {run_id} (imported from {args.run_dir}; open it in the studio to browse its lineage and frontier)")
@@ -184,7 +184,7 @@ def cmd_import_gepa(args) -> int:
 
 
 def cmd_blame(args) -> int:
-    from engine.blame import blame, format_text
+    from engine.records.blame import blame, format_text
 
     lines = blame(_db(args), args.run, args.candidate)
     print(json.dumps(lines, indent=1, ensure_ascii=False) if args.json else format_text(lines))
@@ -192,7 +192,7 @@ def cmd_blame(args) -> int:
 
 
 def cmd_check_lm(args) -> int:
-    from engine.lm_check import check_lm_command
+    from engine.lm.check import check_lm_command
 
     return check_lm_command(args.model)
 

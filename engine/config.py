@@ -90,14 +90,14 @@ class LMConfig(_Strict):
     @field_validator("kwargs")
     @classmethod
     def _allowed_kwargs(cls, v: dict) -> dict:
-        from engine.lm_params import check_kwargs
+        from engine.lm.params import check_kwargs
 
         return check_kwargs(v)
 
     @field_validator("prompt_template")
     @classmethod
     def _template(cls, v: Optional[str]) -> Optional[str]:
-        from engine.reflection_template import check_template
+        from engine.search.reflection_template import check_template
 
         return None if v is None else check_template(v)
 
@@ -301,7 +301,7 @@ class ConfigWarning(UserWarning):
 
 def config_warnings(cfg: RunConfig) -> list[str]:
     """Settings that are allowed but do less than they seem to, each as ``field: what happens``."""
-    from engine.images import mentions_images, supports_vision
+    from engine.lm.images import mentions_images, supports_vision
 
     s = cfg.search
     out = []

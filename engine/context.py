@@ -14,7 +14,7 @@ from storage.models import Candidate, Example
 from engine.budget import Budget
 from engine.config import LMConfig, RunConfig
 from engine.evaluation import EvaluationService, Timeline
-from engine.lm_journal import RunJournal
+from engine.lm.journal import RunJournal
 from engine.state import PoolState
 
 
@@ -40,7 +40,7 @@ class RunContext:
     db: Database
     run_id: str
     cfg: RunConfig
-    lm: "object"  # engine.lm.LMClient
+    lm: "object"  # engine.lm.client.LMClient
     evals: EvaluationService
     state: PoolState
     budget: Budget

@@ -55,7 +55,7 @@ def try_evaluator(db: Database, job_id: str, payload: dict) -> dict:
 
 def check_lm(db: Database, job_id: str, payload: dict) -> dict:
     """``python -m engine check-lm`` in the worker: {"ok", "output"} (what the command prints)."""
-    from engine.lm_check import check_lm_command
+    from engine.lm.check import check_lm_command
 
     jobs.update_job(db, job_id, "asking the model for one word (a local model may take a minute to load)")
     buf = io.StringIO()

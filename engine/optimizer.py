@@ -17,23 +17,23 @@ from storage.db import Database
 from storage.models import Candidate, utcnow
 from storage.states import CandidateStatus, Origin, RunStatus
 
-from engine.async_loop import AsyncSchedule
+from engine.schedules.asynchronous import AsyncSchedule
 from engine.budget import Budget
 from engine.commands import CommandApplier
 from engine.config import RunConfig
 from engine.context import RunContext
 from engine.evaluation import EvaluationService, Timeline
-from engine.frontier_types import missing_objectives
+from engine.search.frontier_types import missing_objectives
 from engine.executor import EvalTask, Executor, LazyExecutor
-from engine.lm_journal import recover_interrupted, run_lm_failures
-from engine.merge import try_merge
-from engine.reflection import parse_answer, seed_prompt
+from engine.lm.journal import recover_interrupted, run_lm_failures
+from engine.search.merge import try_merge
+from engine.search.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
 from engine.stoppers import stop_reason
 from engine.test_pass import test_pass
-from engine.schedule import LOST, Decision, Schedule, StepRecord
-from engine.step import SyncSchedule
-from engine.validation import step_rng, validate_child
+from engine.schedules.base import LOST, Decision, Schedule, StepRecord
+from engine.schedules.synchronous import SyncSchedule
+from engine.schedules.validation import step_rng, validate_child
 from engine.stop_reasons import evaluator_failing
 
 log = logging.getLogger("refract.engine")
@@ -54,7 +54,7 @@ class Optimizer:
     # -- setup ---------------------------------------------------------------------------
 
     def _context(self) -> RunContext:
-        from engine.lm import LMClient
+        from engine.lm.client import LMClient
         from engine.sandbox import make_executor
 
         recover_interrupted(self.db, self.run_id)  # before the totals are read: their estimates count

@@ -18,9 +18,9 @@ from storage.db import Database
 from storage.models import Candidate
 from storage.states import CandidateStatus, Origin
 
-from engine.frontier import Frontier, compute_frontier, mean_scores
-from engine.frontier_types import objective_scores
-from engine.selection import PoolView
+from engine.search.frontier import Frontier, compute_frontier, mean_scores
+from engine.search.frontier_types import objective_scores
+from engine.search.selection import PoolView
 
 SINGLE = "text"  # the component name of a single-text candidate
 ENGINE_MADE = (Origin.REFLECTION, Origin.MERGE, Origin.SIBLING_MERGE)  # made within a step (redone if it is)

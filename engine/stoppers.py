@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from engine.frontier import mean_scores
+from engine.search.frontier import mean_scores
 
 
 def steps_without_improvement(ctx) -> int:

@@ -28,14 +28,14 @@ except ImportError:  # the plain text area below still works
 
 @st.cache_data(show_spinner=False)
 def _default_model() -> str:
-    from engine.lm_defaults import default_model
+    from engine.lm.defaults import default_model
 
     return default_model()
 
 
 @st.cache_data(show_spinner=False)
 def _default_model_reason() -> str:
-    from engine.lm_defaults import default_model_reason
+    from engine.lm.defaults import default_model_reason
 
     return default_model_reason()
 

@@ -1,12 +1,12 @@
 """Runtime playground: sliders for the batch shape and the latencies; the engine's own runtime
-model (``engine.runtime_model`` / ``engine.runtime_sim``) predicts the wall-clock of a run and
+model (``engine.runtime.model`` / ``engine.runtime.sim``) predicts the wall-clock of a run and
 the speed-up per metric call, for synchronous steps and for the asynchronous schedule."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from engine.runtime_model import Latencies
+from engine.runtime.model import Latencies
 from ui import playground_chart as pc
 from ui.teaching_keys import (PLAY_ACCEPT, PLAY_BUDGET, PLAY_EVAL, PLAY_K, PLAY_LM, PLAY_MINIBATCH, PLAY_P, PLAY_VAL,
                               PLAY_W)
@@ -60,4 +60,4 @@ st.latex(r"\text{speed-up} \approx \frac{k\,(L_{\text{step}} + a\,L_{\text{val}}
 st.markdown("The asynchronous schedule keeps $C = k$ proposals in flight with no barrier; each takes $L + E$ where "
             "the evaluation time $E = E_0 / (1-\\rho)$ stretches as the workers fill (utilisation "
             "$\\rho = X c T / W$ for throughput $X$ and $c$ metric calls per proposal). The curves above replay the "
-            "whole run, budget tail included, with the engine's schedule simulator (`engine.runtime_sim`).")
+            "whole run, budget tail included, with the engine's schedule simulator (`engine.runtime.sim`).")

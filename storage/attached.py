@@ -1,4 +1,4 @@
-"""Runs attached to a Python process: started with ``engine.api.optimize_anything``.
+"""Runs attached to a Python process: started with ``engine.api.optimize.optimize_anything``.
 
 Such a run's evaluator is a function in the process that started it, so only that process
 can run it. ``Run.attached_to`` marks it (``claim_run`` never gives it to an engine worker) and

@@ -46,7 +46,7 @@ class Run(SQLModel, table=True):
     lease_owner: Optional[str] = Field(default=None, max_length=100)
     lease_expires_at: Optional[datetime] = None
     heartbeat_at: Optional[datetime] = None
-    # set for a run started from Python (engine.api): its evaluator lives in that process, so no
+    # set for a run started from Python (engine.api.optimize): its evaluator lives in that process, so no
     # engine worker may claim it; holds the id of the process that started or last resumed it
     attached_to: Optional[str] = Field(default=None, max_length=100)
     step_mode: bool = False  # run exactly one step, then pause (teaching)
@@ -138,7 +138,7 @@ class Evaluation(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-# LMCall.error_kind values (engine.lm_errors.error_kind, plus an unusable answer and a crash)
+# LMCall.error_kind values (engine.lm.errors.error_kind, plus an unusable answer and a crash)
 LM_ERROR_KINDS = ("rate_limit", "server_error", "timeout", "bad_body", "connection", "request", "no_fence", "crash")
 
 

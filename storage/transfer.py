@@ -1,6 +1,6 @@
 """Writing a whole run at once: the storage half of importing an exported run.
 
-``engine.export`` turns a document into rows; ``insert_run`` stores them. Contract:
+``engine.records.export`` turns a document into rows; ``insert_run`` stores them. Contract:
 - Atomic: one writer transaction; on any error nothing of the run is left behind.
 - Not idempotent: a second import of the same run id raises ``Conflict`` (the first is kept).
 - Ids: the run and candidate ids are kept as given (so export → import → export gives the same

@@ -1,4 +1,4 @@
-"""Provenance of every line (``engine.blame`` and ``python -m engine blame``) on a run whose
+"""Provenance of every line (``engine.records.blame`` and ``python -m engine blame``) on a run whose
 lineage is known: a seed, two reflections, a person's edit and a merge of the two branches."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from engine.blame import blame
+from engine.records.blame import blame
 from storage import repo
 from storage.db import Database
 from storage.errors import NotFound

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from engine.commands import CommandError, send_command
-from engine.export import export_run
+from engine.records.export import export_run
 from engine.runs import submit_run
 from tests.support.scripted_lm import install_script, uninstall_script
 from engine.worker import Worker

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from engine.commands import send_command
-from engine.export import FORMAT, export_run, import_run
+from engine.records.export import FORMAT, export_run, import_run
 from tests.support.scripted_lm import uninstall_script
 from storage import repo
 from storage.db import Database

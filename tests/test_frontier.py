@@ -1,11 +1,11 @@
-"""engine.frontier: the per-example Pareto frontier and GEPA's dominance pruning, on
+"""engine.search.frontier: the per-example Pareto frontier and GEPA's dominance pruning, on
 hand-worked cases (every expected value below was worked out on paper from the scores)."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.frontier import can_still_matter, compute_frontier, mean_scores, nondominated_frequencies
+from engine.search.frontier import can_still_matter, compute_frontier, mean_scores, nondominated_frequencies
 
 
 def _freq(scores, eligible=None):

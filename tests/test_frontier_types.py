@@ -8,9 +8,9 @@ import random
 import engine  # noqa: F401  first: offline litellm price map
 import pytest
 
-from engine.export import export_run
-from engine.frontier_types import frontier_entries, missing_objectives, typed_frontier
-from engine.selection import PoolView, make_selector
+from engine.records.export import export_run
+from engine.search.frontier_types import frontier_entries, missing_objectives, typed_frontier
+from engine.search.selection import PoolView, make_selector
 from tests.support.scripted_lm import uninstall_script
 from storage import repo
 from tests.support import toy

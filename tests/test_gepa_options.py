@@ -7,10 +7,10 @@ from __future__ import annotations
 import engine  # noqa: F401  first: offline litellm price map
 import pytest
 
-from engine import lm as lm_module
+from engine.lm import client as lm_module
 from engine.config import ConfigError, LMConfig
-from engine.reflection import ExampleFeedback, build_prompt
-from engine.selection import PoolView, make_selector
+from engine.search.reflection import ExampleFeedback, build_prompt
+from engine.search.selection import PoolView, make_selector
 from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo
 from tests.support import toy

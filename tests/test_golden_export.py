@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import RunConfig
-from engine.export import upgraded, export_run, import_run
+from engine.records.export import upgraded, export_run, import_run
 from engine.runs import examples_of
 from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo

@@ -17,8 +17,8 @@ import pytest
 from PIL import Image as PILImage
 
 from engine.config import ConfigWarning, parse_config
-from engine.images import MAX_SIDE, ImageCollector
-from engine.reflection import ExampleFeedback, build_prompt
+from engine.lm.images import MAX_SIDE, ImageCollector
+from engine.search.reflection import ExampleFeedback, build_prompt
 from engine.runs import submit_run
 from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo

@@ -14,8 +14,8 @@ import pytest
 
 import engine  # noqa: F401  first: offline price map
 from engine.cli import main
-from engine.export import export_run
-from engine.result import build_result
+from engine.records.export import export_run
+from engine.api.result import build_result
 from storage import repo
 from storage.db import Database
 

@@ -1,4 +1,4 @@
-"""engine.lm: retries, errors, cache, key hygiene, concurrency limit, cost, default model.
+"""engine.lm.client: retries, errors, cache, key hygiene, concurrency limit, cost, default model.
 
 All calls go to the in-process ``scripted`` provider (or litellm's own mock), never the network.
 """
@@ -9,13 +9,13 @@ import functools
 import stat
 import threading
 
-from engine.lm import LMClient, default_lm_config, default_model, default_model_reason, is_retryable  # first: offline price map
+from engine.lm.client import LMClient, default_lm_config, default_model, default_model_reason, is_retryable  # first: offline price map
 
 import litellm  # noqa: E402
 import pytest  # noqa: E402
 
 from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
-from engine.lm_defaults import OVERRIDE_ENV, PROVIDER_DEFAULTS  # noqa: E402
+from engine.lm.defaults import OVERRIDE_ENV, PROVIDER_DEFAULTS  # noqa: E402
 from tests.support.scripted_lm import install_script, uninstall_script  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "improve this text please"}]
@@ -146,7 +146,7 @@ def test_api_key_reaches_provider_but_never_the_cache_or_the_error(client, monke
             response.choices[0].message.content = "ok " + secret[:3]
             return response
 
-    from engine.lm_providers import register_provider
+    from engine.lm.providers import register_provider
     register_provider("spy", Spy())
     cfg = LMConfig(model="spy/m", api_key_env="REFRACT_TEST_KEY")
     assert client.complete(cfg, MESSAGES).ok
@@ -206,7 +206,7 @@ def test_cost_from_litellm_price_map_for_a_known_model(client, monkeypatch):
 
 
 def test_unknown_model_costs_zero(client):
-    from engine.lm import _cost
+    from engine.lm.client import _cost
     response = litellm.ModelResponse(model="nobody-knows/this-model")
     assert _cost(response, "nobody-knows/this-model") == 0.0
 
@@ -252,7 +252,7 @@ def test_default_anthropic_and_explicit_override(no_provider_keys):
 
 
 def test_check_lm_command_prints_answer_or_exact_error(client, capsys, monkeypatch):
-    from engine.lm_check import check_lm_command
+    from engine.lm.check import check_lm_command
 
     install_script(lambda m, p: "ready")
     assert check_lm_command("scripted/cli", client=client) == 0
@@ -271,7 +271,7 @@ def test_missing_provider_key_fails_fast_instead_of_retrying(client, sleeps, mon
 
 
 def test_context_window_and_token_count(client):
-    from engine import local_lm
+    from engine.lm import local as local_lm
 
     assert client.context_window(LMConfig(model=LOCAL_MODEL)) == local_lm.context_window()
     assert client.context_window(LMConfig(model="openai/gpt-4.1-mini")) > 100_000
@@ -296,7 +296,7 @@ def test_scripted_provider_without_a_script_says_how_to_install_one(client, monk
 
 
 def test_lm_plugins_are_imported_by_name_and_a_typo_is_an_error():
-    from engine.lm_providers import PLUGINS_ENV, is_in_process, load_plugins
+    from engine.lm.providers import PLUGINS_ENV, is_in_process, load_plugins
 
     assert load_plugins({PLUGINS_ENV: " tests.support.scripted_lm , "}) == ["tests.support.scripted_lm"]
     assert is_in_process("scripted/x") and not is_in_process("openai/gpt-4.1-mini")

@@ -7,14 +7,14 @@ from __future__ import annotations
 import itertools
 import threading
 
-from engine.lm import LMClient  # first: offline price map
+from engine.lm.client import LMClient  # first: offline price map
 
 import litellm  # noqa: E402
 import pytest  # noqa: E402
 
 from engine import cli  # noqa: E402
-from engine.export import export_run, import_run  # noqa: E402
-from engine.lm_journal import recover_interrupted  # noqa: E402
+from engine.records.export import export_run, import_run  # noqa: E402
+from engine.lm.journal import recover_interrupted  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
 from storage import lm_calls as lm_rows  # noqa: E402
 from storage import repo  # noqa: E402
@@ -122,7 +122,7 @@ def test_a_resumed_run_marks_the_dead_workers_calls_interrupted(db, tmp_path):
 
 
 def test_error_kinds_of_provider_failures():
-    from engine.lm_errors import error_kind
+    from engine.lm.errors import error_kind
 
     assert error_kind(litellm.RateLimitError("x", llm_provider="p", model="m")) == "rate_limit"
     assert error_kind(litellm.Timeout("x", model="m", llm_provider="p")) == "timeout"

@@ -34,7 +34,7 @@ def test_the_dashboard_shows_lm_failures_by_kind(tmp_path, monkeypatch):
     for status, kind in (("failed", "rate_limit"), ("failed", "rate_limit"), ("failed", "timeout"), ("done", None),
                          ("started", None)):
         _attempt(db, run_id, status, kind)
-    from engine.lm_journal import recover_interrupted
+    from engine.lm.journal import recover_interrupted
 
     recover_interrupted(db, run_id)
     run = queries.run_overview(db, run_id)

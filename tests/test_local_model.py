@@ -6,14 +6,15 @@ from __future__ import annotations
 import hashlib
 import importlib
 
-import engine.lm  # noqa: F401  (first: litellm must load its offline price map)
+import engine.lm.client  # noqa: F401  (first: litellm must load its offline price map)
 
 import pytest  # noqa: E402
 
-from engine import local_lm, local_model  # noqa: E402
+from engine.lm import local as local_lm  # noqa: E402
+from engine.lm import local_model
 from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
-from engine.lm import LMClient  # noqa: E402
-from engine.local_model import INSTALL_HINT, LocalModelError, ModelSpec, ensure_model_file  # noqa: E402
+from engine.lm.client import LMClient  # noqa: E402
+from engine.lm.local_model import INSTALL_HINT, LocalModelError, ModelSpec, ensure_model_file  # noqa: E402
 
 CHUNKS = [b"GGUF-fake-part-one|", b"part-two|", b"and the last part"]
 

@@ -1,11 +1,11 @@
-"""engine.reflection: what the reflection prompt says, how it is shortened, and how the new
+"""engine.search.reflection: what the reflection prompt says, how it is shortened, and how the new
 text is taken out of the LM's answer."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.reflection import ExampleFeedback, build_prompt, parse_answer, render_feedback, seed_prompt
+from engine.search.reflection import ExampleFeedback, build_prompt, parse_answer, render_feedback, seed_prompt
 
 CURRENT = "You are a support bot. Answer politely."
 

@@ -1,4 +1,4 @@
-"""engine.selection and engine.sampling: parent sampling and epoch minibatches.
+"""engine.search.selection and engine.search.sampling: parent sampling and epoch minibatches.
 
 Proportions are measured over many draws from a seeded ``random.Random`` so the tests are
 deterministic; the tolerances are several standard deviations wide.
@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from engine.sampling import EpochSampler
-from engine.selection import (
+from engine.search.sampling import EpochSampler
+from engine.search.selection import (
     BestSelector,
     EpsilonGreedySelector,
     ParetoSelector,

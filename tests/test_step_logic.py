@@ -9,12 +9,12 @@ import litellm
 import pytest
 
 from engine.optimizer import Optimizer
-from engine.proposal import Outcome, run_proposal
+from engine.search.proposal import Outcome, run_proposal
 from engine.runs import submit_run
 from engine.state import SINGLE, content_hash
-from engine.step import choose_children, plan_slots
+from engine.schedules.synchronous import choose_children, plan_slots
 from tests.support.scripted_lm import install_script, uninstall_script
-from engine.validation import Validator
+from engine.schedules.validation import Validator
 from storage import repo
 from storage.errors import InvalidTransition
 from storage.models import Candidate

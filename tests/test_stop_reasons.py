@@ -3,7 +3,7 @@ data (defect 4)."""
 
 from __future__ import annotations
 
-from engine.lm import LMClient  # noqa: F401  (first: offline price map)
+from engine.lm.client import LMClient  # noqa: F401  (first: offline price map)
 
 import pytest  # noqa: E402
 

@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.commands import send_command
-from engine.export import export_run
+from engine.records.export import export_run
 from engine.runs import submit_run
 from tests.support.scripted_lm import install_script
 from storage import repo

@@ -78,7 +78,7 @@ def test_each_query_is_one_statement(run):
 
 
 def test_frontier_matches_the_engine(run):
-    from engine.frontier import compute_frontier
+    from engine.search.frontier import compute_frontier
 
     db, run_id = run
     cands, scores = queries.candidate_rows(db, run_id), queries.val_scores(db, run_id)

@@ -1,6 +1,6 @@
 """Pure computations on the plain data the queries return (no Streamlit, no database).
 
-The frontier here is the engine's own (``engine.frontier.compute_frontier``), so the numbers
+The frontier here is the engine's own (``engine.search.frontier.compute_frontier``), so the numbers
 the studio shows are the ones the engine selects parents from and the export records.
 """
 
@@ -13,7 +13,7 @@ from typing import Optional
 
 import pandas as pd
 
-from engine.frontier import compute_frontier
+from engine.search.frontier import compute_frontier
 
 TOL = 1e-9
 
@@ -33,7 +33,7 @@ class FrontierView:
 
 
 def frontier(scores: pd.DataFrame, candidates: pd.DataFrame) -> FrontierView:
-    """The engine's frontier: ``engine.frontier.compute_frontier`` over the validation scores of
+    """The engine's frontier: ``engine.search.frontier.compute_frontier`` over the validation scores of
     the accepted, non-vetoed candidates (what the engine selects parents from and the export
     records). Rejected proposals never count, even when the dataset doubles as the validation
     set and their minibatch scores sit on validation examples."""
@@ -271,7 +271,7 @@ def typed_members(view: FrontierView, objectives: pd.DataFrame, frontier_type: s
     """The view with ``members`` and ``best_on`` following the run's ``[search] frontier`` type
     (entries: examples and/or side_info["scores"] objectives, as the engine selects parents);
     the matrix and the per-example columns stay as they are."""
-    from engine.frontier_types import typed_frontier
+    from engine.search.frontier_types import typed_frontier
 
     if frontier_type == "instance" or view.matrix.empty or (frontier_type == "hybrid" and objectives.empty):
         return view  # hybrid without objectives is the per-example frontier

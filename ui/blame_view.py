@@ -1,5 +1,5 @@
 """The candidate page's annotated text: every line with the candidate, step and kind of
-writing (seed, reflection, merge, person's edit) that introduced it — ``engine.blame`` shown.
+writing (seed, reflection, merge, person's edit) that introduced it — ``engine.records.blame`` shown.
 
 Lines are shown in a table (text cells, never Markdown). Each line links to the candidate
 that wrote it (its Reflection tab holds the prompt, with the side information it read) and to
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.blame import blame
+from engine.records.blame import blame
 from ui import data, nav
 from ui.step_links import explain_url
 from ui.teaching_keys import BLAME_COMPONENT

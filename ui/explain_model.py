@@ -3,7 +3,7 @@
 
 The frontier "before" the step is the per-example best validation score among the candidates
 accepted in earlier steps; "after" adds the ones accepted in this step (human edits applied at
-its start included). The runtime model is ``engine.runtime_model`` itself, fed with this
+its start included). The runtime model is ``engine.runtime.model`` itself, fed with this
 step's measured latencies (its timeline events), as the engine does for its speed-up figures.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Optional
 
-from engine.runtime_model import Latencies, Shape, latencies_from, sync_step
+from engine.runtime.model import Latencies, Shape, latencies_from, sync_step
 
 
 def _val_split(detail: dict) -> str:

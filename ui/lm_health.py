@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.lm_journal import lm_failure_summary
+from engine.lm.journal import lm_failure_summary
 
 
 def lm_failures_text(run: dict) -> str:

@@ -1,4 +1,4 @@
-"""The runtime-model playground's numbers and figures: ``engine.runtime_model`` swept over the
+"""The runtime-model playground's numbers and figures: ``engine.runtime.model`` swept over the
 proposals per parent K at the chosen settings (no Streamlit here)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.runtime_model import Latencies, Shape, predict_run_seconds, predict_speedup, sync_step
+from engine.runtime.model import Latencies, Shape, predict_run_seconds, predict_speedup, sync_step
 
 MAX_K = 8
 COLOURS = {"sync": "#2563eb", "async": "#ea580c"}

@@ -1,9 +1,9 @@
-"""The new-run form's speed-up prediction: one adapter over ``engine.runtime_model`` so that the
+"""The new-run form's speed-up prediction: one adapter over ``engine.runtime.model`` so that the
 page does not depend on that module's data classes."""
 
 from __future__ import annotations
 
-from engine.runtime_model import Latencies, Shape, predict_speedup, predict_step_speedup
+from engine.runtime.model import Latencies, Shape, predict_speedup, predict_step_speedup
 
 
 def predicted(parents: int, per_parent: int, workers: int, accept_rate: float, lm_seconds: float,

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from engine.export import export_run
+from engine.records.export import export_run
 from storage import repo
 from storage.db import Database
 from tests.support.synthetic import generate_run

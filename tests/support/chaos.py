@@ -23,7 +23,7 @@ from pathlib import Path
 from sqlalchemy import func
 from sqlmodel import select
 
-from engine.export import export_run
+from engine.records.export import export_run
 from engine.runs import submit_run
 from storage import repo
 from storage.db import Database

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from engine.lm import LMClient  # first: offline price map before litellm is imported elsewhere
+from engine.lm.client import LMClient  # first: offline price map before litellm is imported elsewhere
 
 from engine.config import RunConfig, parse_config
 from engine.optimizer import Optimizer

@@ -16,7 +16,7 @@ answer as a provider would. Usage counts one token per whitespace-separated word
 never zero for non-empty text) and costs ``price_per_token`` dollars per token in and out.
 
 A worker *process* cannot receive a function: give it ``REFRACT_LM_PLUGINS=tests.support.scripted_lm``
-(the engine's test hook, see ``engine.lm_providers``: ``python -m engine`` imports this module, which
+(the engine's test hook, see ``engine.lm.providers``: ``python -m engine`` imports this module, which
 registers the provider) and ``REFRACT_SCRIPTED_LM=package.module:function`` (optionally
 ``REFRACT_SCRIPTED_LATENCY`` seconds, ``REFRACT_SCRIPTED_PRICE`` dollars per token); the provider
 imports the function itself on first use. ``SUBPROCESS_ENV`` holds the first variable.
@@ -34,7 +34,7 @@ from typing import Callable
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 from litellm.types.utils import ModelResponse, Usage
 
-from engine.lm_providers import PLUGINS_ENV, register_provider
+from engine.lm.providers import PLUGINS_ENV, register_provider
 
 Script = Callable[[list[dict], dict], str]
 ENV_SCRIPT = "REFRACT_SCRIPTED_LM"

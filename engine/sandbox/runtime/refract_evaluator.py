@@ -13,7 +13,7 @@ Porting an evaluator written for GEPA's ``optimize_anything``: replace the one l
 
 This module is importable inside a sandbox worker, and in a Python process that uses
 ``from engine import optimize_anything`` (the evaluator then runs in that process, see
-``engine/in_process.py``); it has no dependencies.
+``engine/api/in_process.py``); it has no dependencies.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 litellm routes ``"<provider>/<model>"`` to the handler registered under ``<provider>`` in
 ``litellm.custom_provider_map``; it re-reads that list on every call, so a provider can be
 registered at any time. The product registers one: ``local``, the offline default model on the
-CPU (``engine.local_lm``).
+CPU (``engine.lm.local``).
 
 Test hook: ``REFRACT_LM_PLUGINS`` names modules (comma-separated import paths) that a
 ``python -m engine`` process (or a Python process calling ``optimize_anything``) imports at start, before it reads any run; such a module registers
@@ -39,7 +39,7 @@ def is_in_process(model: str) -> bool:
 
 def register_builtin_providers() -> None:
     """Register ``local`` (cheap: nothing loads until a first call)."""
-    from engine.local_lm import LocalLLM
+    from engine.lm.local import LocalLLM
 
     register_provider("local", LocalLLM())
 

@@ -1,4 +1,4 @@
-"""Recording a run's LM calls attempt by attempt (``engine.lm.AttemptJournal`` for a run).
+"""Recording a run's LM calls attempt by attempt (``engine.lm.client.AttemptJournal`` for a run).
 
 Each request gets its ``LMCall`` row *before* it is sent (status ``started``) and is completed
 when it ends (``done`` or ``failed``, with its error kind), so a retried call leaves one row
@@ -17,7 +17,7 @@ from storage.models import LMCall, utcnow
 
 log = logging.getLogger("refract.lm")
 
-# error_kind (engine.lm_errors.error_kind, plus no_fence and crash) -> how the CLI and the studio name it
+# error_kind (engine.lm.errors.error_kind, plus no_fence and crash) -> how the CLI and the studio name it
 KIND_LABELS = {"rate_limit": "429", "server_error": "5xx", "timeout": "timeout", "bad_body": "bad body",
                "connection": "connection", "request": "refused request", "no_fence": "no fenced block",
                "crash": "interrupted by a crash"}
@@ -50,7 +50,7 @@ class RunJournal:
 def estimated_prompt_cost(model: str, messages: list) -> tuple[int, float]:
     """(prompt tokens, dollars) of a request by litellm's token counter and price list; the
     answer it may have been billed for is unknown. (0, 0.0) when the model is not priced."""
-    from engine.lm import litellm
+    from engine.lm.client import litellm
 
     try:
         tokens = int(litellm.token_counter(model=model, messages=messages))

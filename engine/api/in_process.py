@@ -1,6 +1,6 @@
 """InProcessExecutor: the ``Executor`` contract over a Python function in the caller's process.
 
-This is the executor of runs started from Python (``engine.api.optimize_anything``). The
+This is the executor of runs started from Python (``engine.api.optimize.optimize_anything``). The
 evaluator is the caller's own code, trusted as in GEPA: it is **not sandboxed** — no time,
 memory, file or network limits apply, and ``[executor] timeout_seconds`` / ``memory_mb`` /
 ``network`` have no effect. ``[executor] workers`` threads (or, with ``pool="process"``, spawned

@@ -11,8 +11,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from engine.frontier import Scores, mean_scores, nondominated_frequencies
-from engine.frontier_types import NOUNS, typed_frontier
+from engine.search.frontier import Scores, mean_scores, nondominated_frequencies
+from engine.search.frontier_types import NOUNS, typed_frontier
 
 
 @dataclass

@@ -14,7 +14,7 @@ What GEPA writes there, and what is read (text only):
 
 What GEPA does not write is not invented: the examples' contents (an example is known by its
 validation id), the texts of rejected proposals, LM calls and costs. The import goes through
-``engine.export.import_run``, so it is one transaction.
+``engine.records.export.import_run``, so it is one transaction.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from storage.db import Database
 from storage.models import new_id
 
 from engine.config import RunConfig
-from engine.export import FORMAT, import_run, iso
+from engine.records.export import FORMAT, import_run, iso
 from engine.state import SINGLE, deterministic_id
 
 STR_KEY = "current_candidate"  # GEPA's component name for a plain-text candidate
@@ -99,7 +99,7 @@ def _parents(entry: dict, child: int, candidates: list[dict]) -> tuple[list[int]
 
 
 def read_run_dir(folder: Path) -> dict[str, Any]:
-    """A Refract export document (``engine.export`` format) built from a GEPA run directory."""
+    """A Refract export document (``engine.records.export`` format) built from a GEPA run directory."""
     folder = Path(folder)
     if not folder.is_dir():
         raise GepaImportError(f"{folder}: not a folder; give the run_dir of a GEPA run")

@@ -8,7 +8,7 @@ Each frontier entry is keyed by ``(example key, objective)``, one of them None:
 - ``hybrid`` (GEPA's default for optimize_anything): both; without objectives it is ``instance``;
 - ``cartesian``: one entry per (example, objective) pair, that objective's value on that example.
 
-The entries are then handled exactly like examples in ``engine.frontier``: who holds the best
+The entries are then handled exactly like examples in ``engine.search.frontier``: who holds the best
 value, dominance pruning, and sampling by the number of entries a candidate holds.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Optional
 
-from engine.frontier import Frontier, compute_frontier
+from engine.search.frontier import Frontier, compute_frontier
 
 FRONTIER_TYPES = ("instance", "objective", "hybrid", "cartesian")
 NOUNS = {"instance": "example(s)", "objective": "objective(s)", "hybrid": "example(s) or objective(s)",

@@ -1,4 +1,4 @@
-"""How engine.lm classifies and words provider errors (kept apart so the rules are easy to audit).
+"""How engine.lm.client classifies and words provider errors (kept apart so the rules are easy to audit).
 
 - ``is_retryable``: which failures are worth another attempt (transient ones only);
 - ``describe``: the exact error for the user, with the API key redacted and litellm's

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from engine.images import ImageCollector
-from engine.reflection_template import fill_template
+from engine.lm.images import ImageCollector
+from engine.search.reflection_template import fill_template
 
 SYSTEM = (
     "You improve {kind} by reflecting on evaluation feedback. "

@@ -16,7 +16,7 @@ from storage.models import Candidate, Command, Comment, Evaluation, Example, LMC
 from storage.states import CandidateStatus, Origin
 from storage.transfer import insert_run
 
-from engine.frontier_types import frontier_entries, objective_scores, typed_frontier
+from engine.search.frontier_types import frontier_entries, objective_scores, typed_frontier
 from engine.state import content_hash
 
 FORMAT = "refract-run/2"

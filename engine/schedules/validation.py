@@ -18,8 +18,8 @@ from storage.states import CandidateStatus
 from engine.config import SearchConfig
 from engine.context import RunContext
 from engine.evaluation import EvaluationService, Scored
-from engine.frontier import can_still_matter
-from engine.frontier_types import objective_scores
+from engine.search.frontier import can_still_matter
+from engine.search.frontier_types import objective_scores
 from engine.state import PoolState
 
 

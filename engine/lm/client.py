@@ -32,10 +32,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # bundled price l
 import litellm  # noqa: E402
 
 from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
-from engine.lm_errors import (  # noqa: E402
+from engine.lm.errors import (  # noqa: E402
     RETRYABLE, describe, error_kind, is_retryable, missing_credentials, retry_after_seconds)
-from engine.lm_defaults import default_lm_config, default_model, default_model_reason  # noqa: E402,F401
-from engine.lm_providers import is_in_process, register_builtin_providers  # noqa: E402
+from engine.lm.defaults import default_lm_config, default_model, default_model_reason  # noqa: E402,F401
+from engine.lm.providers import is_in_process, register_builtin_providers  # noqa: E402
 from storage.lm_cache import LMCache, cache_key  # noqa: E402
 
 litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stderr
@@ -55,7 +55,7 @@ class LMResult:
     seconds: float
     cached: bool
     error: str | None
-    error_kind: Optional[str] = None  # see engine.lm_errors.error_kind
+    error_kind: Optional[str] = None  # see engine.lm.errors.error_kind
     attempts: int = 0  # requests sent (0: a cache hit, or refused before sending)
 
     @property
@@ -140,7 +140,7 @@ class LMClient:
             "temperature": cfg.temperature if temperature is None else temperature,
             "max_tokens": cfg.max_tokens if max_tokens is None else max_tokens,
             "stop": list(stop) if stop else None,
-            **cfg.kwargs,  # allow-listed at load (engine.lm_params): never the server or the key
+            **cfg.kwargs,  # allow-listed at load (engine.lm.params): never the server or the key
         }
         started = time.monotonic()
         key = cache_key(model=cfg.model, api_base=cfg.api_base, messages=messages,
@@ -178,7 +178,7 @@ class LMClient:
         """Tokens the model accepts in one request (prompt and answer), None when unknown.
         Known without loading the local model or calling a provider."""
         if cfg.model == LOCAL_MODEL:
-            from engine import local_lm
+            from engine.lm import local as local_lm
 
             return local_lm.context_window()
         try:
@@ -191,7 +191,7 @@ class LMClient:
         """Prompt tokens of ``messages``: exact for the local model (loads it), litellm's
         tokenizer estimate for other models."""
         if cfg.model == LOCAL_MODEL:
-            from engine import local_lm
+            from engine.lm import local as local_lm
 
             return local_lm.count_tokens(messages)
         return int(litellm.token_counter(model=cfg.model, messages=messages))

@@ -1,8 +1,8 @@
 """How proposals are grouped into steps: the interface both schedules keep.
 
 A *schedule* runs proposals until the gate says stop. The synchronous schedule
-(``engine.step.SyncSchedule``) runs P×K proposals at once and waits for all of them; the
-asynchronous one (``engine.async_loop.AsyncSchedule``) keeps C = P×K in flight with no barrier
+(``engine.schedules.synchronous.SyncSchedule``) runs P×K proposals at once and waits for all of them; the
+asynchronous one (``engine.schedules.asynchronous.AsyncSchedule``) keeps C = P×K in flight with no barrier
 and groups every C proposals started into a step. Either way each finished step is closed by
 ``close_step`` (timings, worker utilisation, speed-ups: one computation for both), which saves
 the Step row and returns one ``StepRecord``; the optimizer's one post-step path (run totals,
@@ -18,7 +18,7 @@ from storage import repo
 from storage.models import Step, utcnow
 
 from engine.context import RunContext
-from engine.runtime_model import Latencies, latencies_from, shape_of, sync_step
+from engine.runtime.model import Latencies, latencies_from, shape_of, sync_step
 
 LOST = "lost"  # not a run status: another worker took the lease, so the run is left as it is
 

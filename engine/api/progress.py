@@ -20,7 +20,7 @@ class ProgressBar:
         budget = (repo.get_run(db, run_id).config.get("budget") or {}).get("max_metric_calls")
         self.bar = tqdm(total=budget, unit="call", desc=f"run {run_id}", disable=not enabled, mininterval=0.5)
         if enabled:
-            from engine.result import studio_url
+            from engine.api.result import studio_url
 
             self.write(f"run {run_id}: watch and steer it in the studio at {studio_url(run_id)}")
 

@@ -1,6 +1,6 @@
 """The runtime model for a whole run: a small discrete-event simulation of the schedule.
 
-Closed forms (``engine.runtime_model``) describe one step; a run also has a budget's tail
+Closed forms (``engine.runtime.model``) describe one step; a run also has a budget's tail
 (steps trimmed, fewer proposals in flight), asynchronous proposals that queue behind each other's
 evaluations, and merges. So the wall-clock of a run is predicted by replaying the engine's
 schedule with fixed latencies: the LM takes ``L``, each metric call ``T`` on one of ``W``
@@ -17,7 +17,7 @@ import itertools
 from collections import deque
 from typing import Callable
 
-MAX_SIBLINGS = 4  # as engine.sibling_merge
+MAX_SIBLINGS = 4  # as engine.search.sibling_merge
 
 
 class _Pattern:
@@ -88,7 +88,7 @@ def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, bud
         if left < 2 * m:
             return
         costs = [m + (round(m * lat.parent_eval_share) if s % k == 0 else 0) for s in range(p * k)]
-        for room in (left - v, left):  # as engine.step.plan_slots: room for a validation pass, else the tail
+        for room in (left - v, left):  # as engine.schedules.synchronous.plan_slots: room for a validation pass, else the tail
             slots, cost = 0, 0
             while slots < len(costs) and cost + costs[slots] <= room:
                 cost += costs[slots]

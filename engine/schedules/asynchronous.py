@@ -10,7 +10,7 @@ Human commands are applied between proposals, in the loop thread.
 With ``merge_siblings``, an improving child is not validated at once: it waits with the other
 improving children that arrived meanwhile (siblings, often of one parent), and a *combiner*
 job — one at a time, in one of the C slots — asks the reflection LM for one child keeping all
-their fixes (``engine.sibling_merge``) and validates that merge instead of each of them; when
+their fixes (``engine.search.sibling_merge``) and validates that merge instead of each of them; when
 the merge loses a gain, the most promising of them is validated in its place. So a validation
 pass, the expensive part of a proposal, carries several fixes at once, while the proposals go on
 around it. A lone waiting child is combined with nothing: it is validated when no proposal that
@@ -19,7 +19,7 @@ could join it is still running.
 Records. There is no barrier, but there are still *steps*: proposal n belongs to step n // C
 (what an earlier version called a "wave"). A step has a Step row with its parents, proposals and
 validated children, its metric calls and cost, the timeline events of its candidates, and its
-workers' utilisation; the row is closed (``engine.schedule.close_step``) once the step and every
+workers' utilisation; the row is closed (``engine.schedules.base.close_step``) once the step and every
 earlier step are done, so ``steps_done`` counts closed steps in both schedules. Each proposal's
 candidate keeps the time it started (parent
 chosen) and finished (validation done) and the frontier version it started from.
@@ -58,15 +58,15 @@ from storage.models import Step, utcnow
 from storage.states import RunStatus
 
 from engine.context import RunContext
-from engine.lineage import ancestors
-from engine.proposal import run_proposal
-from engine.runtime_model import async_rate
-from engine.sampling import EpochSampler
-from engine.selection import make_selector, select_parents
-from engine.schedule import LOST, AfterStep, Decision, Gate, close_step
-from engine.sibling_merge import MAX_SIBLINGS, combine, sibling_from_minibatch, sibling_from_validation
+from engine.search.lineage import ancestors
+from engine.search.proposal import run_proposal
+from engine.runtime.model import async_rate
+from engine.search.sampling import EpochSampler
+from engine.search.selection import make_selector, select_parents
+from engine.schedules.base import LOST, AfterStep, Decision, Gate, close_step
+from engine.search.sibling_merge import MAX_SIBLINGS, combine, sibling_from_minibatch, sibling_from_validation
 from engine.state import deterministic_id
-from engine.validation import reject, step_rng, validate_child
+from engine.schedules.validation import reject, step_rng, validate_child
 
 log = logging.getLogger("refract.engine")
 
@@ -110,7 +110,7 @@ class _OpenStep:
 
 class AsyncSchedule:
     """Runs proposals with up to C in flight until the gate says stop, then drains (an
-    ``engine.schedule.Schedule``). Ends with "no progress" after ``max_idle`` × C proposals in a
+    ``engine.schedules.base.Schedule``). Ends with "no progress" after ``max_idle`` × C proposals in a
     row made no evaluable candidate."""
 
     def __init__(self, ctx: RunContext, max_idle: int) -> None:

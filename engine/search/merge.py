@@ -15,9 +15,9 @@ from storage.models import Candidate, utcnow
 from storage.states import CandidateStatus, Origin
 
 from engine.context import RunContext
-from engine.lineage import ancestors
+from engine.search.lineage import ancestors
 from engine.state import content_hash, deterministic_id
-from engine.validation import validate_child
+from engine.schedules.validation import validate_child
 
 
 def merged_content(a: dict, i: dict, j: dict) -> Optional[dict]:

@@ -7,7 +7,7 @@ the latency ``T`` of one metric call on a worker, the fraction ``a`` of proposal
 their minibatch test, the minibatch size ``m``, the validation size ``V`` and the ``W`` workers
 — so that the prediction can be checked against the measured wall-clock.
 
-Synchronous step (P parents × K proposals, k = P·K), as ``engine.step`` runs it:
+Synchronous step (P parents × K proposals, k = P·K), as ``engine.schedules.synchronous`` runs it:
   parents' minibatches  ceil(P·m/W)·T        (all parents at once)
   reflections           L                    (all k at once)
   children's minibatch  ceil(k·m/W)·T
@@ -24,7 +24,7 @@ proposals per second and ``c`` metric calls per proposal; solved for X. The pool
 
 A whole run adds what these averages miss — the budget's tail (trimmed steps, fewer
 proposals in flight), proposals queueing behind each other's evaluations, merges — so its
-wall-clock is predicted by replaying the schedule (``engine.runtime_sim``).
+wall-clock is predicted by replaying the schedule (``engine.runtime.sim``).
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ def async_rate(c_in_flight: int, lat: Latencies) -> tuple[float, float]:
 
 def predict_run_seconds(shape: Shape, lat: Latencies, budget: int) -> tuple[float, int]:
     """(wall-clock, metric calls) of a run that spends ``budget`` metric calls, the seed's
-    validation pass included: the schedule replayed by ``engine.runtime_sim``."""
-    from engine.runtime_sim import simulate_async, simulate_sync
+    validation pass included: the schedule replayed by ``engine.runtime.sim``."""
+    from engine.runtime.sim import simulate_async, simulate_sync
 
     if shape.schedule == "async" and shape.k > 1:
         return simulate_async(shape.k, shape.merge_siblings, lat, budget)

@@ -26,10 +26,10 @@ from storage.states import FINISHED, RunStatus
 
 from engine.commands import send_command
 from engine.config import ConfigError, RunConfig, parse_config
-from engine.in_process import InProcessExecutor
-from engine.lm_providers import load_plugins
+from engine.api.in_process import InProcessExecutor
+from engine.lm.providers import load_plugins
 from engine.optimizer import Optimizer
-from engine.result import OptimizeResult, build_result
+from engine.api.result import OptimizeResult, build_result
 from engine.runs import examples_of
 from engine.sandbox.runtime import outcome
 
@@ -213,7 +213,7 @@ class _Session:
         return InProcessExecutor(self.fn, cfg.workers, lm_handler, self.validate, self.pool, self.originals)
 
     def run(self, progress: bool) -> None:
-        from engine.progress import ProgressBar
+        from engine.api.progress import ProgressBar
 
         done = threading.Event()
         beat = threading.Thread(target=self._keep_lease, args=(done,), daemon=True, name="refract-lease")

@@ -25,15 +25,15 @@ from storage.states import RunStatus
 
 from engine.context import RunContext
 from engine.evaluation import Scored
-from engine.proposal import Outcome, run_proposal
-from engine.runtime_model import predict_step_speedup, shape_of
-from engine.sampling import EpochSampler
-from engine.schedule import AfterStep, Decision, Gate, StepRecord, close_step
-from engine.selection import make_selector, select_parents
-from engine.sibling_merge import combine, sibling_from_minibatch
+from engine.search.proposal import Outcome, run_proposal
+from engine.runtime.model import predict_step_speedup, shape_of
+from engine.search.sampling import EpochSampler
+from engine.schedules.base import AfterStep, Decision, Gate, StepRecord, close_step
+from engine.search.selection import make_selector, select_parents
+from engine.search.sibling_merge import combine, sibling_from_minibatch
 from engine.state import deterministic_id
 from engine.stop_reasons import no_progress
-from engine.validation import reject, step_rng, validate_child
+from engine.schedules.validation import reject, step_rng, validate_child
 
 
 class SyncSchedule:

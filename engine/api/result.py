@@ -15,7 +15,7 @@ from typing import Any, Optional
 from storage import repo
 from storage.db import Database
 
-from engine.frontier import compute_frontier
+from engine.search.frontier import compute_frontier
 from engine.state import to_evaluator
 
 STUDIO_URL = "http://127.0.0.1:8501"

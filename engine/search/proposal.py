@@ -14,8 +14,8 @@ from storage.states import CandidateStatus, Origin
 
 from engine.context import RunContext
 from engine.evaluation import Scored
-from engine.images import supports_vision
-from engine.reflection import UNCHANGED, ExampleFeedback, build_prompt, parse_answer
+from engine.lm.images import supports_vision
+from engine.search.reflection import UNCHANGED, ExampleFeedback, build_prompt, parse_answer
 from engine.state import content_hash, deterministic_id, to_evaluator
 
 

@@ -11,7 +11,7 @@ import sys
 from pydantic import ValidationError
 
 from engine.config import LOCAL_MODEL, LMConfig
-from engine.lm import LMClient, default_lm_config, default_model_reason
+from engine.lm.client import LMClient, default_lm_config, default_model_reason
 
 
 def check_lm_command(model: str | None = None, *, api_base: str | None = None,
@@ -45,8 +45,8 @@ def check_lm_command(model: str | None = None, *, api_base: str | None = None,
 def _prepare_local(out, err) -> bool:
     """Join/verify and load the local model first, so that its one-time costs are shown apart
     from the latency of an answer."""
-    from engine import local_lm
-    from engine.local_model import LocalModelError
+    from engine.lm import local as local_lm
+    from engine.lm.local_model import LocalModelError
 
     try:
         runtime = local_lm.get_runtime()

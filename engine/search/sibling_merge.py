@@ -1,6 +1,6 @@
 """Combining siblings: one LM-written child that keeps the fixes of several improving children.
 
-GEPA's merge (``engine.merge``) combines *components*, so it never fires for single-text
+GEPA's merge (``engine.search.merge``) combines *components*, so it never fires for single-text
 candidates, and batched siblings that each fixed one failure never meet. Here the reflection LM
 is shown the base (parent) version, each improving child, its changes and what it fixed, and is
 asked (purpose ``merge``) for one version that keeps every fix. The merged candidate (origin
@@ -23,8 +23,8 @@ from storage.states import CandidateStatus, Origin
 
 from engine.context import RunContext
 from engine.evaluation import Scored
-from engine.lineage import ancestors
-from engine.reflection import _clip, _fence, _render_value, parse_answer
+from engine.search.lineage import ancestors
+from engine.search.reflection import _clip, _fence, _render_value, parse_answer
 from engine.state import content_hash, to_evaluator
 
 MAX_SIBLINGS = 4

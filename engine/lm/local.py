@@ -2,7 +2,7 @@
 reached through litellm as ``local/qwen2.5-coder-1.5b`` (a ``CustomLLM`` provider).
 
 Contract:
-- the model file is prepared by ``engine.local_model.ensure_model_file`` (join + verify) and
+- the model file is prepared by ``engine.lm.local_model.ensure_model_file`` (join + verify) and
   loaded once per process, on first use, after a free-memory check; later calls reuse it;
 - the runtime uses every core this process may run on; requests are served one at a time under
   a lock, so concurrent proposals queue instead of splitting the CPU (which would make every
@@ -32,7 +32,7 @@ import litellm
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 from litellm.types.utils import ModelResponse, Usage
 
-from engine.local_model import LocalModelError, QWEN_CODER_1_5B, available_memory_bytes, ensure_model_file
+from engine.lm.local_model import LocalModelError, QWEN_CODER_1_5B, available_memory_bytes, ensure_model_file
 
 MODEL_NAME = "qwen2.5-coder-1.5b"
 DEFAULT_CONTEXT = 8192
@@ -77,7 +77,7 @@ class LocalRuntime:
         # quieter one; alone, spinning may be ~25% faster, a price worth paying for no collapse.
         # OpenMP reads this once, when the library loads.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        import xllamacpp  # imported here: importing engine.lm must stay cheap
+        import xllamacpp  # imported here: importing engine.lm.client must stay cheap
 
         params = xllamacpp.CommonParams()
         params.model.path = str(path)

@@ -1,0 +1,2 @@
+"""The Python API: ``optimize_anything`` runs an ordinary run whose evaluator is a callable in
+the caller's process (trusted, not sandboxed)."""
