@@ -13,7 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
-from storage import repo
+from storage import leases, repo
 from storage.attached import waiting_note
 from storage.db import open_db
 from storage.errors import StorageError
@@ -35,7 +35,7 @@ def cmd_run(args) -> int:
     run_id = submit_run(db, cfg, owner=args.author)
     print(f"run {run_id}", flush=True)
     worker = Worker(db, worker_id=f"cli-{run_id}")
-    if repo.claim_run(db, worker.id, worker.lease_seconds, run_id=run_id) is None:
+    if leases.claim_run(db, worker.id, worker.lease_seconds, run_id=run_id) is None:
         print("error: the run was claimed by another worker", file=sys.stderr)
         return 1
     result: dict = {}
@@ -228,7 +228,7 @@ def cmd_send(args) -> int:
         print(f"comment {repo.add_comment(db, args.run, args.candidate, args.author, args.text)}")
         return 0
     cid = send_command(db, args.run, args.command, payload, author=args.author, reason=args.reason)
-    beat = repo.latest_worker_beat(db)
+    beat = leases.latest_worker_beat(db)
     note = "" if beat else " (no engine worker has run yet: it is applied when one starts)"
     run = repo.get_run(db, args.run)
     waiting = waiting_note({**run.model_dump(), "commands_pending": 1})
@@ -253,6 +253,36 @@ def _read_flag_file(flag: str, path: str) -> str:
         raise UserError(f"{flag}: cannot read {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise UserError(f"{flag}: {exc}") from None
+
+
+def _add_steering(add) -> None:
+    """The steering verbs: each sends one command (``cmd_send``), applied at the next step boundary."""
+    for name in ("pause", "resume", "step", "stop"):
+        add(name, cmd_send, f"{name} a run (at the next step boundary)").add_argument("run")
+    for name in ("pin", "unpin", "veto", "unveto"):
+        sp = add(name, cmd_send, f"{name} a candidate")
+        sp.add_argument("run")
+        sp.add_argument("candidate")
+    for name in ("feedback", "comment"):
+        sp = add(name, cmd_send, f"attach {name} to a candidate")
+        sp.add_argument("run")
+        sp.add_argument("candidate")
+        sp.add_argument("text")
+    sp = add("edit", cmd_send, "a new human candidate from an edited one")
+    sp.add_argument("run")
+    sp.add_argument("candidate")
+    sp.add_argument("--file", required=True)
+    sp.add_argument("--component")
+    sp = add("inject", cmd_send, "a wholly new human candidate")
+    sp.add_argument("run")
+    sp.add_argument("--file", required=True)
+    sp = add("budget", cmd_send, "change the budgets of a run")
+    sp.add_argument("run")
+    sp.add_argument("--max-metric-calls", type=int)
+    sp.add_argument("--max-cost-usd", type=float)
+    sp.add_argument("--max-seconds", type=float)
+    sp.add_argument("--stop-at-score", type=float)
+    sp.add_argument("--max-steps", type=int)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -291,32 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("candidate", nargs="?")
     sp.add_argument("--json", action="store_true", help="a JSON list of {component, line_no, text, candidate_id, step, origin}")
     add("check-lm", cmd_check_lm, "test the connection to a model").add_argument("model", nargs="?")
-    for name in ("pause", "resume", "step", "stop"):
-        add(name, cmd_send, f"{name} a run (at the next step boundary)").add_argument("run")
-    for name in ("pin", "unpin", "veto", "unveto"):
-        sp = add(name, cmd_send, f"{name} a candidate")
-        sp.add_argument("run")
-        sp.add_argument("candidate")
-    for name in ("feedback", "comment"):
-        sp = add(name, cmd_send, f"attach {name} to a candidate")
-        sp.add_argument("run")
-        sp.add_argument("candidate")
-        sp.add_argument("text")
-    sp = add("edit", cmd_send, "a new human candidate from an edited one")
-    sp.add_argument("run")
-    sp.add_argument("candidate")
-    sp.add_argument("--file", required=True)
-    sp.add_argument("--component")
-    sp = add("inject", cmd_send, "a wholly new human candidate")
-    sp.add_argument("run")
-    sp.add_argument("--file", required=True)
-    sp = add("budget", cmd_send, "change the budgets of a run")
-    sp.add_argument("run")
-    sp.add_argument("--max-metric-calls", type=int)
-    sp.add_argument("--max-cost-usd", type=float)
-    sp.add_argument("--max-seconds", type=float)
-    sp.add_argument("--stop-at-score", type=float)
-    sp.add_argument("--max-steps", type=int)
+    _add_steering(add)
     for sp in sub.choices.values():
         if not any(a.dest == "reason" for a in sp._actions):
             sp.add_argument("--reason", default="", help="why (recorded with the command)")

@@ -70,6 +70,23 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
+class BusyMeter:
+    """Seconds the workers of an executor spent evaluating, summed across the threads that
+    report them: the numerator of a step's worker utilisation (``Executor.busy_seconds``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._busy = 0.0
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            self._busy += seconds
+
+    def busy_seconds(self) -> float:
+        with self._lock:
+            return self._busy
+
+
 class LazyExecutor:
     """An executor created on first use. A worker that claims a paused run only to apply a pin
     or a veto then starts no sandbox workers at all, so the command shows in the studio sooner."""

@@ -18,7 +18,7 @@ import time
 import uuid
 from typing import Callable, Optional
 
-from storage import repo
+from storage import leases
 from storage.db import Database
 
 from engine.jobs import JobRunner
@@ -39,7 +39,7 @@ class Worker:
         self.current: Optional[str] = None
 
     def beat(self) -> None:
-        repo.worker_heartbeat(self.db, self.id, os.getpid(), socket.gethostname(), self.current)
+        leases.worker_heartbeat(self.db, self.id, os.getpid(), socket.gethostname(), self.current)
 
     def run_forever(self, stop: threading.Event, once: bool = False) -> None:
         """Claim and run runs until ``stop`` is set (or, with ``once``, until nothing is left).
@@ -57,7 +57,7 @@ class Worker:
     def _claim_and_run(self, stop: threading.Event, once: bool) -> None:
         while not stop.is_set():
             self.beat()
-            run_id = repo.claim_run(self.db, self.id, self.lease_seconds)
+            run_id = leases.claim_run(self.db, self.id, self.lease_seconds)
             if run_id is None:
                 if once:
                     return
@@ -81,7 +81,7 @@ class Worker:
         finally:
             done.set()
             beat.join()
-            repo.release_run(self.db, run_id, self.id)
+            leases.release_run(self.db, run_id, self.id)
             self.current = None
 
     def _keep_lease(self, run_id: str, opt: Optimizer, done: threading.Event,
@@ -96,7 +96,7 @@ class Worker:
                 continue
             due = time.monotonic() + period
             try:
-                if not repo.renew_lease(self.db, run_id, self.id, self.lease_seconds):
+                if not leases.renew_lease(self.db, run_id, self.id, self.lease_seconds):
                     log.warning("lost the lease on run %s; stopping", run_id)
                     opt.stop_event.set()
                     return

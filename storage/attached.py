@@ -2,8 +2,8 @@
 
 Such a run's evaluator is a function in the process that started it, so only that process
 can run it. ``Run.attached_to`` marks it (``claim_run`` never gives it to an engine worker) and
-the process holds the run's lease like a worker does, renewing it with ``repo.renew_lease``
-and giving it up with ``repo.release_run``. When the lease lapses (the notebook was closed,
+the process holds the run's lease like a worker does, renewing it with ``storage.leases.renew_lease``
+and giving it up with ``storage.leases.release_run``. When the lease lapses (the notebook was closed,
 the script ended or was interrupted) the run waits for ``optimize_anything(..., resume=ID)``.
 """
 

@@ -20,7 +20,7 @@ import refract_evaluator as oa
 from engine import optimize_anything
 from engine.config import ConfigError
 from tests.support.scripted_lm import install_script, uninstall_script
-from storage import attached, repo
+from storage import attached, leases, repo
 from storage.models import utcnow
 from storage.queries import _run_dict
 from tests.support import toy
@@ -177,7 +177,7 @@ def test_no_engine_worker_claims_a_run_started_from_python(db):
     repo.transition_run(db, run_id, "paused", "paused by ana")
     repo.set_run_fields(db, run_id, lease_expires_at=utcnow() - timedelta(seconds=5))
     repo.add_command(db, run_id, "resume", {}, "ana")
-    assert repo.claim_run(db, "worker-1", 15) is None  # a plain run in the same state would be claimed
+    assert leases.claim_run(db, "worker-1", 15) is None  # a plain run in the same state would be claimed
     note = attached.waiting_note(_run_dict(repo.get_run(db, run_id)))
     assert note.startswith("Waiting for its Python process") and f'resume="{run_id}"' in note
     assert attached.attach_run(db, run_id, "python:h:2:b", 15)
@@ -250,7 +250,7 @@ def test_ctrl_c_leaves_the_run_paused_and_resume_continues_it(sqlite_db, tmp_pat
     assert run.status == "paused" and "Ctrl-C" in run.status_reason
     assert run.lease_owner is None and run.attached_to  # released, still attached: the studio says it waits
     assert attached.waiting_note(_run_dict(run)) is not None
-    assert repo.claim_run(sqlite_db, "worker-1", 15) is None
+    assert leases.claim_run(sqlite_db, "worker-1", 15) is None
     assert "Waiting for its Python process" in _cli(tmp_path, url, "feedback", run_id, run.best_candidate_id, "shorter")
     before = {(ev.candidate_id, ev.example_pk) for ev, _, _ in evaluations(sqlite_db, run_id)}
     steps_before = run.steps_done

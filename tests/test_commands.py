@@ -15,7 +15,7 @@ from engine.records.export import export_run
 from engine.runs import submit_run
 from tests.support.scripted_lm import install_script, uninstall_script
 from engine.worker import Worker
-from storage import repo
+from storage import leases, repo
 from storage.errors import NotFound
 from tests.support import toy
 from tests.support.harness import assert_consistent_totals, lm_client, run_optimizer, toy_config
@@ -67,7 +67,7 @@ def test_pause_step_resume(sqlite_db, tmp_path):
     assert _commands(db, run_id) == [("pause", "applied")]
 
     # a paused run with nothing pending is not claimed by any worker
-    assert repo.claim_run(db, "someone", 30, run_id=run_id) is None
+    assert leases.claim_run(db, "someone", 30, run_id=run_id) is None
 
     send_command(db, run_id, "step", author="ana")
     assert run_optimizer(db, run_id, tmp_path) == "paused"

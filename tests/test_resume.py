@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 
 from engine.runs import submit_run
-from storage import repo
+from storage import leases, repo
 from storage.db import Database
 from storage.models import utcnow
 from tests.support.harness import PYTHON, ROOT, assert_consistent_totals, evaluations, subprocess_env, toy_config
@@ -139,7 +139,7 @@ def _start(db, tmp_path, run_id, worker_id, lease):
     from tests.support.harness import lm_client
 
     worker = Worker(db, lease_seconds=lease, lm=lm_client(tmp_path), worker_id=worker_id)
-    assert repo.claim_run(db, worker_id, lease, run_id=run_id) == run_id
+    assert leases.claim_run(db, worker_id, lease, run_id=run_id) == run_id
     result: dict = {}
     thread = threading.Thread(target=lambda: result.update(status=worker.run_claimed(run_id)), daemon=True)
     thread.start()
@@ -158,7 +158,7 @@ def test_heartbeats_keep_the_lease_so_no_other_worker_can_claim_a_live_run(sqlit
         attempts = 0
         t0 = time.monotonic()
         while thread.is_alive():
-            assert repo.claim_run(sqlite_db, "intruder", 5, run_id=run_id) is None
+            assert leases.claim_run(sqlite_db, "intruder", 5, run_id=run_id) is None
             attempts += 1
             time.sleep(0.1)
         thread.join()
@@ -226,6 +226,6 @@ def test_sigterm_stops_the_worker_at_a_step_boundary_and_frees_the_run_at_once(t
     assert run.status == "running", (run.status, run.status_reason, proc.stdout.read())
     assert run.steps_done < 200
     assert run.lease_owner is None  # released: the next worker need not wait for it to expire
-    assert repo.claim_run(db, "next", 5, run_id=run_id) == run_id
+    assert leases.claim_run(db, "next", 5, run_id=run_id) == run_id
     assert [s.ended_at is not None for s in repo.list_steps(db, run_id)].count(False) <= 1
     db.dispose()

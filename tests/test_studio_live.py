@@ -16,7 +16,7 @@ from engine.commands import AlreadySent, send_command
 from engine.records.export import export_run
 from engine.runs import submit_run
 from tests.support.scripted_lm import install_script
-from storage import queries, repo
+from storage import leases, queries, repo
 from tests.support.synthetic import generate_run
 from tests.support import toy
 from tests.support.harness import run_optimizer, toy_config
@@ -278,16 +278,16 @@ def test_stop_cancels_a_queued_run_at_once(db):
     assert run.status == "stopped" and "cancelled by ana" in run.status_reason
     cmd = next(c for c in repo.list_commands(db, run_id) if c.id == cid)
     assert cmd.status == "applied" and "cancelled" in cmd.result
-    assert repo.claim_run(db, "w", 30) is None  # no worker picks it up any more
+    assert leases.claim_run(db, "w", 30) is None  # no worker picks it up any more
 
 
 def test_a_run_that_ends_closes_its_pending_pause_and_stop(studio, tmp_path):
     db = studio
     run_id = submit_run(db, toy_config(6, evaluator="def evaluate(candidate, example):\n    raise ValueError('x')\n"))
-    repo.claim_run(db, "w0", 30, run_id=run_id)  # a worker has it: the stop waits for the engine
+    leases.claim_run(db, "w0", 30, run_id=run_id)  # a worker has it: the stop waits for the engine
     send_command(db, run_id, "stop", {}, "ana")
     send_command(db, run_id, "pause", {}, "ana")
-    repo.release_run(db, run_id, "w0")
+    leases.release_run(db, run_id, "w0")
     run_optimizer(db, run_id, tmp_path)
     assert repo.get_run(db, run_id).status in ("failed", "stopped", "completed")
     assert not [c for c in repo.list_commands(db, run_id) if c.status == "pending" and c.kind in ("stop", "pause")]
@@ -297,8 +297,8 @@ def test_runs_page_says_why_a_queued_run_waits(studio):
     db = studio
     busy = submit_run(db, toy_config(6, name="first"))
     waiting = submit_run(db, toy_config(6, name="second"))
-    repo.claim_run(db, "w1", 30, run_id=busy)
-    repo.worker_heartbeat(db, "w1", 1, "here", busy)
+    leases.claim_run(db, "w1", 30, run_id=busy)
+    leases.worker_heartbeat(db, "w1", 1, "here", busy)
     at = _page("pages/runs.py")
     table = at.dataframe[0].value
     note = table.set_index("id").at[waiting, "note"]

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from storage import queries, repo
+from storage import leases, queries, repo
 from storage.db import Database
 from storage.models import Candidate
 from tests.support.synthetic import generate_run
@@ -305,8 +305,8 @@ def test_budget_resume_and_edit_continue_a_finished_run(sqlite_db, tmp_path):
     out = iv.continue_run(db, run, iv.budget_payload({"max_steps": 2}), "ana",
                           then=("edit", {"candidate_id": best, "content": "alpha bravo charlie"}, "seed it"))
     assert out.ok, out.message
-    assert repo.claim_run(db, "other", 60) == run_id  # a worker picks the finished run up
-    repo.release_run(db, run_id, "other")
+    assert leases.claim_run(db, "other", 60) == run_id  # a worker picks the finished run up
+    leases.release_run(db, run_id, "other")
     assert run_optimizer(db, run_id, tmp_path) == "completed"
     after = repo.get_run(db, run_id)
     assert after.steps_done == 2 and after.finished_at is not None

@@ -105,21 +105,7 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
                            | candidates["pinned"].astype(bool)]
     pos = layout(shown)
     fig = go.Figure()
-    ex, ey, mx, my = [], [], [], []
-    for cid, pids in zip(shown["id"], shown["parent_ids"]):
-        for i, p in enumerate(pids or []):
-            if p not in pos:
-                continue
-            xs, ys = (mx, my) if i > 0 else (ex, ey)
-            xs += [pos[p][0], pos[cid][0], np.nan]
-            ys += [pos[p][1], pos[cid][1], np.nan]
-    # SVG (not WebGL) lines: WebGL traces are drawn above SVG markers and would strike through them
-    # numpy arrays (NaN breaks the line between edges): plotly validates them in bulk, lists item by item
-    fig.add_trace(go.Scatter(x=np.array(ex), y=np.array(ey), mode="lines", line=dict(color="#cbd5e1", width=1), hoverinfo="skip",
-                               showlegend=False))
-    if mx:
-        fig.add_trace(go.Scatter(x=np.array(mx), y=np.array(my), mode="lines", line=dict(color="#f59e0b", width=1, dash="dash"),
-                                   hoverinfo="skip", name="merge source"))
+    _add_edges(fig, shown, pos)
     marks = [mark_of(r, best_id, frontier_ids) for r in shown.itertuples(index=False)]
     shown = shown.assign(mark_=marks)
     scores = shown["val_mean"].dropna()
@@ -142,6 +128,32 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
                                  mode="markers", name=mark, marker=marker, customdata=sub["id"].to_numpy(dtype=object),
                                  hovertext=np.array(hover, dtype=object),
                                  hovertemplate="%{hovertext}<extra></extra>"))
+    _add_overlays(fig, shown, pos, highlight)
+    _lay_out(fig, pos)
+    return fig
+
+
+def _add_edges(fig: go.Figure, shown: pd.DataFrame, pos: dict) -> None:
+    """Parent-to-child lines: the first parent solid, merge sources dashed."""
+    ex, ey, mx, my = [], [], [], []
+    for cid, pids in zip(shown["id"], shown["parent_ids"]):
+        for i, p in enumerate(pids or []):
+            if p not in pos:
+                continue
+            xs, ys = (mx, my) if i > 0 else (ex, ey)
+            xs += [pos[p][0], pos[cid][0], np.nan]
+            ys += [pos[p][1], pos[cid][1], np.nan]
+    # SVG (not WebGL) lines: WebGL traces are drawn above SVG markers and would strike through them
+    # numpy arrays (NaN breaks the line between edges): plotly validates them in bulk, lists item by item
+    fig.add_trace(go.Scatter(x=np.array(ex), y=np.array(ey), mode="lines", line=dict(color="#cbd5e1", width=1), hoverinfo="skip",
+                               showlegend=False))
+    if mx:
+        fig.add_trace(go.Scatter(x=np.array(mx), y=np.array(my), mode="lines", line=dict(color="#f59e0b", width=1, dash="dash"),
+                                   hoverinfo="skip", name="merge source"))
+
+
+def _add_overlays(fig: go.Figure, shown: pd.DataFrame, pos: dict, highlight: Optional[str]) -> None:
+    """Rings over the markers: merge and human origins, pinned candidates, the candidate in view."""
     for origin, (symbol, colour, name) in ORIGIN_RINGS.items():
         ring = shown[(shown["origin"] == origin) & (shown["mark_"] != origin)]
         if not ring.empty:
@@ -158,6 +170,10 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
         fig.add_trace(go.Scatter(x=[pos[highlight][0]], y=[pos[highlight][1]], mode="markers", name="this candidate",
                                  marker=dict(symbol="circle-open", size=28, color="#111827", line=dict(width=3)),
                                  hoverinfo="skip"))
+
+
+def _lay_out(fig: go.Figure, pos: dict) -> None:
+    """Height from the number of rows; the x axis in steps, the seed left of step 0."""
     rows = max((p[1] for p in pos.values()), default=0)
     fig.update_layout(height=int(min(900, max(420, 12 * rows + 120))), margin=dict(l=10, r=10, t=30, b=10),
                       legend=dict(orientation="h", y=1.06), clickmode="event+select", dragmode="pan")
@@ -167,7 +183,6 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
     fig.update_xaxes(title="step", zeroline=False, tickmode="array", tickvals=ticks,
                      ticktext=["seed"] + [str(t) for t in ticks[1:]])
     fig.update_yaxes(visible=False)
-    return fig
 
 
 def _hover(r, kids: dict[str, int], show_rejected: bool) -> str:

@@ -26,7 +26,7 @@ import traceback
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
-from engine.executor import EvalOutcome, EvalTask, LMHandler
+from engine.executor import BusyMeter, EvalOutcome, EvalTask, LMHandler
 from engine.sandbox.pool import _LMAccount
 from engine.sandbox.runtime import outcome
 
@@ -163,8 +163,7 @@ class InProcessExecutor:
         self.fn, self.sig, self.lm_handler, self._validate = fn, Signature(fn), lm_handler, validate
         self.originals = originals or {}
         self.capture_chars, self._n, self.kind = capture_chars, workers, pool
-        self._lock = threading.Lock()
-        self._busy = 0.0
+        self._meter = BusyMeter()
         if pool == "process":
             self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         else:
@@ -179,8 +178,7 @@ class InProcessExecutor:
         return self._n
 
     def busy_seconds(self) -> float:
-        with self._lock:
-            return self._busy
+        return self._meter.busy_seconds()
 
     def submit(self, task: EvalTask) -> "Future[EvalOutcome]":
         if task.example_key in self.originals:
@@ -195,8 +193,7 @@ class InProcessExecutor:
 
     def _count_busy(self, fut: Future) -> None:
         if not fut.cancelled() and fut.exception() is None:
-            with self._lock:
-                self._busy += fut.result().seconds
+            self._meter.add(fut.result().seconds)
 
     def validate(self, candidate: Any) -> Optional[str]:
         if self._validate is None:

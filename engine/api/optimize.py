@@ -19,7 +19,7 @@ import threading
 import uuid
 from typing import Any, Callable, Optional, Union
 
-from storage import attached, repo
+from storage import attached, leases, repo
 from storage.db import Database, open_db
 from storage.errors import InvalidTransition
 from storage.states import FINISHED, RunStatus
@@ -177,7 +177,7 @@ def _reattach(db: Database, run_id: str, process_id: str, owner: str) -> bool:
                           "stop that one first (its lease lapses 15 s after it exits)")
     pending = {c.kind for c in repo.pending_commands(db, run_id)}
     if run.status in FINISHED and not pending & {"resume", "step"}:
-        repo.release_run(db, run_id, process_id)
+        leases.release_run(db, run_id, process_id)
         return False
     if run.status == RunStatus.PAUSED and not pending & {"resume", "step"}:
         send_command(db, run_id, "resume", author=owner or "python", reason="optimize_anything(resume=...)")
@@ -225,7 +225,7 @@ class _Session:
             bar.close()
             done.set()
             beat.join()
-            repo.release_run(self.db, self.run_id, self.process_id)
+            leases.release_run(self.db, self.run_id, self.process_id)
 
     def _until_settled(self, bar) -> None:
         """Run the optimizer; while the run is paused by a person, wait for their next command."""
@@ -268,7 +268,7 @@ class _Session:
     def _keep_lease(self, done: threading.Event) -> None:
         while not done.wait(LEASE_SECONDS / 3):
             try:
-                if not repo.renew_lease(self.db, self.run_id, self.process_id, LEASE_SECONDS):
+                if not leases.renew_lease(self.db, self.run_id, self.process_id, LEASE_SECONDS):
                     self.lost.set()
                     if self.optimizer is not None:
                         self.optimizer.stop_event.set()

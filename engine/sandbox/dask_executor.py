@@ -24,7 +24,7 @@ from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Any, Optional
 
-from engine.executor import EvalOutcome, EvalTask, LMHandler
+from engine.executor import BusyMeter, EvalOutcome, EvalTask, LMHandler
 from engine.sandbox.pool import outcome_from_frame
 from engine.sandbox.worker_process import LoadError, SandboxSpec, WorkerFailed, WorkerProcess
 
@@ -116,7 +116,7 @@ class DaskExecutor:
         self._key = hashlib.sha256(repr((source, spec)).encode()).hexdigest()[:16]
         [self._source] = self._client.scatter([source], broadcast=True, hash=False)
         self._lock = threading.Lock()
-        self._busy = 0.0
+        self._meter = BusyMeter()
         self._ids = iter(range(1, 1 << 62))
         self._closed = False
 
@@ -125,8 +125,7 @@ class DaskExecutor:
         return max(1, sum(self._client.nthreads().values()))
 
     def busy_seconds(self) -> float:
-        with self._lock:
-            return self._busy
+        return self._meter.busy_seconds()
 
     def submit(self, task: EvalTask) -> "Future[EvalOutcome]":
         msg = {"type": "eval", "candidate": task.candidate, "example": task.example,
@@ -155,8 +154,7 @@ class DaskExecutor:
             except BaseException as exc:  # lost worker, cancelled, scheduler gone
                 out.set_result(on_exc(exc))
                 return
-            with self._lock:
-                self._busy += float(frame.get("seconds") or 0.0)
+            self._meter.add(float(frame.get("seconds") or 0.0))
             out.set_result(on_frame(frame))
 
         dfut.add_done_callback(done)

@@ -19,7 +19,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Optional
 
-from engine.executor import EvalOutcome, EvalTask, LMHandler
+from engine.executor import BusyMeter, EvalOutcome, EvalTask, LMHandler
 from engine.sandbox.worker_process import LoadError, SandboxSpec, TaskNotSendable, WorkerFailed, WorkerProcess
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ class LocalPool:
         self._n = workers
         self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._busy = 0.0
+        self._meter = BusyMeter()
         self._ids = itertools.count(1)
         self._procs: dict[int, WorkerProcess] = {}
         self._load_error: Optional[LoadError] = None
@@ -105,8 +105,7 @@ class LocalPool:
         return self._n
 
     def busy_seconds(self) -> float:
-        with self._lock:
-            return self._busy
+        return self._meter.busy_seconds()
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until every worker has made its first start attempt."""
@@ -171,8 +170,7 @@ class LocalPool:
                 proc, start_error = self._start(slot)
             t0 = time.monotonic()
             result, recycle = self._run(proc, start_error, kind, task)
-            with self._lock:
-                self._busy += time.monotonic() - t0
+            self._meter.add(time.monotonic() - t0)
             if recycle and proc is not None:
                 self._retire(slot, proc)
                 proc, start_error = None, None

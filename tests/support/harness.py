@@ -20,7 +20,7 @@ from engine.config import RunConfig, parse_config
 from engine.optimizer import Optimizer
 from engine.runs import submit_run
 from tests.support.scripted_lm import SUBPROCESS_ENV, install_script
-from storage import repo
+from storage import leases, repo
 from storage.db import Database
 from storage.models import Evaluation, LMCall
 from tests.support import toy
@@ -65,11 +65,11 @@ def lm_client(tmp_path: Path) -> LMClient:
 def run_optimizer(db: Database, run_id: str, tmp_path: Path, on_step: Optional[Callable] = None) -> str:
     """Claim ``run_id`` like a worker would and run it to wherever it stops; the status."""
     worker = "test-worker"
-    assert repo.claim_run(db, worker, 60, run_id=run_id) == run_id
+    assert leases.claim_run(db, worker, 60, run_id=run_id) == run_id
     try:
         return Optimizer(db, run_id, lm=lm_client(tmp_path), on_step=on_step).run()
     finally:
-        repo.release_run(db, run_id, worker)
+        leases.release_run(db, run_id, worker)
 
 
 def run_toy(db: Database, tmp_path: Path, cfg: RunConfig | None = None, script=toy.script, latency: float = 0.0,
