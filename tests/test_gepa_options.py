@@ -41,9 +41,9 @@ def _no_script_left_behind():
     ({"task_lm": {"model": "scripted/toy", "prompt_template": "{candidate} {side_info}"}},
      "task_lm.prompt_template: only the reflection LM has a prompt template"),
     ({"search": {"skip_perfect_score": True}}, "search.skip_perfect_score: needs search.max_score"),
-    ({"search": {"frontier": "pairs"}}, "search.frontier: Input should be 'instance', 'objective', 'hybrid' or 'cartesian'"),
-    ({"search": {"component_selector": "random"}}, "search.component_selector: Input should be 'round_robin' or 'all'"),
-    ({"budget": {"max_candidate_proposals": 0}}, "budget.max_candidate_proposals: Input should be greater than or equal to 1"),
+    ({"search": {"frontier": "pairs"}}, "search.frontier: must be one of 'instance', 'objective', 'hybrid' or 'cartesian', not 'pairs'"),
+    ({"search": {"component_selector": "random"}}, "search.component_selector: must be one of 'round_robin' or 'all', not 'random'"),
+    ({"budget": {"max_candidate_proposals": 0}}, "budget.max_candidate_proposals: must be at least 1, not 0"),
 ])
 def test_bad_options_are_field_errors(over, message):
     with pytest.raises(ConfigError) as err:

@@ -159,7 +159,7 @@ def test_finished_run_with_merges_an_edit_and_a_veto_shows_the_exports_numbers(s
     run_id = submit_run(db, _toy(budget={"max_metric_calls": 60}))
     run_optimizer(db, run_id, tmp_path)
     cands = repo.list_candidates(db, run_id)
-    assert any(c.origin == "merge" for c in cands)
+    assert any(c.origin == "sibling_merge" for c in cands)  # merging_script merges siblings
     best = repo.get_run(db, run_id).best_candidate_id
     weakest = min((c for c in cands if c.status == "accepted" and c.id != best and c.origin != "seed"),
                   key=lambda c: c.val_mean, default=None) or next(c for c in cands if c.origin == "seed")

@@ -127,11 +127,14 @@ def _candidate_doc(c: Candidate, val_scores: dict[str, float], lm_call: Optional
 def upgraded(doc: dict[str, Any]) -> dict[str, Any]:
     """A refract-run/1 document in today's words: the proposals that beat their parent on the
     minibatch are "improved" (they were "accepted", which now means validated only); a merge
-    of improving siblings has origin "sibling_merge"."""
+    of improving siblings has origin "sibling_merge"; the LM-call totals are counted from its rows."""
     totals = dict(doc["run"]["totals"])
     proposals = dict(totals["proposals"])
     proposals["improved"] = proposals.pop("accepted")
     totals["proposals"] = proposals
+    calls = doc.get("lm_calls") or []  # one row per call then: the attempt totals follow from the rows
+    totals.setdefault("lm_calls", {"total": len(calls), "failed": sum(1 for c in calls if c.get("error")),
+                                   "interrupted": 0})
     rejected = {c["id"] for c in doc["candidates"] if c["status"] == CandidateStatus.REJECTED}
     cands = [{**c, "origin": Origin.SIBLING_MERGE.value} if c["origin"] == Origin.MERGE and _sibling_merge(c, rejected)
              else c for c in doc["candidates"]]

@@ -191,7 +191,7 @@ def _wrap(folder: Path, run_id: str, now: str, cands: list, evals: list, steps: 
                 "totals": {"metric_calls": calls, "cost_usd": 0.0, "tokens_in": 0, "tokens_out": 0, "seconds": 0.0,
                            "steps": len(steps), "budget_overshoot": 0,
                            "proposals": {"total": proposals, "parsed": proposals, "valid": proposals,
-                                         "accepted": len(cands) - 1}}},
+                                         "improved": len(cands) - 1}}},
         "examples": [{"id": v, "split": "val", "payload": None} for v in val_ids],
         "candidates": cands, "evaluations": evals, "lm_calls": [], "steps": steps, "commands": [], "comments": [],
         "best": {"candidate_id": best["id"] if best else None, "val_mean": best["val_mean"] if best else None,

@@ -33,7 +33,7 @@ def studio(tmp_path_factory):
     db = Database(url)
     db.create_all()
     proc, studio = start_studio(tmp, url, worker=True, env={"REFRACT_SCRIPTED_LM": "tests.support.toy:script",
-                                                            "REFRACT_SCRIPTED_LATENCY": "0.6", **SUBPROCESS_ENV})
+                                                            "REFRACT_SCRIPTED_LATENCY": "1.5", **SUBPROCESS_ENV})
     studio.db = db
     yield studio
     stop_studio(proc)
@@ -73,7 +73,7 @@ def test_the_dashboard_follows_a_run_without_a_reload(studio, browser):
     bob.goto(f"{studio.url}/dashboard?run={done}")
     _ready(bob)
     sidebar = bob.locator('[data-testid="stSidebar"]')
-    sidebar.get_by_text("idle").wait_for(timeout=15_000)
+    sidebar.get_by_text("idle").wait_for(timeout=60_000)  # the worker boots (imports litellm) first
 
     # ana names herself on the New run page and starts the toy example from the form
     ana = new_page(browser)
@@ -98,6 +98,8 @@ def test_the_dashboard_follows_a_run_without_a_reload(studio, browser):
     ana.wait_for_url(re.compile(r"/dashboard\?run="), timeout=60_000)
     run_id = re.search(r"run=(\w+)", ana.url).group(1)
     assert repo.get_run(db, run_id).owner == "ana"
+    # bob's sidebar, untouched: the worker is now on ana's run (checked at once: the toy run is short)
+    sidebar.get_by_text(f"on run {run_id}").wait_for(timeout=30_000)
 
     # the name survived the page switch: steering is enabled without a reload
     _ready(ana)
@@ -105,9 +107,6 @@ def test_the_dashboard_follows_a_run_without_a_reload(studio, browser):
     pause.wait_for(timeout=60_000)
     assert ana.get_by_text("Enter your name under").count() == 0
     assert pause.is_enabled() or repo.get_run(db, run_id).status not in ("queued", "running")
-
-    # bob's sidebar, untouched: the worker is now on ana's run
-    sidebar.get_by_text(f"on run {run_id}").wait_for(timeout=15_000)
 
     # while the run moves: new origins enter the filter, the table counts them
     origin = _key(ana, "dash_cand_origin")
