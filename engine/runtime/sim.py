@@ -123,63 +123,68 @@ def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, bud
 
 def simulate_async(c: int, merge: bool, lat, budget: int) -> tuple[float, int]:
     """(seconds, metric calls) of an asynchronous run with ``c`` in flight until the budget is spent."""
-    sim, m, v = _Sim(lat.workers, lat.eval), lat.minibatch, lat.n_val
-    improves, merges_pass = _Pattern(lat.accept), _Pattern(lat.merge_pass)
-    st = {"spent": v, "flight": 0, "waiting": 0, "combining": False}
+    run = _AsyncRun(c, merge, lat, budget)
+    run.sim.evals(lat.n_val, True, run.fill)  # the seed's validation pass
+    return run.sim.run(), run.spent
 
-    def fill() -> None:
-        while st["flight"] < c:
-            left = budget - st["spent"]
-            lone = st["waiting"] == 1 and st["flight"] == 0
-            if merge and not st["combining"] and (st["waiting"] >= 2 or lone):
-                combine()
-            elif left >= 2 * m + (v if st["flight"] else 0):
-                propose()
+
+class _AsyncRun:
+    """The asynchronous schedule replayed: proposals start while the budget allows, improving
+    children wait for one combiner (with ``merge``) or are validated at once."""
+
+    def __init__(self, c: int, merge: bool, lat, budget: int) -> None:
+        self.c, self.merge, self.lat, self.budget = c, merge, lat, budget
+        self.sim, self.m, self.v = _Sim(lat.workers, lat.eval), lat.minibatch, lat.n_val
+        self.improves, self.merges_pass = _Pattern(lat.accept), _Pattern(lat.merge_pass)
+        self.spent, self.flight, self.waiting, self.combining = self.v, 0, 0, False
+
+    def fill(self) -> None:
+        while self.flight < self.c:
+            left = self.budget - self.spent
+            lone = self.waiting == 1 and self.flight == 0
+            if self.merge and not self.combining and (self.waiting >= 2 or lone):
+                self.combine()
+            elif left >= 2 * self.m + (self.v if self.flight else 0):
+                self.propose()
             else:
                 return
 
-    def propose() -> None:
-        st["flight"] += 1
-        st["spent"] += 2 * m
-        sim.evals(round(m * lat.parent_eval_share), False,
-                  lambda: sim.at(lat.lm, lambda: sim.evals(m, False, tested)))
+    def propose(self) -> None:
+        self.flight += 1
+        self.spent += 2 * self.m
+        self.sim.evals(round(self.m * self.lat.parent_eval_share), False,
+                       lambda: self.sim.at(self.lat.lm, lambda: self.sim.evals(self.m, False, self.tested)))
 
-    def tested() -> None:
-        if improves():
-            if merge:
-                st["waiting"] += 1
-            else:
-                return validate(done)
-        done()
+    def tested(self) -> None:
+        if self.improves():
+            if not self.merge:
+                return self.validate(self.done)
+            self.waiting += 1
+        self.done()
 
-    def validate(then: Callable[[], None]) -> None:
-        calls = max(0, min(v, budget - st["spent"]))
-        st["spent"] += calls
-        sim.evals(calls, True, then)
+    def validate(self, then: Callable[[], None]) -> None:
+        calls = max(0, min(self.v, self.budget - self.spent))
+        self.spent += calls
+        self.sim.evals(calls, True, then)
 
-    def combine() -> None:
-        n = min(st["waiting"], MAX_SIBLINGS)
-        st["waiting"] -= n
-        st["flight"] += 1
-        st["combining"] = True
+    def combine(self) -> None:
+        n = min(self.waiting, MAX_SIBLINGS)
+        self.waiting -= n
+        self.flight += 1
+        self.combining = True
+        if n < 2:
+            return self.validate(self.combined)
+        self.spent += n * self.m
+        self.sim.at(self.lat.lm, lambda: self.sim.evals(n * self.m, False, self.after_merge_test))
 
-        def after_test() -> None:
-            merges_pass()
-            validate(combined)
+    def after_merge_test(self) -> None:
+        self.merges_pass()
+        self.validate(self.combined)
 
-        if n >= 2:
-            st["spent"] += n * m
-            sim.at(lat.lm, lambda: sim.evals(n * m, False, after_test))
-        else:
-            validate(combined)
+    def combined(self) -> None:
+        self.combining = False
+        self.done()
 
-    def combined() -> None:
-        st["combining"] = False
-        done()
-
-    def done() -> None:
-        st["flight"] -= 1
-        fill()
-
-    sim.evals(v, True, fill)
-    return sim.run(), st["spent"]
+    def done(self) -> None:
+        self.flight -= 1
+        self.fill()
