@@ -333,7 +333,7 @@ def test_sqlite_read_modify_write_in_write_blocks_is_serialised(sqlite_db):
 
 
 def _claim_many(url: str, worker: str, out) -> None:
-    from storage import repo as r
+    from storage import leases as r
 
     database = Database(url)
     got = []

@@ -209,10 +209,10 @@ def test_two_people_see_each_others_pins_vetoes_and_edits(studio, browser):
     bob.get_by_text("new candidate c", exact=False).first.wait_for(timeout=20_000)  # evaluated and entered
 
     # unpin, then veto
-    _key(ana, "steer_pin").get_by_role("button", name="Unpin").wait_for(timeout=20_000)
+    _key(ana, "steer_pin").get_by_role("button", name="Unpin", exact=True).wait_for(timeout=20_000)
     _key(ana, "steer_pin").get_by_role("button").click()
     seen["unpin"] = _seen(bob, db, run_id, "unpin")
-    _key(ana, "steer_pin").get_by_role("button", name="Pin").wait_for(timeout=20_000)
+    _key(ana, "steer_pin").get_by_role("button", name="Pin", exact=True).wait_for(timeout=20_000)
     _key(ana, "steer_veto").get_by_role("button").click()
     seen["veto"] = _seen(bob, db, run_id, "veto")
     bob.get_by_text("vetoed — never chosen as a parent").wait_for(timeout=20_000)
