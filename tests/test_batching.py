@@ -286,3 +286,20 @@ def test_no_early_stop_without_a_known_maximum(sqlite_db, tmp_path):
     run_optimizer(sqlite_db, run_id, tmp_path)
     human = _cands(sqlite_db, run_id, "human")[0]
     assert human.val_count == 8 and human.val_cut_short == ""
+
+
+def _always_unchanged(messages: list[dict], params: dict) -> str:
+    """Answers with the current version unchanged: every proposal asks for its one retry."""
+    return "```\n" + toy.current_version(messages[1]["content"]) + "\n```"
+
+
+def test_the_retry_of_an_unchanged_answer_is_reserved_against_the_dollar_cap(sqlite_db, tmp_path):
+    # one call costs about $0.0026 here; a cap of 1.6 calls leaves no room for a retry, which an
+    # unreserved retry used to spend anyway (the cap was overshot by up to 9 % in wide batches)
+    cfg = toy_config(8, budget={"max_metric_calls": 10_000, "max_cost_usd": 0.0042, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=_always_unchanged, price=1e-5)
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.cost_usd <= 0.0042
+    assert len([c for c in lm_calls(sqlite_db, run_id) if c.purpose == "reflection"]) == 1
+    reasons = [c.reason for c in repo.list_candidates(sqlite_db, run_id) if c.origin != "seed"]
+    assert any("no room in the budget for a retry" in r for r in reasons), reasons

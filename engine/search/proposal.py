@@ -169,6 +169,9 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
             else:
                 failure, retry = f"invalid candidate (validate): {problem}", f"That version is invalid: {problem}"
         if attempt == 0:
+            if not ctx.budget.may_call_lm():  # the retry is one more paid call: reserved like the first
+                failure += "; no room in the budget for a retry"
+                break
             # small models repeat themselves: say what was wrong and sample a little hotter
             messages = messages + [{"role": "assistant", "content": res.text},
                                    {"role": "user", "content": f"{retry}\nMake a different, concrete change that fixes "
