@@ -76,7 +76,9 @@ def bump_run(db: Database, run_id: str, **deltas: float) -> None:
 def _bump(s, run_id: str, deltas: dict) -> None:
     deltas = {k: v for k, v in deltas.items() if v}
     if deltas:
-        s.exec(update(Run).where(Run.id == run_id).values(**{k: getattr(Run, k) + v for k, v in deltas.items()}))
+        # no session objects to keep in step (counters are read fresh): skip the ORM's synchronization
+        s.exec(update(Run).where(Run.id == run_id).values(**{k: getattr(Run, k) + v for k, v in deltas.items()})
+               .execution_options(synchronize_session=False))
 
 
 def set_run_fields(db: Database, run_id: str, **fields: Any) -> None:
@@ -177,15 +179,21 @@ def record_evaluations(db: Database, items: list[tuple[Evaluation, bool]]) -> li
     Returns (row, inserted) per item, in order."""
     out = []
     with db.write() as s:
-        for ev, metric_call in items:
-            existing = s.exec(select(Evaluation).where(Evaluation.candidate_id == ev.candidate_id,
-                                                       Evaluation.example_pk == ev.example_pk)).first()
-            if existing is not None:
-                out.append((existing, False))
+        # one query for the rows that exist and one batched INSERT: a busy step writes hundreds
+        # of evaluations, and a statement per row was most of the engine's own time
+        cids = {ev.candidate_id for ev, _ in items}
+        pks = {ev.example_pk for ev, _ in items}
+        seen = {(e.candidate_id, e.example_pk): e for e in s.exec(select(Evaluation).where(
+            Evaluation.candidate_id.in_(cids), Evaluation.example_pk.in_(pks)))}
+        for ev, _ in items:
+            key = (ev.candidate_id, ev.example_pk)
+            if key in seen:
+                out.append((seen[key], False))
                 continue
+            seen[key] = ev
             s.add(ev)
-            s.flush()
             out.append((ev, True))
+        s.flush()
         by_run: dict[str, int] = {}
         for (ev, metric_call), (_, inserted) in zip(items, out):
             if inserted and metric_call:

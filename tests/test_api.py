@@ -249,7 +249,7 @@ def test_ctrl_c_leaves_the_run_paused_and_resume_continues_it(sqlite_db, tmp_pat
     assert proc.returncode != 0 and "KeyboardInterrupt" in err, err
     assert f'resume="{run_id}"' in err  # it says how to continue
     run = repo.get_run(sqlite_db, run_id)
-    assert run.status == "paused" and "Ctrl-C" in run.status_reason
+    assert run.status == "paused" and "Ctrl-C" in run.status_reason, (run.status, run.status_reason, err[-3000:])
     assert run.lease_owner is None and run.attached_to  # released, still attached: the studio says it waits
     assert attached.waiting_note(_run_dict(run)) is not None
     assert leases.claim_run(sqlite_db, "worker-1", 15) is None
