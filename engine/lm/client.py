@@ -35,11 +35,12 @@ from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
 from engine.lm.errors import (  # noqa: E402
     RETRYABLE, describe, error_kind, is_retryable, missing_credentials, retry_after_seconds)
 from engine.lm.defaults import default_lm_config, default_model, default_model_reason  # noqa: E402,F401
-from engine.lm.providers import is_in_process, register_builtin_providers  # noqa: E402
+from engine.lm.providers import is_in_process, load_plugins, register_builtin_providers  # noqa: E402
 from storage.lm_cache import LMCache, cache_key  # noqa: E402
 
 litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stderr
 register_builtin_providers()
+load_plugins()  # the test hook (engine.lm.providers): every process that calls an LM imports this module
 
 log = logging.getLogger("refract.lm")
 _MAX_BACKOFF_SECONDS = 60.0

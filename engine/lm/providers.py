@@ -16,16 +16,23 @@ test module. The variable is read from the engine's own environment, which is tr
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+from typing import TYPE_CHECKING
 
-import litellm
-from litellm.llms.custom_llm import CustomLLM
+if TYPE_CHECKING:
+    from litellm.llms.custom_llm import CustomLLM
+
+# litellm is imported inside the functions: it takes seconds to import, and commands that never
+# call an LM (status, export, steering commands) should not pay for it
 
 PLUGINS_ENV = "REFRACT_LM_PLUGINS"
 
 
-def register_provider(name: str, handler: CustomLLM) -> None:
+def register_provider(name: str, handler: "CustomLLM") -> None:
     """Route ``name/...`` models to ``handler``; replaces an earlier handler of that name."""
+    import litellm
+
     entries = [e for e in (litellm.custom_provider_map or []) if e.get("provider") != name]
     entries.append({"provider": name, "custom_handler": handler})
     litellm.custom_provider_map = entries
@@ -33,6 +40,8 @@ def register_provider(name: str, handler: CustomLLM) -> None:
 
 def is_in_process(model: str) -> bool:
     """Whether ``model`` is served by a provider registered in this process (they honour a seed)."""
+    import litellm
+
     provider = model.split("/", 1)[0]
     return any(e.get("provider") == provider for e in (litellm.custom_provider_map or []))
 
@@ -44,12 +53,32 @@ def register_builtin_providers() -> None:
     register_provider("local", LocalLLM())
 
 
+def _plugin_names(environ: dict | None) -> list[str]:
+    names = (environ if environ is not None else os.environ).get(PLUGINS_ENV, "").split(",")
+    return [n.strip() for n in names if n.strip()]
+
+
+def check_plugins(environ: dict | None = None) -> list[str]:
+    """Check that the modules named in ``REFRACT_LM_PLUGINS`` exist, without importing them (the
+    LM client imports them when it is first imported); their names. A missing one is an error
+    naming the variable, raised at start (a typo must not fall back silently)."""
+    names = _plugin_names(environ)
+    for name in names:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError:
+            found = False
+        if not found:
+            raise ValueError(f"{PLUGINS_ENV}: cannot import {name!r}: no such module")
+    return names
+
+
 def load_plugins(environ: dict | None = None) -> list[str]:
     """Import the modules named in ``REFRACT_LM_PLUGINS``; returns their names. A module that
     cannot be imported is an error naming the variable (a typo must not fall back silently)."""
-    names = [n.strip() for n in (environ if environ is not None else os.environ).get(PLUGINS_ENV, "").split(",")]
+    names = _plugin_names(environ)
     loaded = []
-    for name in filter(None, names):
+    for name in names:
         try:
             importlib.import_module(name)
         except ImportError as exc:
