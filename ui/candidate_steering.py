@@ -155,7 +155,8 @@ def edit_panel(run: dict, cand: dict) -> None:
     component, with a diff preview and a required reason. On a finished run the send button
     becomes "continue the run with a new budget and apply the edit"."""
     cand_id, content = cand["id"], cand["content"] or {}
-    with st.expander("Edit into a new candidate", icon=":material/edit:"):
+    # keyed: a live refresh that adds a line above (a "pinned" badge) must not fold it shut mid-edit
+    with st.expander("Edit into a new candidate", icon=":material/edit:", key=f"steer_edit_open_{cand_id}"):
         field_keys = _edit_keys(cand_id, content)
         for name, key in field_keys.items():
             st.session_state.setdefault(key, content[name])

@@ -68,6 +68,46 @@ def stop_studio(proc: subprocess.Popen) -> None:
             proc.wait(timeout=5)
 
 
+def studio_with_worker(tmp: Path, latency: float):
+    """A studio with its supervised engine worker on a fresh SQLite database, the scripted toy
+    LM answering after ``latency`` seconds; returns (process, studio) once the worker has beaten
+    its first heartbeat (a test that clicks before the worker is up waits on its start-up, which
+    on a loaded machine can take longer than the test's own timeouts)."""
+    from storage import leases
+    from storage.db import Database
+    from tests.support.scripted_lm import SUBPROCESS_ENV
+
+    url = f"sqlite:///{tmp}/e2e.db"
+    db = Database(url)
+    db.create_all()
+    proc, studio = start_studio(tmp, url, worker=True, env={"REFRACT_SCRIPTED_LM": "tests.support.toy:script",
+                                                            "REFRACT_SCRIPTED_LATENCY": str(latency), **SUBPROCESS_ENV})
+    studio.db = db
+    deadline = time.monotonic() + 90
+    while leases.latest_worker_beat(db) is None:
+        if time.monotonic() > deadline:
+            stop_studio(proc)
+            raise RuntimeError(f"the studio's worker sent no heartbeat in 90 s:\n{studio.log.read_text()[-3000:]}")
+        time.sleep(0.3)
+    return proc, studio
+
+
+def ready(page) -> None:
+    """The page has rendered (no status widget) without an exception."""
+    page.wait_for_selector('[data-testid="stApp"]')
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000)
+    assert page.locator('[data-testid="stException"]').count() == 0, \
+        page.locator('[data-testid="stException"]').first.inner_text()
+
+
+def by_key(page, key: str):
+    """A widget by its key; a control that sends commands carries its submission token after
+    ``submission.SEP`` in its key (and so in its CSS class)."""
+    from ui import submission
+
+    return page.locator(f'.st-key-{key}, [class*="st-key-{key}{submission.SEP}"]')
+
+
 @pytest.fixture(scope="session")
 def browser():
     if not Path(CHROMIUM).exists():

@@ -16,38 +16,18 @@ import pytest
 
 from engine.records.export import export_run
 from storage import repo
-from storage.db import Database
 from tests.support.synthetic import generate_run
-from tests.support.scripted_lm import SUBPROCESS_ENV
-from ui import submission
 
-from .conftest import new_page, shot, start_studio, stop_studio
+from .conftest import by_key, new_page, ready, shot, stop_studio, studio_with_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("live-studio")
-    url = f"sqlite:///{tmp}/e2e.db"
-    db = Database(url)
-    db.create_all()
-    proc, studio = start_studio(tmp, url, worker=True, env={"REFRACT_SCRIPTED_LM": "tests.support.toy:script",
-                                                            "REFRACT_SCRIPTED_LATENCY": "1.5", **SUBPROCESS_ENV})
-    studio.db = db
+    proc, studio = studio_with_worker(tmp_path_factory.mktemp("live-studio"), latency=1.5)
     yield studio
     stop_studio(proc)
-
-
-def _ready(page):
-    page.wait_for_selector('[data-testid="stApp"]')
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000)
-    assert page.locator('[data-testid="stException"]').count() == 0, \
-        page.locator('[data-testid="stException"]').first.inner_text()
-
-
-def _key(page, key: str):
-    return page.locator(f'.st-key-{key}, [class*="st-key-{key}{submission.SEP}"]')
 
 
 def _until(check, what: str, timeout: float = 60.0):
@@ -71,30 +51,30 @@ def test_the_dashboard_follows_a_run_without_a_reload(studio, browser):
     done = generate_run(db, n_candidates=20, n_val=6, n_train=8, name="earlier run")
     bob = new_page(browser, studio.url, who="bob")
     bob.goto(f"{studio.url}/dashboard?run={done}")
-    _ready(bob)
+    ready(bob)
     sidebar = bob.locator('[data-testid="stSidebar"]')
     sidebar.get_by_text("idle").wait_for(timeout=60_000)  # the worker boots (imports litellm) first
 
     # ana names herself on the New run page and starts the toy example from the form
     ana = new_page(browser)
     ana.goto(f"{studio.url}/new")
-    _ready(ana)
+    ready(ana)
     who = ana.locator('[data-testid="stSidebar"] input').first
     who.fill("ana")
     who.press("Enter")
-    _ready(ana)
-    _key(ana, "new_template").get_by_role("combobox").click()
+    ready(ana)
+    by_key(ana, "new_template").get_by_role("combobox").click()
     ana.get_by_role("option", name=re.compile("Toy words")).click()
-    _key(ana, "new_load_template").get_by_role("button").click()
-    _ready(ana)
+    by_key(ana, "new_load_template").get_by_role("button").click()
+    ready(ana)
     ana.get_by_text("Splits as given: 8 train").wait_for()  # the example is loaded
-    model = _key(ana, "new_model").locator("input")
+    model = by_key(ana, "new_model").locator("input")
     model.scroll_into_view_if_needed()
     model.fill("scripted/toy")
     model.press("Enter")
     _until(lambda: ana.get_by_text("no provider API key found").count() == 0, "the local model's note to go", 30)
-    _ready(ana)
-    _key(ana, "new_submit").get_by_role("button").click()
+    ready(ana)
+    by_key(ana, "new_submit").get_by_role("button").click()
     ana.wait_for_url(re.compile(r"/dashboard\?run="), timeout=60_000)
     run_id = re.search(r"run=(\w+)", ana.url).group(1)
     assert repo.get_run(db, run_id).owner == "ana"
@@ -102,14 +82,14 @@ def test_the_dashboard_follows_a_run_without_a_reload(studio, browser):
     sidebar.get_by_text(f"on run {run_id}").wait_for(timeout=30_000)
 
     # the name survived the page switch: steering is enabled without a reload
-    _ready(ana)
-    pause = _key(ana, "steer_pause").get_by_role("button")
+    ready(ana)
+    pause = by_key(ana, "steer_pause").get_by_role("button")
     pause.wait_for(timeout=60_000)
     assert ana.get_by_text("Enter your name under").count() == 0
     assert pause.is_enabled() or repo.get_run(db, run_id).status not in ("queued", "running")
 
     # while the run moves: new origins enter the filter, the table counts them
-    origin = _key(ana, "dash_cand_origin")
+    origin = by_key(ana, "dash_cand_origin")
     origin.wait_for(timeout=60_000)
     _until(lambda: "reflection" in origin.inner_text(), "a reflection origin in the filter", 60)
     ana.wait_for_timeout(800)
@@ -136,7 +116,7 @@ def test_the_dashboard_follows_a_run_without_a_reload(studio, browser):
     shot(ana, "live-dashboard-frontier")
     link.click()
     ana.wait_for_url(re.compile(rf"/candidate\?run={run_id}&candidate={best}"))
-    _ready(ana)
+    ready(ana)
     shot(ana, "live-best-candidate")
     for p in (ana, bob):
         p.context.close()
