@@ -73,7 +73,6 @@ def one_step(lm_latency: float, eval_delay: float, workers: int = 4, n_val: int 
         cpu = time.process_time() - cpu0
         step = repo.list_steps(db, run_id)[0]
         run = repo.get_run(db, run_id)
-        cands = {c.id: c for c in repo.list_candidates(db, run_id)}
         db.dispose()
         # the ideal schedule of this very step, from the evaluations it actually dispatched
         evals = [e for e in step.events if e["kind"] != "lm"]
