@@ -8,10 +8,13 @@ block use it first, so a proposal is only started when the calls to test and val
 there, and what it does not use goes back at the end.
 
 Dollars cannot be reserved exactly (an LM call's cost is known only afterwards): ``may_call_lm``
-reserves 1.5 × the cost of the most expensive call seen so far, and the ``add_cost`` of the same
-thread settles that reservation with the real cost. So concurrent LM calls together stay under
-``max_cost_usd`` unless calls grow by more than half at once. Until the first priced call is
-known, only one call at a time may be in flight when a dollar cap is set. The wall-clock budget
+reserves 1.5 × the cost of the most expensive call *of the same purpose* seen so far (a task LM
+call from an evaluator may cost a hundredth of a reflection: one price for both would let the
+first reflections through on the task calls' price), and the ``add_cost`` of the same thread
+settles that reservation with the real cost. So concurrent LM calls together stay under
+``max_cost_usd`` unless calls grow by more than half at once. Until a purpose's first call is
+priced, only one call of that purpose at a time may be in flight when a dollar cap is set, and
+it reserves the largest estimate known for any purpose. The wall-clock budget
 counts only time the run was active.
 """
 
@@ -44,9 +47,8 @@ class Budget:
         self.metric_calls = metric_calls  # charged so far, from the database
         self.reserved = 0  # dispatched but not settled, plus the unused part of every block
         self.cost_usd = cost_usd
-        self.max_call_cost = 0.0
-        self._lm_calls_settled = 0
-        self._lm_reserved: dict[int, float] = {}  # thread id -> dollars reserved for its LM call
+        self._max_cost: dict[str, float] = {}  # purpose -> the most expensive settled call
+        self._lm_reserved: dict[int, tuple[str, float]] = {}  # thread id -> (purpose, dollars reserved)
         self._blocks: dict[int, Block] = {}  # thread id -> the block its evaluations draw from
         self._started = time.monotonic()
         self._seconds_before = seconds_before
@@ -120,42 +122,55 @@ class Budget:
 
     # -- dollars -----------------------------------------------------------------------------
 
-    def may_call_lm(self) -> bool:
-        """Reserve this thread's next LM call against the dollar and time budgets (False: refuse it).
-        The same thread's ``add_cost`` settles the reservation."""
+    @property
+    def max_call_cost(self) -> float:
+        """The most expensive LM call settled so far, of any purpose."""
+        return max(self._max_cost.values(), default=0.0)
+
+    def may_call_lm(self, purpose: str = "reflection") -> bool:
+        """Reserve this thread's next LM call (for ``purpose``: reflection, merge, task, …)
+        against the dollar and time budgets (False: refuse it). The same thread's ``add_cost``
+        settles the reservation."""
         with self._lock:
             me = threading.get_ident()
             if self.cfg.max_cost_usd is not None:
-                # the price of a call is unknown until one has been settled: one at a time until then
-                while self._lm_calls_settled == 0 and self._lm_reserved and me not in self._lm_reserved:
+                # the price of this purpose is unknown until one call has been settled: one at a time until then
+                while purpose not in self._max_cost and self._unpriced_in_flight(purpose, me):
                     self._lock.wait(timeout=1.0)
-            estimate = self.max_call_cost * LM_COST_MARGIN
+            estimate = self._max_cost.get(purpose, self.max_call_cost) * LM_COST_MARGIN
             if self._out_of_time_or_money(extra=estimate):
                 return False
-            self._lm_reserved[me] = estimate
+            self._lm_reserved[me] = (purpose, estimate)
             return True
 
+    def _unpriced_in_flight(self, purpose: str, me: int) -> bool:
+        return any(p == purpose for t, (p, _) in self._lm_reserved.items() if t != me)
+
     def affordable_lm_calls(self) -> Optional[int]:
-        """How many more LM calls the dollar budget allows at the current estimate, counting the
-        calls in flight (None: no dollar cap, or no call priced yet)."""
+        """How many more reflection-LM calls the dollar budget allows at their current estimate,
+        counting the calls in flight (None: no dollar cap, or no reflection priced yet)."""
         with self._lock:
-            if self.cfg.max_cost_usd is None or self._lm_calls_settled == 0:
+            if self.cfg.max_cost_usd is None or "reflection" not in self._max_cost:
                 return None
-            left = self.cfg.max_cost_usd - self.cost_usd - sum(self._lm_reserved.values())
-            estimate = self.max_call_cost * LM_COST_MARGIN
+            left = self.cfg.max_cost_usd - self.cost_usd - self._reserved_dollars()
+            estimate = self._max_cost["reflection"] * LM_COST_MARGIN
             return max(0, int(left // estimate)) if estimate > 0 else None
 
-    def add_cost(self, usd: float) -> None:
+    def add_cost(self, usd: float, purpose: str = "reflection") -> None:
+        """Settle this thread's reservation (its purpose wins over ``purpose``) with the real cost."""
         with self._lock:
-            self._lm_reserved.pop(threading.get_ident(), None)
-            self._lm_calls_settled += 1
+            reserved = self._lm_reserved.pop(threading.get_ident(), None)
+            purpose = reserved[0] if reserved else purpose
             self.cost_usd += usd
-            self.max_call_cost = max(self.max_call_cost, usd)
+            self._max_cost[purpose] = max(self._max_cost.get(purpose, 0.0), usd)
             self._lock.notify_all()
+
+    def _reserved_dollars(self) -> float:
+        return sum(d for _, d in self._lm_reserved.values())
 
     def _out_of_time_or_money(self, extra: float = 0.0) -> bool:
         if self.cfg.max_cost_usd is not None:
-            if self.cost_usd + sum(self._lm_reserved.values()) + extra > self.cfg.max_cost_usd:
+            if self.cost_usd + self._reserved_dollars() + extra > self.cfg.max_cost_usd:
                 return True
         return self.cfg.max_seconds is not None and self.seconds >= self.cfg.max_seconds
 

@@ -73,7 +73,7 @@ class RunContext:
         self.timeline.add("lm", t0, time.monotonic(), candidate_id, purpose=purpose)
         call_id = journal.ids[-1] if journal.ids else journal.record_unsent(res)  # each attempt has its row
         if charge:
-            self.budget.add_cost(res.cost_usd)
+            self.budget.add_cost(res.cost_usd, purpose)
         if purpose in ("reflection", "merge", "seed"):
             self.lm_failures.record(bool(res.error))
         return res, call_id

@@ -97,7 +97,7 @@ class Optimizer:
                 allowed = {k: v for k, v in params.items() if k in ("temperature", "max_tokens")}
                 lm_cfg = lm_cfg.model_copy(update=allowed)
             testing = task.kind == "test"  # the held-out audit: outside the search's budgets
-            if not testing and not ctx.budget.may_call_lm():
+            if not testing and not ctx.budget.may_call_lm("task"):
                 raise RuntimeError("the run's cost or time budget is spent; lm() is refused")
             res, _ = ctx.call_lm(lm_cfg, messages, "test" if testing else "task", task.candidate_id,
                                  example_key=task.example_key, charge=not testing)

@@ -247,6 +247,29 @@ def test_concurrent_lm_calls_reserve_dollars_and_never_overshoot_the_cap():
     assert peak[0] > 1  # once priced, calls did run side by side
 
 
+def test_cheap_task_lm_calls_do_not_price_the_first_reflections():
+    """An evaluator's task-LM calls ($0.0005) come before the first reflection ($0.03). Priced
+    by the task calls, eight reflections would all have started at once ($0.265 on a $0.11
+    cap); priced per purpose, the first reflection goes alone and the cap holds."""
+    b = Budget(BudgetConfig(max_metric_calls=None, max_cost_usd=0.11), metric_calls=0, cost_usd=0.0, seconds_before=0.0)
+    for _ in range(50):
+        assert b.may_call_lm("task")
+        b.add_cost(0.0005)  # the reservation's purpose ("task") is the one priced
+    assert b.affordable_lm_calls() is None  # no reflection priced yet
+
+    def reflect():
+        while b.may_call_lm("reflection"):
+            threading.Event().wait(0.01)
+            b.add_cost(0.03)
+
+    threads = [threading.Thread(target=reflect) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 0.08 <= b.cost_usd <= 0.11 + 1e-12
+
+
 def test_a_dollar_cap_holds_for_a_wide_batch(sqlite_db, tmp_path):
     cfg = toy_config(8, search={"parents_per_step": 4, "proposals_per_parent": 2},
                      budget={"max_metric_calls": 10_000, "max_cost_usd": 0.02, "stop_at_score": None})

@@ -197,7 +197,7 @@ def _merged_content(ctx: RunContext, siblings: list[Sibling], merged: Candidate)
         return None, "the siblings changed several components in overlapping ways; not merged"
     component = flat[0]
     merged.component = component
-    if not ctx.budget.may_call_lm():
+    if not ctx.budget.may_call_lm("merge"):
         return None, "budget: no room left for the merge LM call"
     messages = build_merge_prompt(ctx, siblings, component)
     res, call_id = ctx.call_lm(ctx.cfg.reflection_lm, messages, "merge", merged.id)
