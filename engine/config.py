@@ -197,9 +197,6 @@ class RunConfig(_Strict):
         s = self.search
         if s.schedule != "async" or s.batch_size == 1:  # C = 1 runs the synchronous loop
             return
-        if s.merge:
-            raise ValueError("search.merge: the system-aware merge runs between the steps of schedule = \"sync\"; with "
-                             "schedule = \"async\" use merge_siblings = true, or set schedule = \"sync\"")
         if s.accept != "all":
             raise ValueError(f"search.accept: {s.accept!r} chooses among the children of one step; schedule = \"async\" "
                              "validates every improving child as it arrives, so only accept = \"all\" applies")
@@ -314,9 +311,6 @@ def config_warnings(cfg: RunConfig) -> list[str]:
     if s.acceptance is not None:
         out.append("search.acceptance: renamed search.improvement (a child has *improved* when it beats its parent on the "
                    "minibatch; *accepted* means validated); the old name is still read, rename it")
-    if s.merge and not cfg.is_multi_component:
-        out.append("search.merge: the system-aware merge combines components changed by different candidates; a "
-                   "single-text candidate has one, so it never merges (merge_siblings combines single texts)")
     if mentions_images(cfg.evaluator) and not supports_vision(cfg.reflection_lm.model):
         out.append(f"reflection_lm.model: {cfg.reflection_lm.model!r} cannot see images (litellm's supports_vision), "
                    "and the evaluator seems to return some: the reflection prompt will say each image was omitted; "

@@ -173,7 +173,8 @@ class Optimizer:
         """The one post-step path of both schedules: run totals, the system-aware merge, the
         step-mode pause, the ``on_step`` hook."""
         search = ctx.cfg.search
-        if search.merge and len(ctx.components) > 1:
+        # the asynchronous schedule merges each validated child into the best as it arrives instead
+        if search.merge and (search.schedule == "sync" or search.batch_size == 1):
             merges = sum(1 for c in ctx.state.candidates.values() if c.origin == Origin.MERGE)
             if merges < search.max_merges:  # recorded as part of the step just closed
                 try_merge(ctx, step_rng(search.seed + 7919, record.index))

@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import analysis, blame_view, candidate_steering as steer, charts, data, keys, nav
+from ui.lineage import merge_path_text
 from ui.render import code_span, md, messages_text, show_side_info, show_text
 
 url = data.db_url()
@@ -76,6 +77,7 @@ m[3].metric("Cost", f"${lm_cost + eval_cost:.5f}",
             delta_color="off", delta_arrow="off", help=f"reflection LM ${lm_cost:.5f} + evaluations ${eval_cost:.5f}")
 st.caption(f"run {md(run['name'])} (`{run_id}`) · created {c['created_at']:%Y-%m-%d %H:%M:%S} UTC"
            + (f" · rewrote component {code_span(c['component'])}" if c["component"] else "")
+           + (f" · {merge_path_text(c['merge_path'])}" if merge_path_text(c.get("merge_path")) else "")
            + (f" · by {md(c['author'])}" if c["author"] else "")
            + (f" · {md(c['reason'])}" if c["reason"] else ""))
 nl = st.columns(3)

@@ -96,6 +96,7 @@ class Candidate(SQLModel, table=True):
     origin: str = Field(max_length=20)  # storage.states.Origin
     parent_ids: list = _json("list")
     component: Optional[str] = Field(default=None, max_length=200)  # component rewritten
+    merge_path: str = Field(default="", max_length=20)  # a merge: storage.states.MergePath; else ""
     step: int = 0
     status: str = Field(default=CandidateStatus.PROPOSED.value, index=True, max_length=20)  # CandidateStatus
     # beat its parent on the minibatch (a merge: kept every version's gains); set when it was tested

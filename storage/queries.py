@@ -27,7 +27,7 @@ from storage.models import LM_ERROR_KINDS, Candidate, Command, Comment, Evaluati
 PURPOSES = ("reflection", "merge", "seed", "task")
 
 CANDIDATE_COLUMNS = (
-    "id", "origin", "parent_ids", "component", "step", "status", "reason", "pinned", "vetoed", "author",
+    "id", "origin", "parent_ids", "component", "merge_path", "step", "status", "reason", "pinned", "vetoed", "author",
     "created_at", "finished_at", "lm_call_id", "parent_minibatch_score", "minibatch_score", "minibatch_keys", "val_mean",
     "val_count",
 )

@@ -54,3 +54,10 @@ class Origin(StrEnum):
     MERGE = "merge"  # system-aware merge: components of two frontier members (counted by max_merges)
     SIBLING_MERGE = "sibling_merge"  # improving siblings combined into one (merge_siblings)
     HUMAN = "human"  # an edit or an injected candidate
+
+
+class MergePath(StrEnum):
+    """How a merge's text was written (``Candidate.merge_path``; empty for other origins)."""
+
+    THREE_WAY = "three_way"  # line-level three-way merge over the common ancestor: no LM call
+    LM = "lm"  # a real conflict: the reflection LM wrote the combined text

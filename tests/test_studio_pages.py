@@ -155,3 +155,19 @@ def test_a_read_over_the_time_limit_is_an_error_on_the_page_not_a_traceback(stud
     at = _page("pages/dashboard.py", run=run_id)  # its frontier reads every validation score
     errors = [e.value for e in at.error]
     assert any("could not answer" in e and "REFRACT_STUDIO_QUERY_SECONDS" in e for e in errors), errors
+
+
+def test_a_merge_says_which_path_wrote_it_on_its_page_and_in_the_lineage(studio):
+    db, run_id = studio
+    from storage import queries, repo
+    from ui.lineage import lineage_figure
+
+    cand = next(c for c in repo.list_candidates(db, run_id) if len(c.parent_ids) == 1 and c.origin == "reflection")
+    cand.origin, cand.merge_path = "merge", "three_way"
+    repo.save_candidate(db, cand)
+    at = _page("pages/candidate.py", run=run_id, candidate=cand.id)
+    assert "three-way merge over the common ancestor, no LM call" in _texts(at)
+    rows = queries.candidate_rows(db, run_id)
+    fig = lineage_figure(rows, None, [], show_rejected=True)
+    hovers = [str(h) for trace in fig.data if trace.hovertext is not None for h in trace.hovertext if cand.id in str(h)]
+    assert any("no LM call" in h for h in hovers)

@@ -42,6 +42,15 @@ ORIGIN_RINGS = {
 }
 
 
+MERGE_PATHS = {"three_way": "three-way merge over the common ancestor, no LM call",
+               "lm": "merged by the reflection LM (the versions changed the same lines)"}
+
+
+def merge_path_text(path) -> str:
+    """How a merge's text was written, in words; empty for a candidate that is not a merge."""
+    return MERGE_PATHS.get(path or "", "")
+
+
 def mark_of(row, best_id: Optional[str], frontier_ids: set[str]) -> str:
     if row.vetoed:
         return "vetoed"
@@ -192,6 +201,8 @@ def _hover(r, kids: dict[str, int], show_rejected: bool) -> str:
         parts.append(f"on the frontier{' (best)' if r.mark_ == 'best' else ''}")
     if r.component:
         parts.append(f"rewrote: {_plain(r.component)}")
+    if merge_path_text(getattr(r, "merge_path", "")):
+        parts.append(merge_path_text(r.merge_path))
     if r.author:
         parts.append(f"by {_plain(r.author)}")
     hidden = kids.get("rejected", 0) + kids.get("failed", 0)

@@ -13,7 +13,7 @@ from typing import Any, Optional
 from storage import repo
 from storage.db import Database
 from storage.models import Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step
-from storage.states import CandidateStatus, Origin
+from storage.states import CandidateStatus, MergePath, Origin
 from storage.transfer import insert_run
 
 from engine.search.frontier_types import frontier_entries, objective_scores, typed_frontier
@@ -116,7 +116,7 @@ def _candidate_doc(c: Candidate, val_scores: dict[str, float], lm_call: Optional
     """A candidate in the document; ``lm_call`` is the position of its LM call in ``lm_calls``."""
     return {"id": c.id, "parent_ids": c.parent_ids, "origin": c.origin, "step": c.step,
             "content": c.content, "status": c.status, "reason": c.reason, "component": c.component,
-            "pinned": c.pinned, "vetoed": c.vetoed, "author": c.author, "val_mean": c.val_mean,
+            "merge_path": c.merge_path, "pinned": c.pinned, "vetoed": c.vetoed, "author": c.author, "val_mean": c.val_mean,
             "val_scores": val_scores, "val_cut_short": c.val_cut_short,
             "minibatch_score": c.minibatch_score, "parent_minibatch_score": c.parent_minibatch_score,
             "minibatch_keys": c.minibatch_keys, "frontier_version": c.frontier_version,
@@ -138,6 +138,7 @@ def upgraded(doc: dict[str, Any]) -> dict[str, Any]:
     rejected = {c["id"] for c in doc["candidates"] if c["status"] == CandidateStatus.REJECTED}
     cands = [{**c, "origin": Origin.SIBLING_MERGE.value} if c["origin"] == Origin.MERGE and _sibling_merge(c, rejected)
              else c for c in doc["candidates"]]
+    cands = [{**c, "merge_path": _merge_path_of(c)} for c in cands]
     return {**doc, "format": FORMAT, "run": {**doc["run"], "totals": totals}, "candidates": cands}
 
 
@@ -146,6 +147,14 @@ def _sibling_merge(cand: dict, rejected: set[str]) -> bool:
     or its parents were passed over for it. A system-aware merge does neither: it takes each
     component from one of two validated frontier members."""
     return bool(cand.get("component")) or any(p in rejected for p in cand["parent_ids"])
+
+
+def _merge_path_of(cand: dict) -> str:
+    """The merge path of a candidate exported before it was recorded: a merge with an LM call
+    was written by the LM; one without took each component from one version (no LM call)."""
+    if cand["origin"] not in (Origin.MERGE, Origin.SIBLING_MERGE):
+        return ""
+    return MergePath.LM.value if cand.get("lm_call") is not None else MergePath.THREE_WAY.value
 
 
 def import_run(db: Database, doc: dict[str, Any]) -> str:
@@ -208,7 +217,7 @@ def _candidate_row(run_id: str, c: dict, hash_: str) -> Candidate:
     """A candidate row; ``lm_call_id`` is the position in the document's ``lm_calls``."""
     return Candidate(id=c["id"], run_id=run_id, content=c["content"], content_hash=hash_,
                      origin=c["origin"], parent_ids=c["parent_ids"], component=c["component"], step=c["step"],
-                     status=c["status"], reason=c["reason"], pinned=c["pinned"], vetoed=c["vetoed"],
+                     merge_path=c.get("merge_path", _merge_path_of(c)), status=c["status"], reason=c["reason"], pinned=c["pinned"], vetoed=c["vetoed"],
                      author=c["author"], val_mean=c["val_mean"], val_count=len(c["val_scores"]),
                      val_cut_short=c["val_cut_short"], minibatch_score=c["minibatch_score"],
                      parent_minibatch_score=c["parent_minibatch_score"], minibatch_keys=c["minibatch_keys"],

@@ -48,6 +48,7 @@ closed step; the proposals of steps not yet closed are redone from the frontier 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -55,10 +56,11 @@ from typing import Literal, Optional
 
 from storage import repo
 from storage.models import Step, utcnow
-from storage.states import RunStatus
+from storage.states import Origin, RunStatus
 
 from engine.context import RunContext
 from engine.search.lineage import ancestors
+from engine.search.merge import find_rebase, test_merge
 from engine.search.proposal import run_proposal
 from engine.runtime.model import async_rate
 from engine.search.sampling import EpochSampler
@@ -91,6 +93,7 @@ class _Job:
     validated: bool = False
     evaluable: bool = False
     validated_id: Optional[str] = None  # combiner: the child or merge it validated
+    merge_id: Optional[str] = None  # with merge: the child re-based onto the best, validated
 
 
 @dataclass
@@ -128,6 +131,8 @@ class AsyncSchedule:
         self.waiting: list[tuple[str, float]] = []  # improving children not yet validated (id, gain)
         self.idle = 0
         self.t0 = time.monotonic()
+        self.merge_lock = threading.Lock()
+        self.merges = sum(1 for c in ctx.state.candidates.values() if c.origin == Origin.MERGE)
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -260,6 +265,7 @@ class AsyncSchedule:
         if outcome.improved and not self.combining:
             validate_child(pctx, outcome.child_id)
             job.validated = True
+            job.merge_id = self._rebase(pctx, outcome.child_id, job.step)
         child = pctx.state.candidates[outcome.child_id]
         job.evaluable = bool(child.minibatch_keys) and child.minibatch_score is not None
         child.started_at, child.frontier_version, child.finished_at = job.started_at, job.frontier_version, utcnow()
@@ -292,6 +298,17 @@ class AsyncSchedule:
                 reject(pctx, cid, why or (f"improved on its minibatch; {chosen} was validated instead (it already held "
                                           "these changes, or their merge lost a gain)"))
 
+    def _rebase(self, pctx: RunContext, child_id: str, step: int) -> Optional[str]:
+        """With ``merge``: the validated child merged into the current best (``find_rebase``),
+        while fewer than ``max_merges`` merges were tried; the merge's id when it was validated."""
+        search = pctx.cfg.search
+        if not search.merge:
+            return None
+        with self.merge_lock:  # so that concurrent proposals never try more than max_merges
+            found = find_rebase(pctx, child_id) if self.merges < search.max_merges else None
+            self.merges += found is not None
+        return test_merge(pctx, *found, step) if found else None
+
     @staticmethod
     def _best_since(pctx: RunContext, siblings: list) -> Optional[object]:
         """The current best, as one more version to combine, when it descends from the waiting
@@ -315,6 +332,9 @@ class AsyncSchedule:
         w.metric_calls += job.block.drawn
         if job.validated_id:
             w.validated.append(job.validated_id)
+        if job.merge_id:
+            w.children.append(job.merge_id)
+            w.validated.append(job.merge_id)
         if job.child_id:
             w.children.append(job.child_id)
             if job.validated:

@@ -8,8 +8,10 @@ asked (purpose ``merge``) for one version that keeps every fix. The merged candi
 each child's gains: it passes only if it scores at least as well as each child on that child's
 examples. A merge answer that drops a fix is therefore evaluated and rejected on its merits.
 
-When the children rewrote *different* components of one multi-component parent, no LM call is
-needed: each component is taken from the child that changed it.
+No LM call is needed when the children of one parent changed different lines (or different
+components): the line-level three-way merge over the parent combines them
+(``engine.search.textmerge``). The LM writes only a component with a real conflict. The path a
+merge took is recorded in ``Candidate.merge_path`` (``three_way`` or ``lm``).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 from storage.models import Candidate, utcnow
-from storage.states import CandidateStatus, Origin
+from storage.states import CandidateStatus, MergePath, Origin
 
 from engine.context import RunContext
 from engine.evaluation import Scored
 from engine.search.lineage import ancestors
 from engine.search.reflection import _clip, _fence, _render_value, parse_answer
+from engine.search.textmerge import merge_contents
 from engine.state import content_hash, to_evaluator
 
 MAX_SIBLINGS = 4
@@ -185,18 +188,23 @@ def combine(ctx: RunContext, siblings: list[Sibling], merge_id: str, step: int) 
 
 
 def _merged_content(ctx: RunContext, siblings: list[Sibling], merged: Candidate) -> tuple[Optional[dict], str]:
+    """The merge's content: the line-level three-way merge over the siblings' common parent when
+    it has no real conflict (no LM call), else the reflection LM writes the one conflicting
+    component (the others three-way merged). Sets ``merged.component`` and ``merged.merge_path``."""
     changed = [changed_components(s) for s in siblings]
-    flat = [c for cs in changed for c in cs]
-    if len({s.parent.id for s in siblings}) == 1 and len(flat) == len(set(flat)) and all(changed):
-        content = dict(siblings[0].parent.content)  # different components of one parent: no LM needed
-        for s, cs in zip(siblings, changed):
-            content.update({c: s.cand.content[c] for c in cs})
-        merged.component = ",".join(sorted(flat))
+    if len({s.parent.id for s in siblings}) == 1:
+        content, conflicts = merge_contents(siblings[0].parent.content, [s.cand.content for s in siblings])
+    else:  # no common base to merge over: every changed component is left to the LM
+        content, conflicts = dict(siblings[0].cand.content), sorted({c for cs in changed for c in cs})
+    merged.component = ",".join(sorted({c for cs in changed for c in cs}))
+    if not conflicts:
+        merged.merge_path = MergePath.THREE_WAY
         return content, ""
-    if len(set(flat)) != 1:
-        return None, "the siblings changed several components in overlapping ways; not merged"
-    component = flat[0]
-    merged.component = component
+    if len(conflicts) != 1:
+        return None, (f"the versions changed the same lines of several components ({', '.join(conflicts)}) "
+                      "in different ways; not merged")
+    component = conflicts[0]
+    merged.merge_path = MergePath.LM
     if not ctx.budget.may_call_lm("merge"):
         return None, "budget: no room left for the merge LM call"
     messages = build_merge_prompt(ctx, siblings, component)
@@ -207,7 +215,6 @@ def _merged_content(ctx: RunContext, siblings: list[Sibling], merged: Candidate)
     parsed = parse_answer(res.text, "", require_fence=ctx.cfg.search.require_fence)
     if parsed.text is None:
         return None, f"unusable merge answer: {parsed.reason}"
-    content = dict(siblings[0].cand.content)
     content[component] = parsed.text
     return content, ""
 

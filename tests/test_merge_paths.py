@@ -1,0 +1,129 @@
+"""Merges that cost no LM call (issue 14): the line-level three-way merge over the common
+ancestor, component by component; the LM only for real conflicts; the path recorded on the
+merge; the asynchronous schedule re-basing each validated child onto the best."""
+
+from __future__ import annotations
+
+import pytest
+
+from storage import repo
+from engine.search.merge import merged_content
+from engine.search.textmerge import merge_contents, merge_texts
+from tests.support import toy
+from tests.support.harness import assert_consistent_totals, lm_calls, run_toy, toy_config
+
+BASE = "Header\n- keep one\n- keep two\n- keep three\nFooter"
+
+# the toy evaluator without its one-line rule: the versions here put each word on its own line
+LINES_EVALUATOR = '''
+def evaluate(candidate, example):
+    words = set(candidate.split())
+    return (1.0 if example["word"] in words else 0.0), {"expected": example["word"], "got": sorted(words)[:20]}
+'''
+
+
+def lines_script(messages, params):
+    """Like toy.script, but the missing word goes on a new line of its own: siblings that add
+    different words change different lines (an insertion at the same place, the end)."""
+    prompt = messages[1]["content"]
+    if "You combine improvements" in messages[0]["content"]:
+        raise AssertionError("no merge LM call expected: the versions changed different lines")
+    current = toy.current_version(prompt)
+    missing = [w for w in toy.missing_words(prompt) if w not in current.split()]
+    if not missing:
+        return "No change.\n```\n" + current + "\nextra\n```"
+    word = missing[min(params.get("sample_index", 0), len(missing) - 1)]
+    return f"Adding {word}.\n```\n{current}\n{word}\n```"
+
+
+# ---------------------------------------------------------------- the merge itself
+
+
+def test_edits_of_different_lines_merge_without_conflict():
+    a = BASE.replace("keep one", "keep ONE")
+    b = BASE.replace("keep three", "keep THREE")
+    assert merge_texts(BASE, [a, b]) == "Header\n- keep ONE\n- keep two\n- keep THREE\nFooter"
+
+
+def test_edits_of_the_same_line_are_a_real_conflict():
+    assert merge_texts(BASE, [BASE.replace("keep two", "keep 2"), BASE.replace("keep two", "keep II")]) is None
+
+
+def test_insertions_at_the_same_place_keep_both_and_a_shared_line_once():
+    a, b, c = BASE + "\n- new a", BASE + "\n- new b", BASE + "\n- new a\n- new c"
+    assert merge_texts(BASE, [a, b, c]) == BASE + "\n- new a\n- new b\n- new c"
+
+
+def test_a_deletion_and_an_edit_of_another_line_merge():
+    a = BASE.replace("- keep one\n", "")
+    b = BASE.replace("Footer", "Footer!")
+    assert merge_texts(BASE, [a, b]) == "Header\n- keep two\n- keep three\nFooter!"
+
+
+def test_components_merge_one_by_one_and_conflicts_are_named():
+    base = {"system": BASE, "examples": "Q: one\nA: 1", "style": "brief"}
+    v1 = {**base, "system": BASE.replace("keep one", "keep ONE"), "examples": "Q: one\nA: uno"}
+    v2 = {**base, "system": BASE.replace("Footer", "End"), "examples": "Q: one\nA: eins"}
+    content, conflicts = merge_contents(base, [v1, v2])
+    assert conflicts == ["examples"]
+    assert content["system"] == "Header\n- keep ONE\n- keep two\n- keep three\nEnd" and content["style"] == "brief"
+    assert merge_contents(base, [v1, {**base, "style": "long"}]) == ({**v1, "style": "long"}, [])
+
+
+def test_the_system_aware_merge_now_merges_lines_within_a_component():
+    a = {"text": BASE}
+    i, j = {"text": BASE.replace("keep one", "x")}, {"text": BASE.replace("Footer", "y")}
+    assert merged_content(a, i, j) == {"text": "Header\n- x\n- keep two\n- keep three\ny"}
+    assert merged_content(a, i, {"text": BASE.replace("keep one", "z")}) is None  # same line: no merge
+    assert merged_content(a, i, a) is None  # one of them changed nothing
+
+
+# ---------------------------------------------------------------- in a run
+
+
+def test_siblings_that_changed_different_lines_merge_with_no_lm_call(db, tmp_path):
+    cfg = toy_config(8, seed_candidate="start", evaluator=LINES_EVALUATOR,
+                     search={"parents_per_step": 1, "proposals_per_parent": 3, "merge_siblings": True},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, stats = run_toy(db, tmp_path, cfg, script=lines_script)
+    merged = [c for c in repo.list_candidates(db, run_id) if c.origin == "sibling_merge"]
+    assert len(merged) == 1 and merged[0].merge_path == "three_way" and merged[0].status == "accepted"
+    siblings = [c for c in repo.list_candidates(db, run_id) if c.origin == "reflection"]
+    assert all(set(c.content["text"].split()) <= set(merged[0].content["text"].split()) for c in siblings)
+    assert [c for c in lm_calls(db, run_id) if c.purpose == "merge"] == [] and merged[0].lm_call_id is None
+    assert len(stats.calls) == 3  # the three reflections only
+    assert all(c.merge_path == "" for c in siblings)
+    assert_consistent_totals(db, run_id)
+
+
+def test_siblings_that_changed_the_same_line_fall_to_the_lm(sqlite_db, tmp_path):
+    from tests.test_batching import merging_script  # the toy's words are on one line: every merge conflicts
+
+    cfg = toy_config(8, search={"parents_per_step": 1, "proposals_per_parent": 3, "merge_siblings": True},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=merging_script)
+    merged = [c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "sibling_merge"]
+    calls = [c for c in lm_calls(sqlite_db, run_id) if c.purpose == "merge"]
+    assert len(merged) == 1 and merged[0].merge_path == "lm"
+    assert len(calls) == 1 and calls[0].candidate_id == merged[0].id == repo.get_candidate(sqlite_db, merged[0].id).id
+
+
+@pytest.mark.parametrize("max_merges", [1, 3])
+def test_async_merge_rebases_each_validated_child_onto_the_best(sqlite_db, tmp_path, max_merges):
+    cfg = toy_config(8, seed_candidate="start", evaluator=LINES_EVALUATOR,
+                     search={"parents_per_step": 1, "proposals_per_parent": 3, "schedule": "async", "merge": True,
+                             "max_merges": max_merges},
+                     budget={"max_metric_calls": 150, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=lines_script, latency=0.05)
+    cands = {c.id: c for c in repo.list_candidates(sqlite_db, run_id)}
+    merges = [c for c in cands.values() if c.origin == "merge"]
+    assert 1 <= len(merges) <= max_merges
+    assert all(m.merge_path == "three_way" and len(m.parent_ids) == 2 for m in merges)
+    assert [c for c in lm_calls(sqlite_db, run_id) if c.purpose == "merge"] == []
+    for m in (m for m in merges if m.status == "accepted"):
+        words = set(m.content["text"].split())
+        assert all(set(cands[p].content["text"].split()) <= words for p in m.parent_ids)  # both sides' changes
+    steps = repo.list_steps(sqlite_db, run_id)
+    assert {m.id for m in merges if m.status == "accepted"} <= {c for s in steps for c in s.accepted_ids}
+    assert repo.get_run(sqlite_db, run_id).metric_calls <= 150
+    assert_consistent_totals(sqlite_db, run_id)
