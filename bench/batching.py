@@ -39,14 +39,16 @@ sys.path.insert(0, str(ROOT))
 from engine.lm.client import LMClient  # noqa: E402  (first: offline price map)
 
 from bench import incremental_task as task  # noqa: E402
+from bench.time_to_quality import GepaRecorder, add_time_to_quality, refract_trajectory, ttq_table  # noqa: E402
 from engine.config import ConfigWarning, parse_config  # noqa: E402
 from engine.optimizer import Optimizer  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
 from engine.runtime.model import Latencies, predict_run_seconds, shape_of  # noqa: E402
 from engine.sandbox import make_executor  # noqa: E402
 from tests.support.scripted_lm import install_script  # noqa: E402
-from storage import repo  # noqa: E402
+from storage import leases, repo  # noqa: E402
 from storage.db import Database  # noqa: E402
+from storage.models import utcnow  # noqa: E402
 
 W, BUDGET, MINIBATCH = 4, 240, 3
 # latencies of the simulated LM and evaluator; overridable only to explore quality quickly
@@ -64,6 +66,7 @@ class Config:
     gepa: Optional[tuple[int, int]] = None  # (P, N) of GEPA's PxNSampling
     budget: dict = field(default_factory=dict)
     price: float = 0.0
+    task: str = "lines"  # the incremental task's layout: "lines", or "grouped" (fixes overlap: merges conflict)
 
 
 def _shape(p: int, k: int, **extra) -> dict:
@@ -82,10 +85,14 @@ CONFIGS = [
     Config("async C=8", _shape(8, 1, schedule="async")),
     Config("async C=4 merge", _shape(4, 1, schedule="async", merge_siblings=True)),
     Config("async C=8 merge", _shape(8, 1, schedule="async", merge_siblings=True)),
+    Config("async C=4 rebase", _shape(4, 1, schedule="async", merge=True, max_merges=1000)),
     Config("GEPA 1×1", gepa=(1, 1)),
     Config("GEPA 4×1", gepa=(4, 1)),
     Config("GEPA 8×1", gepa=(8, 1)),
 ]
+# The overlapping task: the same, with the rules grouped on one line per action (time to quality only).
+OVERLAP_CONFIGS = [Config(c.name, c.search, task="grouped") for c in CONFIGS
+                   if c.name in ("1×1", "4×1 all", "4×1 merge", "async C=4", "async C=4 merge", "async C=4 rebase")]
 # Dollar caps: the cost budget binds (metric calls are plentiful), LM priced per token.
 DOLLAR_CONFIGS = [
     Config("$ cap, 4×1 all", _shape(4, 1), budget={"max_metric_calls": 100_000, "max_cost_usd": 0.25}, price=2e-5),
@@ -97,6 +104,7 @@ DOLLAR_CONFIGS = [
 # -- one Refract run ------------------------------------------------------------------------------
 
 def run_refract(cfg: Config, seed: int, workdir: Path) -> dict:
+    task.set_layout(cfg.task)
     t = task.make_task(seed)
     task.set_seed(seed)
     data = {
@@ -130,10 +138,11 @@ def run_refract(cfg: Config, seed: int, workdir: Path) -> dict:
     original = opt._seed
 
     def timed_seed(ctx):  # the clock starts when the workers are ready and the seed is evaluated
-        box["t0"], box["busy0"] = time.monotonic(), ctx.evals.executor.busy_seconds()
+        box["t0"], box["busy0"], box["utc0"] = time.monotonic(), ctx.evals.executor.busy_seconds(), utcnow()
         return original(ctx)
 
     opt._seed = timed_seed
+    assert leases.claim_run(db, "bench", 3600, run_id=run_id) == run_id  # queued -> running, as a worker claims it
     status = opt.run()
     wall = time.monotonic() - box["t0"]
     busy = executors[0].busy_seconds() - box["busy0"]
@@ -148,7 +157,8 @@ def run_refract(cfg: Config, seed: int, workdir: Path) -> dict:
            "cost": run.cost_usd, "cost_overshoot": max(0.0, run.cost_usd - cap_usd) / cap_usd if cap_usd else None,
            "utilisation": busy / (W * wall), "predicted": predicted, "steps": run.steps_done,
            "proposals": run.proposals_total, "improved": run.proposals_improved,
-           "latencies": lat.__dict__ if lat else None, "merges": merge_counts(db, run_id)}
+           "latencies": lat.__dict__ if lat else None, "merges": merge_counts(db, run_id), "task": cfg.task,
+           "trajectory": refract_trajectory(db, run_id, box["utc0"])}
     db.dispose()
     return out
 
@@ -162,15 +172,19 @@ def measured_latencies(db: Database, run_id: str, run, n_val: int) -> Optional[L
         return None
     tested = [m for m in merges if m.minibatch_score is not None]
     merge_pass = (sum(1 for m in tested if m.status == "accepted") / len(tested)) if tested else 0.8
+    merge_lm = (sum(1 for m in merges if m.merge_path == "lm") / len(merges)) if merges else 1.0
     cfg = json.loads(json.dumps(run.config))["search"]
     return Latencies(lm=statistics.mean(lm), eval=statistics.mean(ev),
                      accept=run.proposals_improved / max(run.proposals_total, 1), minibatch=cfg["minibatch_size"],
-                     n_val=n_val, workers=W, merge_pass=merge_pass)
+                     n_val=n_val, workers=W, merge_pass=merge_pass, merge_lm=merge_lm)
 
 
 def merge_counts(db: Database, run_id: str) -> dict:
-    merges = [c for c in repo.list_candidates(db, run_id) if c.origin == "sibling_merge"]
-    return {"tried": len(merges), "accepted": sum(1 for m in merges if m.status == "accepted")}
+    """Merges of either kind: tried, accepted, and by the path that wrote them."""
+    merges = [c for c in repo.list_candidates(db, run_id) if c.origin in ("sibling_merge", "merge")]
+    return {"tried": len(merges), "accepted": sum(1 for m in merges if m.status == "accepted"),
+            "three_way": sum(1 for m in merges if m.merge_path == "three_way"),
+            "lm": sum(1 for m in merges if m.merge_path == "lm")}
 
 
 # -- one GEPA run -------------------------------------------------------------------------------
@@ -179,9 +193,11 @@ def run_gepa(cfg: Config, seed: int, workdir: Path) -> dict:
     from gepa.optimize_anything import EngineConfig, GEPAConfig, ReflectionConfig, optimize_anything
     from gepa.strategies.proposal_sampling import PxNSampling
 
+    task.set_layout(cfg.task)
     t = task.make_task(seed)
     task.set_seed(seed)
     install_script(task.simulated_lm, latency=LM_SECONDS)
+    recorder = GepaRecorder({ex["id"] for ex in t["val"]})
     namespace: dict = {}
     exec(task.evaluator_source(EVAL_SECONDS), namespace)
     evaluate = namespace["evaluate"]
@@ -192,7 +208,9 @@ def run_gepa(cfg: Config, seed: int, workdir: Path) -> dict:
     def timed(candidate, example):
         t0 = time.monotonic()
         try:
-            return evaluate(candidate, example)
+            out = evaluate(candidate, example)
+            recorder.record(candidate, example, out[0])
+            return out
         finally:
             with lock:
                 busy[0] += time.monotonic() - t0
@@ -203,7 +221,7 @@ def run_gepa(cfg: Config, seed: int, workdir: Path) -> dict:
                           sampling_strategy=None if (p, n) == (1, 1) else PxNSampling(p, n), display_progress_bar=False)
     gcfg = GEPAConfig(engine=engine, reflection=ReflectionConfig(reflection_lm="scripted/bench",
                                                                   reflection_minibatch_size=MINIBATCH))
-    t0 = time.monotonic()
+    t0 = recorder.t0 = time.monotonic()
     with contextlib.redirect_stdout(io.StringIO()):  # GEPA logs every iteration to stdout
         result = optimize_anything(seed_candidate=t["seed"], evaluator=timed, dataset=t["train"], valset=t["val"],
                                    objective="Answer every customer request the way the support policy requires.",
@@ -215,7 +233,8 @@ def run_gepa(cfg: Config, seed: int, workdir: Path) -> dict:
             "metric_calls": n_calls, "per_call": wall / max(n_calls, 1), "best_val": task.score(best, t["val"]),
             "test": task.score(best, t["test"]), "overshoot": max(0, n_calls - BUDGET) / BUDGET, "cost": 0.0,
             "cost_overshoot": None, "utilisation": busy[0] / (W * wall), "predicted": None,
-            "steps": None, "proposals": None, "improved": None, "latencies": None, "merges": None}
+            "steps": None, "proposals": None, "improved": None, "latencies": None, "merges": None, "task": cfg.task,
+            "trajectory": recorder.points}
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -312,6 +331,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--only", action="append", help="run only these configurations (repeatable)")
     ap.add_argument("--no-write", action="store_true", help="print the table, do not write docs/")
     ap.add_argument("--no-dollars", action="store_true")
+    ap.add_argument("--no-overlap", action="store_true", help="skip the overlapping task")
     ap.add_argument("--report-only", action="store_true", help="rebuild the docs from the saved raw results")
     ap.add_argument("--raw", help="with --report-only: the raw results file (default: docs/benchmarks-batching.json)")
     args = ap.parse_args(argv)
@@ -322,7 +342,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         raw = json.loads((Path(args.raw) if args.raw else RAW).read_text())
         results, dollars = raw["results"], raw["dollars"]
     else:
-        configs = [c for c in CONFIGS if not args.only or c.name in args.only]
+        configs = [c for c in CONFIGS + ([] if args.no_overlap else OVERLAP_CONFIGS) if not args.only or c.name in args.only]
         results, dollars = [], []
         for seed in range(args.seeds):
             for cfg in configs:
@@ -331,16 +351,20 @@ def main(argv: Optional[list[str]] = None) -> int:
             for seed in range(args.seeds):
                 for cfg in DOLLAR_CONFIGS:
                     dollars.append(_run(cfg, seed))
-    print("\n".join(table(results)))
+    add_time_to_quality(results)
+    main_rows = [r for r in results if r.get("task", "lines") == "lines"]
+    print("\n".join(table(main_rows)))
+    for t in dict.fromkeys(r.get("task", "lines") for r in results):
+        print(f"\ntime to quality, task {t}:\n" + "\n".join(ttq_table(results, t)))
     if dollars:
         print("\n".join(dollar_table(dollars)))
     if not args.no_write:
         RAW.write_text(json.dumps({"results": results, "dollars": dollars}, indent=1))
         from bench.batching_report import SETUP, analysis, write_doc
 
-        plot(results)
-        write_doc(DOC, table(results), dollar_table(dollars), summarize(results), results, dollars, SETUP,
-                  analysis(results))
+        plot(main_rows)
+        write_doc(DOC, table(main_rows), dollar_table(dollars), summarize(main_rows), results, dollars, SETUP,
+                  analysis(main_rows))
     return 0
 
 
@@ -351,7 +375,8 @@ def _run(cfg: Config, seed: int) -> dict:
         r["load"] = load
         print(f"{cfg.name:18} seed {seed}: {r['wall']:6.1f} s  {r['metric_calls']:4d} calls  best val "
               f"{(r['best_val'] or 0):.3f}  test {r['test']:.3f}  busy {r['utilisation']:.0%}  "
-              f"pred {r['predicted'] or 0:6.1f} s  [{time.monotonic() - t0:.0f} s]  {r['reason'][:60]}", flush=True)
+              f"pred {r['predicted'] or 0:6.1f} s  [{time.monotonic() - t0:.0f} s]  {cfg.task}  {r['reason'][:60]}",
+              flush=True)
         return r
 
 

@@ -72,6 +72,38 @@ def rule_line(tag: str) -> str:
     return f"- [{tag}] {MODES[tag][0].upper()}{MODES[tag][1:]}."
 
 
+# The "grouped" layout (the overlapping task): one line per action, listing the topics it applies
+# to, ``- Give the exact policy and its time limit when the customer mentions: [R00] a late order;
+# [R01] a refund.`` Fixes of one action change the same line, so their merges conflict.
+_layout = ["lines"]
+
+
+def set_layout(layout: str) -> None:
+    assert layout in ("lines", "grouped")
+    _layout[0] = layout
+
+
+def _group_head(tag: str) -> str:
+    action = ACTIONS[int(tag[1:]) // 12]
+    return f"- {action[0].upper()}{action[1:]} when the customer mentions:"
+
+
+def _item(tag: str) -> str:
+    return f"[{tag}] {TOPICS[int(tag[1:]) % 12]}"
+
+
+def _group_line(head: str, tags: list[str]) -> str:
+    return head + " " + "; ".join(_item(t) for t in tags) + "."
+
+
+def render_rules(tags: list[str]) -> str:
+    """The rules for ``tags`` in the current layout (a new prompt's rule block)."""
+    if _layout[0] == "lines":
+        return "\n".join(rule_line(t) for t in tags)
+    heads = list(dict.fromkeys(_group_head(t) for t in tags))
+    return "\n".join(_group_line(h, [t for t in tags if _group_head(t) == h]) for h in heads)
+
+
 def _weights() -> list[float]:
     return [1 / (i + 1) ** ZIPF for i in range(N_MODES)]
 
@@ -96,7 +128,7 @@ def make_task(seed: int, n_train: int = 48, n_val: int = 16, n_test: int = 48) -
     """Train / val / test examples and a seed prompt (3 of the 8 most common rules), from ``seed``."""
     rng = random.Random(f"incremental-task:{seed}")
     seed_tags = sorted(rng.sample([f"R{i:02d}" for i in range(8)], 3))
-    seed_prompt = HEADER + "\n" + "\n".join(rule_line(t) for t in seed_tags)
+    seed_prompt = HEADER + "\n" + render_rules(seed_tags)
     return {"train": make_examples(n_train, rng, "tr"), "val": make_examples(n_val, rng, "va"),
             "test": make_examples(n_test, rng, "te"), "seed": seed_prompt}
 
@@ -128,13 +160,25 @@ def _rng(text: str, params: dict) -> random.Random:
     return random.Random(h)
 
 
-def _rules(text: str) -> list[str]:
-    return [m.group(0) for m in RULE.finditer(text)]
-
-
 def _with(text: str, add: list[str], drop: list[str]) -> str:
-    lines = [ln for ln in text.splitlines() if ln not in drop]
-    return "\n".join(lines + add)
+    """``text`` with the rules of the tags ``add`` added (at the end; in the grouped layout, to
+    their action's line) and those of ``drop`` removed; other lines kept."""
+    lines = text.splitlines()
+    if _layout[0] == "lines":
+        return "\n".join([ln for ln in lines if not any(f"[{t}]" in ln for t in drop)] + [rule_line(t) for t in add])
+    for tag in drop + add:
+        head = _group_head(tag)
+        at = next((i for i, ln in enumerate(lines) if ln.startswith(head)), None)
+        tags = TAG.findall(lines[at]) if at is not None else []
+        tags = [t for t in tags if t != tag] + ([tag] if tag in add else [])
+        line = _group_line(head, tags) if tags else None
+        if at is None:
+            lines.append(line)
+        elif line is None:
+            del lines[at]
+        else:
+            lines[at] = line
+    return "\n".join(ln for ln in lines if ln is not None)
 
 
 def reflect(prompt: str, rng: random.Random) -> str:
@@ -143,18 +187,17 @@ def reflect(prompt: str, rng: random.Random) -> str:
         return "I cannot find the current version."
     current = blocks[0][1]
     rest = prompt[prompt.index(current) + len(current):]
-    have = set(TAG.findall(current))
+    have = list(dict.fromkeys(TAG.findall(current)))
     missing = list(dict.fromkeys(t for t in MISSING.findall(rest) if t not in have))
-    rules = _rules(current)
     roll = rng.random()
     if not missing or roll < P_REWORD:
-        new, why = _with(current, [f"- {rng.choice(STYLE)}"], []), "I made the tone clearer."
-    elif roll < P_REWORD + P_DROP and rules:
-        new, why = _with(current, [], [rng.choice(rules)]), "I simplified the rules."
+        new, why = current + f"\n- {rng.choice(STYLE)}", "I made the tone clearer."
+    elif roll < P_REWORD + P_DROP and have:
+        new, why = _with(current, [], [rng.choice(have)]), "I simplified the rules."
     else:
         picks = rng.sample(missing, min(len(missing), 2 if rng.random() < P_TWO else 1))
-        drop = [rng.choice(rules)] if rules and rng.random() < P_SLOPPY / (1 - P_REWORD - P_DROP) else []
-        new, why = _with(current, [rule_line(t) for t in picks], drop), f"I added rules for {', '.join(picks)}."
+        drop = [rng.choice(have)] if have and rng.random() < P_SLOPPY / (1 - P_REWORD - P_DROP) else []
+        new, why = _with(current, picks, drop), f"I added rules for {', '.join(picks)}."
     return f"{why}\n```\n{new}\n```"
 
 
@@ -164,8 +207,8 @@ def merge(prompt: str, rng: random.Random) -> str:
     if not versions:
         return "There is nothing to combine."
     start = base.group(2) if base else versions[0]
-    seen = set(_rules(start))
-    added = [r for v in versions for r in _rules(v) if r not in seen and not seen.add(r)]
+    seen = set(TAG.findall(start))
+    added = [t for v in versions for t in TAG.findall(v) if t not in seen and not seen.add(t)]
     if added and rng.random() < P_MERGE_LOSS:
         added.remove(rng.choice(added))
     return "I combined the versions.\n```\n" + _with(start, added, []) + "\n```"

@@ -133,20 +133,21 @@ def test_human_commands_apply_between_proposals(sqlite_db, tmp_path):
     assert repo.get_run(sqlite_db, run_id).metric_calls < 500
 
 
-def test_async_sibling_merges_combine_waiting_children(sqlite_db, tmp_path):
+def test_async_sibling_merges_rebase_each_improving_child_onto_the_best(sqlite_db, tmp_path):
     cfg = _async(10, 4, search={"merge_siblings": True}, budget={"max_metric_calls": 90, "stop_at_score": None})
     run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=merging_script, latency=0.1)
     cands = repo.list_candidates(sqlite_db, run_id)
     merges = [x for x in cands if x.origin == "sibling_merge"]
     assert merges and any(m.status == "accepted" and m.val_count for m in merges)
     by_id = {x.id: x for x in cands}
-    for m in merges:  # waiting children, plus the best when it moved on since their parent
-        assert len(m.parent_ids) >= 2 and any(by_id[p].origin == "reflection" for p in m.parent_ids)
-        assert all(by_id[p].status == "accepted" for p in m.parent_ids if by_id[p].origin != "reflection")
-    # an improving child is validated only through the combiner: itself, or a merge of it
-    improved = [x for x in cands if x.origin == "reflection" and x.reason.startswith("improved")]
-    combined = [x for x in improved if "combined into the merge" in x.reason]
-    assert combined and all(x.val_count == 0 for x in combined)
+    for m in merges:  # an improving child and the best, which moved on since the child's parent
+        a, b = (by_id[p] for p in m.parent_ids)
+        assert any(child.origin == "reflection" and best.status == "accepted" and best.val_count
+                   and child.parent_ids[0] != best.id for child, best in ((a, b), (b, a)))
+        assert m.merge_path == "lm"  # the toy's words are on one line: every merge conflicts
+    # a re-based child is not validated itself: its merge was, instead
+    rebased = [x for x in cands if x.origin == "reflection" and "re-based onto the best" in x.reason]
+    assert rebased and all(x.val_count == 0 and x.status == "rejected" for x in rebased)
     run = repo.get_run(sqlite_db, run_id)
     assert run.metric_calls <= 90 and run.budget_overshoot == 0
     assert_consistent_totals(sqlite_db, run_id)

@@ -127,3 +127,35 @@ def test_async_merge_rebases_each_validated_child_onto_the_best(sqlite_db, tmp_p
     assert {m.id for m in merges if m.status == "accepted"} <= {c for s in steps for c in s.accepted_ids}
     assert repo.get_run(sqlite_db, run_id).metric_calls <= 150
     assert_consistent_totals(sqlite_db, run_id)
+
+
+# ---------------------------------------------------------------- the runtime model
+
+
+def _lat(**over):
+    from engine.runtime.model import Latencies
+
+    return Latencies(**{"lm": 1.0, "eval": 0.05, "accept": 0.75, "minibatch": 3, "n_val": 16, "workers": 4, **over})
+
+
+def test_the_runtime_model_charges_an_lm_call_only_for_merges_with_a_conflict():
+    from engine.runtime.model import Shape, predict_run_seconds, sync_step
+
+    shape = Shape(4, 1, merge_siblings=True)
+    free, calls = predict_run_seconds(shape, _lat(merge_lm=0.0), 240)
+    paid, calls_paid = predict_run_seconds(shape, _lat(merge_lm=1.0), 240)
+    assert calls == calls_paid and free < paid
+    # a step without the merge's LM call is one LM latency shorter whenever a merge happens
+    steps = sync_step(shape, _lat(merge_lm=0.0))[0], sync_step(shape, _lat(merge_lm=1.0))[0]
+    p_merge = 1 - 0.25 ** 4 - 4 * 0.75 * 0.25 ** 3  # two or more of four improved
+    assert abs((steps[1] - steps[0]) - p_merge * 1.0) < 1e-9
+
+
+def test_the_asynchronous_model_pays_for_rebasing_only_when_the_best_moved_on():
+    from engine.runtime.model import Shape, predict_run_seconds
+
+    one, _ = predict_run_seconds(Shape(1, 1, schedule="async", merge_siblings=True), _lat(), 240)
+    assert one == predict_run_seconds(Shape(1, 1), _lat(), 240)[0]  # C = 1: never stale, no merge
+    free, _ = predict_run_seconds(Shape(4, 1, schedule="async", merge_siblings=True), _lat(merge_lm=0.0), 240)
+    paid, _ = predict_run_seconds(Shape(4, 1, schedule="async", merge_siblings=True), _lat(merge_lm=1.0), 240)
+    assert free < paid

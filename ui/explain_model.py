@@ -111,7 +111,7 @@ def runtime_check(detail: dict, config: dict) -> Optional[dict]:
         return None
     shape = shape_from(config)
     predicted, calls = sync_step(shape, lat)
-    lm_s = lat.lm * (2 if shape.merge_siblings and lat.accept * shape.k >= 2 else 1)
+    lm_s = lat.lm * (1 + lat.merge_lm if shape.merge_siblings and lat.accept * shape.k >= 2 else 1)
     eval_s = max(0.0, predicted - lm_s)
     return {"predicted": predicted, "measured": detail["step"]["seconds"], "calls": calls, "lm_seconds": lm_s,
             "eval_seconds": eval_s, "bound": "LM-bound" if lm_s >= eval_s else "evaluator-bound",

@@ -11,7 +11,8 @@ Synchronous step (P parents × K proposals, k = P·K), as ``engine.schedules.syn
   parents' minibatches  ceil(P·m/W)·T        (all parents at once)
   reflections           L                    (all k at once)
   children's minibatch  ceil(k·m/W)·T
-  sibling merge         L + ceil(s·m/W)·T    (if enabled and s ≥ 2 children improved)
+  sibling merge         f·L + ceil(s·m/W)·T  (if enabled and s ≥ 2 children improved; f = the share of
+                                             merges with a real conflict: the others are three-way, no LM call)
   validation passes     n_v · ceil(V/W)·T    (one child after the other, most promising first)
 with n_v the children that pay a validation pass (all / best / top-k of the improving ones;
 one merged child instead when the merge passes), averaged over n ~ Binomial(k, a).
@@ -33,7 +34,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from storage.states import CandidateStatus, Origin
+from storage.states import CandidateStatus, MergePath, Origin
 
 MERGE_PASS_RATE = 0.8  # fraction of sibling merges that keep every gain, when not measured
 
@@ -50,6 +51,7 @@ class Latencies:
     workers: int
     parent_eval_share: float = 1.0  # fraction of a parent's minibatch that is not already known
     merge_pass: float = MERGE_PASS_RATE
+    merge_lm: float = 1.0  # fraction of sibling merges with a real conflict (an LM call); the rest are three-way, free
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def sync_step(shape: Shape, lat: Latencies) -> tuple[float, float]:
         s, c = base_s + chosen * _waves(v, w) * t, base_c + chosen * v
         if shape.merge_siblings and n >= 2:
             sib = min(n, 4)
-            merge_s = lat.lm + _waves(sib * m, w) * t
+            merge_s = lat.merge_lm * lat.lm + _waves(sib * m, w) * t
             ok_s, ok_c = base_s + merge_s + _waves(v, w) * t, base_c + sib * m + v
             bad_s, bad_c = s + merge_s, c + sib * m
             s = lat.merge_pass * ok_s + (1 - lat.merge_pass) * bad_s
@@ -171,7 +173,8 @@ def run_prediction(db, run_id: str) -> Optional[dict]:
           if c.purpose in ("reflection", "merge") and not c.cached and not c.error]
     evals = [e.seconds for e in repo.evaluations_for(db, run_id) if not e.cached and split.get(e.example_pk) != "test"]
     merges = [c for c in repo.list_candidates(db, run_id) if c.origin == Origin.SIBLING_MERGE and c.minibatch_score is not None]
-    extra = {"merge_pass": sum(c.status == CandidateStatus.ACCEPTED for c in merges) / len(merges)} if merges else {}
+    extra = {"merge_pass": sum(c.status == CandidateStatus.ACCEPTED for c in merges) / len(merges),
+             "merge_lm": sum(c.merge_path == MergePath.LM for c in merges) / len(merges)} if merges else {}
     lat = latencies_from(lm, evals, run.proposals_improved / run.proposals_total if run.proposals_total else None,
                          min(cfg.search.minibatch_size, len(cfg.dataset or [None])), n_val, cfg.executor.workers, **extra)
     if lat is None:

@@ -6,7 +6,8 @@ evaluations, and merges. So the wall-clock of a run is predicted by replaying th
 schedule with fixed latencies: the LM takes ``L``, each metric call ``T`` on one of ``W``
 workers (minibatch tests ahead of validation passes, as the engine's validation throttle
 makes them), proposals pass their minibatch test in the measured proportion ``a`` (spread
-evenly, no randomness) and merges keep every gain in the proportion ``merge_pass``.
+evenly, no randomness), merges keep every gain in the proportion ``merge_pass`` and need an LM
+call (a real conflict) in the proportion ``merge_lm`` — a three-way merge takes no time.
 Engine overhead (database writes, prompt building) is not modelled: the measurement includes it.
 """
 
@@ -79,7 +80,7 @@ class _Sim:
 def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, budget: int) -> tuple[float, int]:
     """(seconds, metric calls) of a synchronous run of P×K steps until the budget is spent."""
     sim, m, v = _Sim(lat.workers, lat.eval), lat.minibatch, lat.n_val
-    improves, merges_pass = _Pattern(lat.accept), _Pattern(lat.merge_pass)
+    improves, merges_pass, merge_lm = _Pattern(lat.accept), _Pattern(lat.merge_pass), _Pattern(lat.merge_lm)
     spent = [v]
     limit = {"all": p * k, "best": 1, "top_k": top_k}.get(accept, p * k)
 
@@ -105,7 +106,8 @@ def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, bud
         if merge and n >= 2:
             s = min(n, MAX_SIBLINGS)
             spent[0] += s * m
-            sim.at(lat.lm, lambda: sim.evals(s * m, False, lambda: validate(1 if merges_pass() else min(n, limit))))
+            sim.at(lat.lm if merge_lm() else 0.0,
+                   lambda: sim.evals(s * m, False, lambda: validate(1 if merges_pass() else min(n, limit))))
         else:
             validate(min(n, limit))
 
@@ -129,60 +131,45 @@ def simulate_async(c: int, merge: bool, lat, budget: int) -> tuple[float, int]:
 
 
 class _AsyncRun:
-    """The asynchronous schedule replayed: proposals start while the budget allows, improving
-    children wait for one combiner (with ``merge``) or are validated at once."""
+    """The asynchronous schedule replayed: proposals start while the budget allows; an improving
+    child is validated at once — with ``merge``, first combined with the best when a validation
+    finished since the proposal started (the best moved on): the merge's test (its m calls and
+    the best's, about 2m) and, for a real conflict, an LM call, then one validation pass."""
 
     def __init__(self, c: int, merge: bool, lat, budget: int) -> None:
         self.c, self.merge, self.lat, self.budget = c, merge, lat, budget
         self.sim, self.m, self.v = _Sim(lat.workers, lat.eval), lat.minibatch, lat.n_val
-        self.improves, self.merges_pass = _Pattern(lat.accept), _Pattern(lat.merge_pass)
-        self.spent, self.flight, self.waiting, self.combining = self.v, 0, 0, False
+        self.improves, self.merge_lm = _Pattern(lat.accept), _Pattern(lat.merge_lm)
+        self.spent, self.flight, self.version = self.v, 0, 0
 
     def fill(self) -> None:
-        while self.flight < self.c:
-            left = self.budget - self.spent
-            lone = self.waiting == 1 and self.flight == 0
-            if self.merge and not self.combining and (self.waiting >= 2 or lone):
-                self.combine()
-            elif left >= 2 * self.m + (self.v if self.flight else 0):
-                self.propose()
-            else:
-                return
+        while self.flight < self.c and self.budget - self.spent >= 2 * self.m + (self.v if self.flight else 0):
+            self.propose()
 
     def propose(self) -> None:
         self.flight += 1
         self.spent += 2 * self.m
+        start = self.version
         self.sim.evals(round(self.m * self.lat.parent_eval_share), False,
-                       lambda: self.sim.at(self.lat.lm, lambda: self.sim.evals(self.m, False, self.tested)))
+                       lambda: self.sim.at(self.lat.lm, lambda: self.sim.evals(self.m, False, lambda: self.tested(start))))
 
-    def tested(self) -> None:
-        if self.improves():
-            if not self.merge:
-                return self.validate(self.done)
-            self.waiting += 1
-        self.done()
+    def tested(self, start: int) -> None:
+        if not self.improves():
+            return self.done()
+        if not (self.merge and self.version != start):
+            return self.validate()
+        calls = max(0, min(2 * self.m, self.budget - self.spent))
+        self.spent += calls
+        lm = self.lat.lm if self.merge_lm() else 0.0
+        self.sim.at(lm, lambda: self.sim.evals(calls, False, self.validate))
 
-    def validate(self, then: Callable[[], None]) -> None:
+    def validate(self) -> None:
         calls = max(0, min(self.v, self.budget - self.spent))
         self.spent += calls
-        self.sim.evals(calls, True, then)
+        self.sim.evals(calls, True, self.validated)
 
-    def combine(self) -> None:
-        n = min(self.waiting, MAX_SIBLINGS)
-        self.waiting -= n
-        self.flight += 1
-        self.combining = True
-        if n < 2:
-            return self.validate(self.combined)
-        self.spent += n * self.m
-        self.sim.at(self.lat.lm, lambda: self.sim.evals(n * self.m, False, self.after_merge_test))
-
-    def after_merge_test(self) -> None:
-        self.merges_pass()
-        self.validate(self.combined)
-
-    def combined(self) -> None:
-        self.combining = False
+    def validated(self) -> None:
+        self.version += 1
         self.done()
 
     def done(self) -> None:

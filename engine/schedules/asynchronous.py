@@ -7,14 +7,18 @@ select → parent minibatch → reflect → child minibatch → (if it improved)
 in its own thread; every improving child is validated (there is no step to choose within).
 Human commands are applied between proposals, in the loop thread.
 
-With ``merge_siblings``, an improving child is not validated at once: it waits with the other
-improving children that arrived meanwhile (siblings, often of one parent), and a *combiner*
-job — one at a time, in one of the C slots — asks the reflection LM for one child keeping all
-their fixes (``engine.search.sibling_merge``) and validates that merge instead of each of them; when
-the merge loses a gain, the most promising of them is validated in its place. So a validation
-pass, the expensive part of a proposal, carries several fixes at once, while the proposals go on
-around it. A lone waiting child is combined with nothing: it is validated when no proposal that
-could join it is still running.
+With ``merge_siblings``, an improving child whose parent is not the best — the best moved on since
+the proposal started (typically a sibling finished first), or the parent was another frontier
+member — is *re-based*: it is combined with the current best over their nearest common ancestor
+(``engine.search.sibling_merge``: a line-level three-way merge, the reflection LM only for a real
+conflict), and the merge is validated instead of the child when it keeps both one's and the
+other's gains (else the child is validated). It
+happens at once, in the proposal's own thread, without waiting for siblings: so every validation
+pass builds on the newest best instead of forking an older version.
+
+With ``merge`` (the system-aware merge), each fully validated child that did not become the best
+in one lineage with it is merged into the best over their nearest common ancestor
+(``engine.search.merge.find_rebase``; three-way only, no LM call, at most ``max_merges``).
 
 Records. There is no barrier, but there are still *steps*: proposal n belongs to step n // C
 (what an earlier version called a "wave"). A step has a Step row with its parents, proposals and
@@ -26,7 +30,7 @@ chosen) and finished (validation done) and the frontier version it started from.
 
 Budget. A proposal starts only when the metric calls for its minibatch tests can be reserved
 as a block (``Budget.reserve_block``) while leaving room for one validation pass, as a
-synchronous step plans its batch; a combiner reserves its merge test and one validation pass.
+synchronous step plans its batch.
 Validation passes beyond a proposal's block draw from what is left, so near the end of the
 budget a pass may be cut short (recorded as such). The budget is never exceeded.
 
@@ -52,7 +56,7 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Optional
 
 from storage import repo
 from storage.models import Step, utcnow
@@ -65,8 +69,8 @@ from engine.search.proposal import run_proposal
 from engine.runtime.model import async_rate
 from engine.search.sampling import EpochSampler
 from engine.search.selection import make_selector, select_parents
-from engine.schedules.base import LOST, AfterStep, Decision, Gate, close_step
-from engine.search.sibling_merge import MAX_SIBLINGS, combine, sibling_from_minibatch, sibling_from_validation
+from engine.schedules.base import AfterStep, Decision, Gate, close_step
+from engine.search.sibling_merge import Sibling, combine, sibling_from_minibatch, sibling_from_validation
 from engine.state import deterministic_id
 from engine.schedules.validation import reject, step_rng, validate_child
 
@@ -75,13 +79,13 @@ log = logging.getLogger("refract.engine")
 
 @dataclass
 class _Job:
-    kind: Literal["proposal", "combine"]  # a combiner merges the waiting improved children
+    """One proposal in flight, and what it made."""
+
     step: int
     slot: int
     parent_id: str = ""
     k: int = 0
     minibatch: list[str] = field(default_factory=list)
-    members: list = field(default_factory=list)  # combiner: the waiting children (id, gain)
     block: object = None
     started: float = 0.0
     started_at: object = None
@@ -89,11 +93,9 @@ class _Job:
     # filled by the job
     child_id: Optional[str] = None
     improved: bool = False
-    gain: float = 0.0
-    validated: bool = False
     evaluable: bool = False
-    validated_id: Optional[str] = None  # combiner: the child or merge it validated
-    merge_id: Optional[str] = None  # with merge: the child re-based onto the best, validated
+    merge_ids: list[str] = field(default_factory=list)  # merges it made (re-basing its child)
+    validated: list[str] = field(default_factory=list)  # what it validated: its child, or merges
 
 
 @dataclass
@@ -128,7 +130,6 @@ class AsyncSchedule:
         self.next_n = ctx.step_index * self.c  # the first proposal of the first step not closed
         self.open_steps: dict[int, _OpenStep] = {}
         self.inflight: dict[Future, _Job] = {}
-        self.waiting: list[tuple[str, float]] = []  # improving children not yet validated (id, gain)
         self.idle = 0
         self.t0 = time.monotonic()
         self.merge_lock = threading.Lock()
@@ -141,15 +142,11 @@ class AsyncSchedule:
         decision: Optional[Decision] = None
         with ThreadPoolExecutor(max_workers=self.c, thread_name_prefix="async-proposal") as pool:
             while True:
-                while len(self.inflight) < self.c:
-                    if decision is None:
-                        decision, _ = gate()
-                    if decision is None:
-                        job = self._next_job()
-                        if job is None and not self.inflight and not self.waiting:
-                            decision = Decision(RunStatus.COMPLETED, self._why_no_room())
-                    else:  # stopping: no new proposal, but children that improved still get validated
-                        job = self._combiner(len(self.ctx.val_keys)) if decision.status != LOST else None
+                while len(self.inflight) < self.c and decision is None:  # stopping: no new proposal
+                    decision, _ = gate()
+                    job = self._next_job() if decision is None else None
+                    if job is None and decision is None and not self.inflight:
+                        decision = Decision(RunStatus.COMPLETED, self._why_no_room())
                     if job is None:
                         break
                     self.inflight[pool.submit(self._run_job, job)] = job
@@ -181,9 +178,6 @@ class AsyncSchedule:
     def _next_job(self) -> Optional[_Job]:
         ctx = self.ctx
         n_val = len(ctx.val_keys)
-        job = self._combiner(n_val)
-        if job is not None:
-            return job
         if ctx.budget.affordable_lm_calls() == 0:  # its parent's minibatch would be paid for nothing
             return None
         # a proposal's block holds its minibatch tests; room for one validation pass is kept
@@ -199,36 +193,14 @@ class AsyncSchedule:
             self._release(block)
             return None
         parent_id, reason = picks[0]
-        k = sum(1 for j in self.inflight.values() if j.kind == "proposal" and j.parent_id == parent_id)
+        k = sum(1 for j in self.inflight.values() if j.parent_id == parent_id)
         self.next_n += 1
-        job = _Job("proposal", index, slot, parent_id=parent_id, k=k, minibatch=self.sampler.batch(n), block=block)
+        job = _Job(index, slot, parent_id=parent_id, k=k, minibatch=self.sampler.batch(n), block=block)
         w = self._register(job)
         w.step.parent_ids = w.step.parent_ids + [parent_id]
         w.step.parent_reasons = {**w.step.parent_reasons, parent_id: reason}
         with ctx.state.lock:
             ctx.state.last_chosen[parent_id] = index
-        return job
-
-    @property
-    def combining(self) -> bool:
-        """With merge_siblings, children are validated by the combiner, not by their proposal."""
-        return self.ctx.cfg.search.merge_siblings
-
-    def _combiner(self, n_val: int) -> Optional[_Job]:
-        """A combiner job for the waiting children: when two or more wait, or one waits and no
-        proposal that could join it is running; never two combiners at once."""
-        if not self.waiting or any(j.kind == "combine" for j in self.inflight.values()):
-            return None
-        if len(self.waiting) < 2 and any(j.kind == "proposal" for j in self.inflight.values()):
-            return None
-        members = sorted(self.waiting, key=lambda w: (-w[1], w[0]))[:MAX_SIBLINGS]
-        block = self.ctx.budget.reserve_block(len(members) * self.m + n_val, at_least=0)
-        if block is None:  # out of time or money: they stay improved but unvalidated, like a cut step
-            self.waiting = []
-            return None
-        self.waiting = [w for w in self.waiting if w not in members]
-        job = _Job("combine", self.next_n // self.c, -1, members=members, block=block)
-        self._register(job)
         return job
 
     def _release(self, block) -> None:
@@ -252,76 +224,88 @@ class AsyncSchedule:
     def _run_job(self, job: _Job) -> None:
         pctx = self.ctx.at_step(job.step)
         with pctx.budget.drawing_from(job.block):
-            if job.kind == "combine":
-                self._combine_job(pctx, job)
-            else:
-                self._proposal_job(pctx, job)
+            self._proposal_job(pctx, job)
 
     def _proposal_job(self, pctx: RunContext, job: _Job) -> None:
         parent = pctx.state.candidates[job.parent_id]
         parent_results = pctx.evals.evaluate(parent, job.minibatch, kind="minibatch")
         outcome = run_proposal(pctx, parent, job.slot, job.k, job.minibatch, parent_results)
-        job.child_id, job.improved, job.gain = outcome.child_id, outcome.improved, outcome.gain
-        if outcome.improved and not self.combining:
-            validate_child(pctx, outcome.child_id)
-            job.validated = True
-            job.merge_id = self._rebase(pctx, outcome.child_id, job.step)
+        job.child_id, job.improved = outcome.child_id, outcome.improved
+        if outcome.improved:
+            chosen = self._onto_best(pctx, job) if pctx.cfg.search.merge_siblings else outcome.child_id
+            if chosen is not None:
+                validate_child(pctx, chosen)
+                job.validated.append(chosen)
+            if chosen == outcome.child_id:
+                self._rebase(pctx, job)
         child = pctx.state.candidates[outcome.child_id]
         job.evaluable = bool(child.minibatch_keys) and child.minibatch_score is not None
         child.started_at, child.frontier_version, child.finished_at = job.started_at, job.frontier_version, utcnow()
         pctx.save(child)
 
-    def _combine_job(self, pctx: RunContext, job: _Job) -> None:
-        """Merge the waiting children and validate the merge, or (merge lost a gain, or only
-        one child waited) validate the most promising child; the others are passed over."""
-        ids = [cid for cid, _ in job.members]
-        siblings = [s for s in (sibling_from_minibatch(pctx, cid) for cid in ids) if s is not None]
-        best = self._best_since(pctx, siblings)
-        if best is not None:
-            siblings = [best] + siblings[: MAX_SIBLINGS - 1]
-        chosen = None
-        if len(siblings) >= 2:
-            merge_id = deterministic_id(pctx.run_id, job.step, *sorted(ids), "merge")
-            chosen = combine(pctx, siblings, merge_id, job.step)
-            merged = pctx.state.candidates.get(merge_id)
-            if merged is not None:
-                job.child_id = merge_id
-                merged.started_at, merged.frontier_version = job.started_at, job.frontier_version
-                pctx.save(merged)
-        why = (f"improved on its minibatch; combined into the merge {chosen}, which was validated instead"
-               if chosen and chosen not in ids else None)
-        chosen = chosen or ids[0]  # members are ordered most promising first
-        validate_child(pctx, chosen)
-        job.validated_id = chosen
-        for cid in ids:
-            if cid != chosen:
-                reject(pctx, cid, why or (f"improved on its minibatch; {chosen} was validated instead (it already held "
-                                          "these changes, or their merge lost a gain)"))
+    def _onto_best(self, pctx: RunContext, job: _Job) -> Optional[str]:
+        """With ``merge_siblings``: the improving child combined with the current best, unless its
+        parent is the best. Returns what to validate — the merge, or the child
+        (no newer best, or the merge lost a gain) — or None when the best already holds the
+        child's changes (the child is then passed over, with the reason)."""
+        child_id = job.child_id
+        sib = sibling_from_minibatch(pctx, child_id)
+        pair = self._with_best(pctx, sib) if sib is not None else None
+        if pair is None:
+            return child_id
+        sib, best = pair
+        merge_id = deterministic_id(pctx.run_id, job.step, child_id, best.cand.id, "merge")
+        chosen = combine(pctx, [sib, best], merge_id, job.step)
+        merged = pctx.state.candidates.get(merge_id)
+        if merged is not None:
+            job.merge_ids.append(merge_id)
+            merged.started_at, merged.frontier_version = job.started_at, job.frontier_version
+            pctx.save(merged)
+        if chosen == best.cand.id:
+            reject(pctx, child_id, f"improved on its minibatch; the best, {chosen}, already holds its changes")
+            return None
+        if chosen == merge_id:
+            reject(pctx, child_id, f"improved on its minibatch; re-based onto the best {best.cand.id} as the merge "
+                                   f"{merge_id}, which was validated instead")
+            return merge_id
+        return child_id
 
-    def _rebase(self, pctx: RunContext, child_id: str, step: int) -> Optional[str]:
+    def _rebase(self, pctx: RunContext, job: _Job) -> None:
         """With ``merge``: the validated child merged into the current best (``find_rebase``),
-        while fewer than ``max_merges`` merges were tried; the merge's id when it was validated."""
+        while fewer than ``max_merges`` merges were tried; a validated merge is recorded."""
         search = pctx.cfg.search
         if not search.merge:
-            return None
+            return
         with self.merge_lock:  # so that concurrent proposals never try more than max_merges
-            found = find_rebase(pctx, child_id) if self.merges < search.max_merges else None
+            found = find_rebase(pctx, job.child_id) if self.merges < search.max_merges else None
             self.merges += found is not None
-        return test_merge(pctx, *found, step) if found else None
+        if found:
+            merge_id = deterministic_id(pctx.run_id, job.step, *found[:2], "merge")
+            job.merge_ids.append(merge_id)
+            if test_merge(pctx, *found, job.step):
+                job.validated.append(merge_id)
 
     @staticmethod
-    def _best_since(pctx: RunContext, siblings: list) -> Optional[object]:
-        """The current best, as one more version to combine, when it descends from the waiting
-        children's parent (they started from a frontier that has moved on since): so the merge
-        builds on the best instead of forking an older version."""
-        best_id, _ = pctx.state.best()
-        parents = {s.parent.id for s in siblings}
-        if best_id is None or len(parents) != 1 or best_id in parents | {s.cand.id for s in siblings}:
+    def _with_best(pctx: RunContext, sib: Sibling) -> Optional[tuple[Sibling, Sibling]]:
+        """The child ``sib`` and the current best as two versions over their nearest common
+        validated ancestor, ready to combine; None when the child builds on the best already
+        (its parent is the best) or one lineage holds the other."""
+        state, cands = pctx.state, pctx.state.candidates
+        best_id, _ = state.best()
+        child_id = sib.cand.id
+        with state.lock:
+            if best_id is None or best_id in (child_id, sib.parent.id):
+                return None
+            mine, theirs = ancestors(cands, child_id), ancestors(cands, best_id)
+            common = [c for c in mine & theirs if c in state.full]
+            if best_id in mine or child_id in theirs or not common:
+                return None
+            base_id = max(sorted(common), key=lambda c: len(ancestors(cands, c)))  # the nearest
+        best = sibling_from_validation(pctx, best_id, base_id)
+        if best is None:
             return None
-        base_id = parents.pop()
-        if base_id not in ancestors(pctx.state.candidates, best_id):
-            return None
-        return sibling_from_validation(pctx, best_id, base_id)
+        # the child's gains stay those over its own parent; the merge is written over the common base
+        return Sibling(sib.cand, cands[base_id], sib.scores, sib.parent_results), best
 
     # -- finishing -----------------------------------------------------------------------
 
@@ -330,23 +314,14 @@ class AsyncSchedule:
         w = self.open_steps[job.step]
         w.done += 1
         w.metric_calls += job.block.drawn
-        if job.validated_id:
-            w.validated.append(job.validated_id)
-        if job.merge_id:
-            w.children.append(job.merge_id)
-            w.validated.append(job.merge_id)
-        if job.child_id:
-            w.children.append(job.child_id)
-            if job.validated:
-                w.validated.append(job.child_id)
-            cand = ctx.state.candidates.get(job.child_id)
+        w.validated += job.validated
+        for cid in ([job.child_id] if job.child_id else []) + job.merge_ids:
+            w.children.append(cid)
+            cand = ctx.state.candidates.get(cid)
             if cand is not None and cand.lm_call_id is not None:
                 call = repo.get_lm_call(ctx.db, cand.lm_call_id)
                 w.cost_usd += call.cost_usd if call else 0.0
-        if job.kind == "proposal":
-            self.idle = 0 if job.evaluable else self.idle + 1
-        if job.kind == "proposal" and job.improved and self.combining:
-            self.waiting.append((job.child_id, job.gain))
+        self.idle = 0 if job.evaluable else self.idle + 1
         self._close_steps()
 
     def _close_steps(self, force: bool = False) -> None:
