@@ -16,9 +16,10 @@ Glossary — one word per concept, the same in code, database, exports, CLI and 
   a barrier. Asynchronous: no barrier; every C = P×K proposals started form one step (earlier
   versions called these "waves").
 - **merge** (origin ``merge``): the system-aware merge of two frontier members that changed
-  different components, counted against ``max_merges``. **sibling merge** (origin
-  ``sibling_merge``): the improved children of a step (or those waiting, asynchronously)
-  combined into one child, with ``merge_siblings``.
+  different components or lines, counted against ``max_merges``. **sibling merge** (origin
+  ``sibling_merge``): the improved children of a step (asynchronously: an improving child and the
+  current best) combined into one child, with ``merge_siblings``. Either records its merge path:
+  ``three_way`` (no LM call) or ``lm`` (a real conflict).
 - **command**: what a human sends a run (pause, resume, step, stop, pin, veto, edit, inject,
   feedback, budget), applied at the next step boundary; *steering* is sending commands. The
   studio's command log lists them.
