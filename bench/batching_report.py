@@ -110,6 +110,21 @@ def ttq_verdicts(results: list[dict]) -> list[str]:
     return out
 
 
+def limits(results: list[dict]) -> list[str]:
+    """Time to quality split into steps × seconds per step (incremental task, seeds that reached
+    it): how many steps a shape needed and how long each took, against 1×1."""
+    lines = ["| configuration | seconds per step | steps to quality | time to quality (s) |", "|---|---|---|---|"]
+    for name in ["1×1", "2×2 all", "4×1 all", "4×1 merge", "async C=4", "async C=4 merge", "async C=4 rebase"]:
+        rows = [r for r in results if r["config"] == name and r.get("task", "lines") == "lines"
+                and r.get("ttq") is not None and r.get("steps")]
+        if not rows:
+            continue
+        per = statistics.mean(r["wall"] / r["steps"] for r in rows)
+        steps = statistics.mean(r["ttq"] / (r["wall"] / r["steps"]) for r in rows)
+        lines.append(f"| {name} | {per:.2f} | {steps:.1f} | {statistics.mean(r['ttq'] for r in rows):.1f} |")
+    return lines
+
+
 def write_doc(path: Path, table: list[str], dollar_table: list[str], summary: dict, results: list[dict],
               dollars: list[dict], setup: str, analysis: str) -> None:
     loads = [r["load"] for r in results + dollars if r.get("load") is not None]
