@@ -364,7 +364,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         plot(main_rows)
         write_doc(DOC, table(main_rows), dollar_table(dollars), summarize(main_rows), results, dollars, SETUP,
-                  analysis(main_rows))
+                  analysis(results))
     return 0
 
 

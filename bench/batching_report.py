@@ -202,24 +202,29 @@ SETUP = """## Setup
 
 
 
-def ceilings(results: list[dict]) -> str:
-    """What the runtime model says is possible at the latencies measured in the 1×1 runs, with
-    no engine overhead at all: the best a 4-wide configuration could do here."""
-    from engine.runtime.model import Latencies, Shape, predict_run_seconds
+def step_bound(results: list[dict]) -> str:
+    """The runtime model's ceiling on 4×1 merge's time to quality: even if every step's merge
+    carried all four children's fixes (four 1×1 steps' worth), it is 4 × T(1×1 step) / T(4×1 merge step)."""
+    from engine.runtime.model import Latencies, Shape, sync_step
 
-    rows = [r for r in results if r["config"] == "1×1" and r.get("latencies")]
+    rows = [r for r in results if r["config"] == "1×1" and r.get("latencies") and r.get("task", "lines") == "lines"]
+    if not rows:
+        return ""
     lat = Latencies(**{k: (statistics.mean(r["latencies"][k] for r in rows) if isinstance(v, float) else v)
-                       for k, v in rows[0]["latencies"].items()})
-    t1, c1 = predict_run_seconds(Shape(), lat, 240)
-    lines = []
-    for name, shape in [("sync 4×1, accept all", Shape(4, 1)), ("async C=4", Shape(4, 1, schedule="async")),
-                        ("async C=8", Shape(8, 1, schedule="async"))]:
-        t, c = predict_run_seconds(shape, lat, 240)
-        busy = c * lat.eval / (lat.workers * t)
-        lines.append(f"{name}: {(t1 / c1) / (t / c):.2f}× per metric call, workers {busy * 100:.0f} % busy")
-    return (f"At the measured latencies (LM {lat.lm:.2f} s, evaluator {lat.eval * 1000:.0f} ms, "
-            f"{lat.accept * 100:.0f} % of proposals improving) the runtime model, which charges no engine overhead "
-            "at all, gives: " + "; ".join(lines) + ".")
+                       for k, v in rows[0]["latencies"].items() if k != "merge_lm"}, merge_lm=0.0)
+    t1, _ = sync_step(Shape(), lat)
+    t4, _ = sync_step(Shape(4, 1, merge_siblings=True), lat)
+    return (f"At the latencies measured in the 1×1 runs (LM {lat.lm:.2f} s, evaluator {lat.eval * 1000:.0f} ms, "
+            f"{lat.accept * 100:.0f} % of proposals improving) the runtime model gives a 1×1 step {t1:.2f} s and a 4×1 "
+            f"merge step with a three-way merge {t4:.2f} s, so even a step whose merge carried four 1×1 steps' fixes "
+            f"would reach the quality at most {4 * t1 / t4:.1f}× sooner")
+
+
+def merge_paths(results: list[dict], task: str) -> str:
+    rows = [r for r in results if r.get("task", "lines") == task and r.get("merges")]
+    three = sum(r["merges"].get("three_way", 0) for r in rows)
+    lm = sum(r["merges"].get("lm", 0) for r in rows)
+    return f"{three} three-way and {lm} LM merges"
 
 
 ANALYSIS_TEMPLATE = """## Why the numbers are what they are
@@ -227,62 +232,59 @@ ANALYSIS_TEMPLATE = """## Why the numbers are what they are
 **Budgets hold.** Every evaluation reserves its metric call before it is dispatched, a step is planned so that its
 slots' minibatch tests plus one validation pass fit in what is left (at the tail, the rest is spent in one step),
 an asynchronous proposal starts only with a block of calls for its minibatch tests while one validation pass stays
-free, and an LM call reserves 1.5 × the most expensive call so far against the dollar cap. No Refract run went one
-metric call over; GEPA 0.1.4 checks its budget between iterations and overshoots by up to the whole last iteration
-(see its rows: 8×1 validates every improving child of 8 proposals after the check).
+free, and an LM call reserves 1.5 × the most expensive call so far against the dollar cap. GEPA 0.1.4 checks its
+budget between iterations and overshoots by up to the whole last iteration (see its rows: 8×1 validates every
+improving child of 8 proposals after the check).
 
-**4× per metric call is out of reach for a 4-wide configuration here — by construction, not by overhead.**
-A 1×1 proposal costs one LM latency plus a few evaluation waves. Four proposals side by side can at best finish
-in the time of one, and they share W = 4 workers, so their evaluations queue: the speed-up per metric call is
-4 × (L + E₁) / (L + E₄) < 4 because E₄ > E₁. {ceilings} The only ways past 4× per metric call are more metric
-calls per LM latency — validating every improving child of a wide batch, as GEPA's 8×1 does (and overshoots) —
-which is exactly the budget spending that lowers the score at a fixed budget. For the same reason, 90 % busy
-workers with C = 4 would need each proposal to bring about three times the evaluation work it does: with a 1 s LM,
-four proposals in flight keep four 50 ms workers busy only part of the time; C = 8 comes closest.
+**Time to quality, and what limits it.** A merge no longer needs an LM call when the children changed different
+lines: on the incremental task the runs made {paths_lines}; on the overlapping task {paths_grouped}. So a 4×1 merge
+step costs one LM latency plus its evaluation waves, and its one validation pass carries the fixes of up to four
+children. Split into steps and seconds per step (incremental task, seeds that reached the quality):
 
-**Quality at the same budget.** The validation pass (16 calls) is the expensive part of a proposal; a lineage
-advances one validated candidate at a time. With `accept = all` a wide step validates every improving child; they
-each carry one or two fixes and sit on the frontier side by side, so the next step's parents fork into separate
-lineages that never combine — at 8×1 (and at async C = 8 without merging) that costs a lot. `best` and `top_k`
-spend fewer validation passes per step but throw fixes away. **Sibling merge** asks the LM for one child with all
-the step's fixes and validates only that one: several fixes per validation pass, one lineage — the best test
-scores of the table and a validation score above 1×1's — at the price of a second LM latency per synchronous step,
-which is why it is the slowest 4-wide row. In the asynchronous schedule the combiner runs as one of the C slots
-while the other proposals go on, and it merges the waiting children *into the current best* when the frontier
-moved on since their parent, so proposals that started from an older frontier still build on the newest candidate
-instead of forking it. Without merging, the asynchronous schedule is the fastest 4-wide configuration, but every
-proposal in flight starts from a frontier that is up to one proposal old, and its improving children fork
-lineages like a wide `accept = all` step: its score falls below the bar, and at C = 8 far below.
+{limits}
 
-**Repeatability.** The benchmark was run twice on the same code (the earlier run's raw numbers are not kept).
-Synchronous rows moved little (1×1 0.847 both times; 4×1 merge 0.927 then 0.889; 4×1 all 0.872 both), the
-asynchronous ones more (async C=4 merge 0.861 then 0.792, async C=4 0.795 then 0.764): with three seeds and 16
-validation examples, differences of a few hundredths between rows are within the noise; the ordering
-"sibling merge ≥ 1×1 ≈ sync 4-wide accept-all / top-k > 8×1 ≈ async C=4 without merge ≫ async C=8 without merge"
-held in both runs.
+A wider step needs fewer steps but each step is longer: the minibatch tests of four proposals queue on W = 4
+workers, then the merge's test and one validation pass. {bound}; and a step's merge carries four fixes only when all
+four children improved and fixed different failures (a proposal fixes one or two of what its three-example
+minibatch showed, siblings of different parents see different failures, and some "fixes" drop another rule). 4×
+sooner is therefore out of reach on this task with W = 4 and a 1 s LM; what got closest is said in the targets
+above. On the overlapping task most merges conflict and go to the LM, a second LM latency per step, and the
+advantage of 4×1 merge shrinks accordingly.
 
-**Against GEPA 0.1.4** (same task, LM and evaluator): GEPA's 4×1 is faster per metric call than Refract's 4×1 all
-(its evaluator runs in threads of the optimizer's process, with no sandbox round trip, and it spends up to 27 %
-more calls than the budget in the same time) and loses quality (0.95× its 1×1) where Refract's does not; GEPA's
-8×1 overshoots by 13–27 %.
+**Quality at the same budget** (the first table). The validation pass (16 calls) is the expensive part of a
+proposal; a lineage advances one validated candidate at a time. With `accept = all` a wide step validates every
+improving child; they each carry one or two fixes and sit on the frontier side by side, so the next step's parents
+fork into separate lineages that never combine. `best` and `top_k` spend fewer validation passes per step but throw
+fixes away. Sibling merge validates one child with all the step's fixes: several fixes per validation pass, one
+lineage. Asynchronously without merging, every proposal in flight starts from a frontier up to one proposal old and
+its improving children fork lineages: its score falls below the bar, and at C = 8 far below. With `merge_siblings`
+each improving child is re-based onto the current best as it arrives (three-way, the LM only on a conflict) and
+the merge is validated instead, so the lineage stays one; but every improving child still pays its own validation
+pass, so the budget is spent about four times faster per fix than by 4×1 merge, and the quality is reached late in
+the budget (see the metric calls by then). `async C=4 rebase` (`merge = true`) validates the child first and then
+the merge, two passes per improvement.
+
+**Against GEPA 0.1.4** (same task, LM and evaluator): its evaluator runs in threads of the optimizer's process, with
+no sandbox round trip, and it spends up to 27 % more calls than the budget; its 4×1 and 8×1 lose quality against
+its own 1×1, and none of its shapes reached the 1×1 quality on every seed.
 
 **Predicted vs measured.** The runtime model replays the schedule (`engine/runtime/sim.py`) with the LM latency,
-evaluator latency and acceptance rate measured in the run; it charges nothing for the engine's own work (database
-writes, prompt building, thread hand-offs). That work is the usual gap: a few hundred milliseconds per step on this
-2-core machine while other jobs were running, which makes the prediction a little optimistic, most for the
-configurations with many short steps.
+evaluator latency, acceptance rate and share of merges that needed the LM, measured in the run; it charges nothing
+for the engine's own work (database writes, prompt building, thread hand-offs), which on this shared 2-core machine
+was large while the benchmark ran (see the load average above): the prediction is optimistic by the engine's
+overhead. It predicts a run's wall-clock, not its time to quality (how fast the score rises depends on the task).
 
 ## Reproducibility of the asynchronous schedule with a fixed seed
 
 What still holds: proposal *n*'s random choices (its parent sample, its minibatch) come from generators derived
-from (seed, *n*); its candidate id from (run, wave, slot, parent, sibling index); its LM request only from its
+from (seed, *n*); its candidate id from (run, step, slot, parent, sibling index); its LM request only from its
 prompt and sample index (so a repeated request is answered from the LM cache). Two proposals that start from the
 same frontier are therefore identical, every choice is recorded (the frontier version each proposal saw, why its
 parent was chosen), and with C = 1 the run *is* the synchronous 1×1 run. What does not hold: which frontier proposal
-*n* sees depends on which earlier proposals have finished when it starts, i.e. on LM and evaluator timing, so two
-runs with the same seed can pick different parents from the second proposal on and diverge (the spread of the
-async rows above comes partly from that). A resumed asynchronous run keeps every closed wave; the proposals of
-waves not yet closed are redone from the frontier as it is then, re-using any evaluation already paid for.
+*n* sees, and which best an improving child is re-based onto, depend on which earlier proposals have finished, i.e.
+on LM and evaluator timing, so two runs with the same seed can diverge (the spread of the async rows comes partly
+from that). A resumed asynchronous run keeps every closed step; the proposals of steps not yet closed are redone
+from the frontier as it is then, re-using any evaluation already paid for.
 
 ## The options, in short
 
@@ -290,11 +292,14 @@ waves not yet closed are redone from the frontier as it is then, re-using any ev
 |---|---|
 | `accept = "all"` | every improving child of a step pays a validation pass, most promising (largest minibatch gain) first |
 | `accept = "best"` / `"top_k"` (`top_k = N`) | only the best / N best do; the others are kept as rejected with the reason "improved on its minibatch but not selected"; `top_k` ≥ the batch warns at load (it equals `all`) |
-| `merge_siblings = true` | two or more improving children are combined by the reflection LM (purpose `merge`; the prompt has the parent, each child, its diff and what it fixed); the merge (origin `merge`, parents = the children) is tested on their examples and validated instead of them only if it keeps every child's gains, else the accept rule applies |
-| `schedule = "async"` | no step barrier; C = P×K proposals in flight; steps are recorded as waves of C; P×K = 1 warns (it equals `sync`); `accept` does not apply (no step to choose in) |
+| `merge_siblings = true` | two or more improving children are combined — by a line-level three-way merge over their parent (no LM call) when they changed different lines, else by the reflection LM (purpose `merge`) for the conflicting component; the merge (origin `sibling_merge`, `merge_path` `three_way` or `lm`) is tested on their examples and validated instead of them only if it keeps every child's gains, else the accept rule applies. Asynchronously: each improving child is combined with the current best the same way |
+| `merge = true` | the system-aware merge: two frontier members combined by a three-way merge over a common ancestor (never the LM); synchronously after a step, asynchronously after each validated child (at most `max_merges`) |
+| `schedule = "async"` | no step barrier; C = P×K proposals in flight; every C proposals started form a step; P×K = 1 warns (it equals `sync`); `accept` does not apply (no step to choose in) |
 | `max_score = …` | enables early-stopped validation passes; a stopped pass records why in `val_cut_short` |
 """
 
 
 def analysis(results: list[dict]) -> str:
-    return ANALYSIS_TEMPLATE.format(ceilings=ceilings(results))
+    return ANALYSIS_TEMPLATE.format(limits="\n".join(limits(results)), bound=step_bound(results),
+                                    paths_lines=merge_paths(results, "lines"),
+                                    paths_grouped=merge_paths(results, "grouped"))
