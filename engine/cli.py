@@ -126,11 +126,17 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"give a whole number of at least 1, not {text!r}")
+    return int(text)
+
+
 def cmd_worker(args) -> int:
     from engine.worker import Worker
 
     stop = threading.Event()
-    worker = Worker(_db(args), lease_seconds=args.lease, poll_seconds=args.poll)
+    worker = Worker(_db(args), lease_seconds=args.lease, poll_seconds=args.poll, max_runs=args.runs)
     import signal
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -309,6 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--lease", type=float, default=15.0, help="lease seconds (a dead worker's run is resumed after it)")
     sp.add_argument("--poll", type=float, default=0.25,
                     help="seconds between looks for work when idle (a command on a paused run waits at most this)")
+    sp.add_argument("--runs", type=_positive_int, default=None,
+                    help="runs to run at once (default: REFRACT_WORKER_RUNS, else half the cores, at least 2)")
     add("status", cmd_status, "list runs, or show one").add_argument("run", nargs="?")
     sp = add("export", cmd_export, "write a run as one JSON document")
     sp.add_argument("run")

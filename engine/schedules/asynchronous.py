@@ -143,8 +143,10 @@ class AsyncSchedule:
                         job = self._next_job()
                         if job is None and not self.inflight and not self.waiting:
                             decision = Decision(RunStatus.COMPLETED, self._why_no_room())
-                    else:  # stopping: no new proposal, but children that improved still get validated
-                        job = self._combiner(len(self.ctx.val_keys)) if decision.status != LOST else None
+                    elif decision.status != LOST and not self.ctx.interrupt.is_set():
+                        job = self._combiner(len(self.ctx.val_keys))  # stopping: improved children still validated
+                    else:
+                        job = None
                     if job is None:
                         break
                     self.inflight[pool.submit(self._run_job, job)] = job
@@ -159,10 +161,21 @@ class AsyncSchedule:
                     why = (f"no progress: the last {self.idle} proposals made no evaluable candidate (the reflection "
                            "LM keeps repeating or failing)")
                     decision = Decision(RunStatus.COMPLETED, why)
+        self._unvalidated()
         self._close_steps(force=True)
         if decision is not None and decision.room_spent:
             decision = Decision(RunStatus.COMPLETED, self._why_no_room())  # the counts once the work in flight finished
         return decision or Decision(RunStatus.COMPLETED, "")
+
+    def _unvalidated(self) -> None:
+        """Improved children still waiting for the combiner when the work was interrupted:
+        rejected, saying why (a pin validates one)."""
+        if not self.ctx.interrupt.is_set():
+            return
+        for cid, _ in self.waiting:
+            reject(self.ctx, cid, f"improved on its minibatch; its validation was interrupted "
+                                  f"({self.ctx.interrupt.reason}). Pin it to validate it")
+        self.waiting = []
 
     def _why_no_room(self) -> str:
         b = self.ctx.budget
@@ -325,6 +338,8 @@ class AsyncSchedule:
                 w.cost_usd += call.cost_usd if call else 0.0
         if job.kind == "proposal":
             self.idle = 0 if job.evaluable else self.idle + 1
+            if not ctx.interrupt.is_set():  # a cut proposal says nothing about how long one takes
+                ctx.budget.note_duration(time.monotonic() - job.started, "proposal")
         if job.kind == "proposal" and job.improved and self.combining:
             self.waiting.append((job.child_id, job.gain))
         self._close_steps()
