@@ -126,6 +126,9 @@ def cmd_validate(args) -> int:
     return 0
 
 
+HALTS = ("pause", "stop")  # commands that cut the step in flight (engine/interrupt.py)
+
+
 def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"give a whole number of at least 1, not {text!r}")
@@ -242,7 +245,8 @@ def cmd_send(args) -> int:
         note = f". {waiting}"
     elif run.attached_to:
         note = " by the Python process that runs it"
-    print(f"command {cid} ({args.command}) queued; applied at the next step boundary{note}")
+    when = "the step in flight is cut within seconds" if args.command in HALTS else "applied at the next step boundary"
+    print(f"command {cid} ({args.command}) queued; {when}{note}")
     return 0
 
 
@@ -262,9 +266,11 @@ def _read_flag_file(flag: str, path: str) -> str:
 
 
 def _add_steering(add) -> None:
-    """The steering verbs: each sends one command (``cmd_send``), applied at the next step boundary."""
+    """The steering verbs: each sends one command (``cmd_send``), applied at the next step boundary
+    (pause and stop first cut the step in flight)."""
     for name in ("pause", "resume", "step", "stop"):
-        add(name, cmd_send, f"{name} a run (at the next step boundary)").add_argument("run")
+        when = "now: the step in flight is cut" if name in HALTS else "at the next step boundary"
+        add(name, cmd_send, f"{name} a run ({when})").add_argument("run")
     for name in ("pin", "unpin", "veto", "unveto"):
         sp = add(name, cmd_send, f"{name} a candidate")
         sp.add_argument("run")

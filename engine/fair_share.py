@@ -41,7 +41,7 @@ class FairShare:
         self._order: deque[str] = deque()  # runs with work waiting, next first
         self._running = 0
         self._pools: dict[str, int] = {}
-        threading.Thread(target=self._dispatch_forever, daemon=True, name="fair-share").start()
+        self._thread: Optional[threading.Thread] = None  # started with the first evaluation
 
     def register(self, run_id: str, workers: int) -> None:
         with self._cond:
@@ -62,6 +62,9 @@ class FairShare:
             queue.append((task, outer, executor))
             if run_id not in self._order:
                 self._order.append(run_id)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._dispatch_forever, daemon=True, name="fair-share")
+                self._thread.start()
             self._cond.notify_all()
         return outer
 

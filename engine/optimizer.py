@@ -169,11 +169,19 @@ class Optimizer:
         applied command ids)."""
         if self.stop_event.is_set():
             return Decision(LOST, ""), []
+        was_cut = ctx.interrupt.is_set()
         ctx.interrupt.clear()  # the step it cut is closed; the commands below say what comes next
         decision, applied = self._decide(ctx, applier)
-        if decision is not None and (stopping_status(decision.status) or ctx.budget.out_of_time()):
+        if decision is not None and (ctx.budget.out_of_time() or (stopping_status(decision.status) and (
+                was_cut or self._halted_by(applied)))):
             ctx.interrupt.set(decision.reason or decision.status)  # the asynchronous work still in flight
         return decision, applied
+
+    def _halted_by(self, applied: list[int]) -> bool:
+        """A pause or a stop is among the commands just applied (a step-mode pause is not: the
+        asynchronous work in flight then finishes)."""
+        return bool(applied) and any(c.kind in ("pause", "stop") for c in repo.list_commands(self.db, self.run_id)
+                                     if c.id in applied)
 
     def _decide(self, ctx: RunContext, applier: CommandApplier) -> tuple[Optional[Decision], list[int]]:
         """``_gate`` without the interrupt: apply the commands, then the stopping rules."""
