@@ -61,7 +61,8 @@ class _Running:
         """Until a reflection request is in flight."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if any(c.purpose == "reflection" and c.status == "started" for c in repo.lm_calls_for(self.db, self.run_id)):
+            calls = repo.lm_calls_for(self.db, self.run_id)
+            if any(c.purpose == "reflection" and c.status == "started" for c in calls):
                 return
             time.sleep(0.02)
         raise RuntimeError("no reflection started")
@@ -137,9 +138,11 @@ def main() -> None:
             for k in ("pin", "veto", "edit", "pause")]
     if args.local:
         local = measure(LOCAL_MODEL, args.repeats, 5.0, ("pause",))
-        rows += [_row("local model (CPU)", k, [], "applied at the next step boundary: one local step, minutes")
-                 for k in ("pin", "veto", "edit")]
-        rows.append(_row("local model (CPU)", "pause", local["pause"], "cuts the generation in flight"))
+        wait = ("not measured: applied when the local step in flight ends (a local reflection takes tens of seconds "
+                "to minutes, see benchmarks-local-lm.md)")
+        rows += [_row("local model (CPU)", k, [], wait) for k in ("pin", "veto", "edit")]
+        rows.append(_row("local model (CPU)", "pause", local["pause"],
+                         "cuts the step in flight (the abandoned generation runs on until it ends)"))
     load = os.getloadavg()[0]
     OUT.write_text(
         "# Steering latency\n\n"
