@@ -81,16 +81,19 @@ class EvaluationService:
         self._recorder.close()
 
     def evaluate(self, cand: Candidate, keys: list[str], kind: str = "eval", charge: bool = True,
-                 keep_going: Callable[[dict[str, Scored]], bool] | None = None) -> dict[str, Scored]:
+                 keep_going: Callable[[dict[str, Scored]], bool] | None = None,
+                 interruptible: bool = True) -> dict[str, Scored]:
         """Scores of ``cand`` on ``keys`` (in any order). ``keep_going(results_so_far)`` is asked
         after each result; when it says False, queued evaluations are cancelled (early stop).
-        So they are when the run's interrupt is set; evaluations already running are awaited.
+        So they are when the run's interrupt is set (unless not ``interruptible``); evaluations
+        already running are awaited.
         Validation passes are fed to the pool a few at a time (see ``_validation_slots``)."""
         results = self._known(cand, keys)
         todo = [k for k in keys if k not in results]
         pending: dict[Future, str] = {}
         slots = self._validation_slots if kind == "validation" else None
-        stop = self.interrupt.is_set() or (keep_going is not None and not keep_going(results))
+        cut = self.interrupt.is_set if interruptible else (lambda: False)
+        stop = cut() or (keep_going is not None and not keep_going(results))
         while True:
             while todo and not stop and (slots is None or slots.acquire(blocking=not pending)):
                 key = todo.pop(0)
@@ -117,7 +120,7 @@ class EvaluationService:
                     results[key] = fut.result()
             if keep_going is not None and not stop:
                 stop = not keep_going(results)
-            stop = stop or self.interrupt.is_set()
+            stop = stop or cut()
         return results
 
     def known(self, cand: Candidate, keys: list[str]) -> dict[str, Scored]:
