@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Optional
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 from storage import repo
 from storage.states import RunStatus
@@ -34,13 +35,27 @@ class Interrupt:
     def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
+        self._held = 0
         self.reason = ""
 
     def set(self, reason: str) -> None:
+        """Cut the work in flight, for ``reason``; ignored while ``held``."""
         with self._lock:
-            if not self._event.is_set():
+            if not self._held and not self._event.is_set():
                 self.reason = reason
                 self._event.set()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """While the commands of a boundary are applied: an edit's validation pass is not cut
+        by the pause queued behind it (the boundary applies that pause itself)."""
+        with self._lock:
+            self._held += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held -= 1
 
     def clear(self) -> None:
         with self._lock:

@@ -170,8 +170,9 @@ class Optimizer:
         if self.stop_event.is_set():
             return Decision(LOST, ""), []
         was_cut = ctx.interrupt.is_set()
-        ctx.interrupt.clear()  # the step it cut is closed; the commands below say what comes next
-        decision, applied = self._decide(ctx, applier)
+        with ctx.interrupt.held():
+            ctx.interrupt.clear()  # the step it cut is closed; the commands below say what comes next
+            decision, applied = self._decide(ctx, applier)
         if decision is not None and (ctx.budget.out_of_time() or (stopping_status(decision.status) and (
                 was_cut or self._halted_by(applied)))):
             ctx.interrupt.set(decision.reason or decision.status)  # the asynchronous work still in flight
