@@ -15,7 +15,9 @@ settles that reservation with the real cost. So concurrent LM calls together sta
 ``max_cost_usd`` unless calls grow by more than half at once. Until a purpose's first call is
 priced, only one call of that purpose at a time may be in flight when a dollar cap is set, and
 it reserves the largest estimate known for any purpose. The wall-clock budget
-counts only time the run was active.
+counts only time the run was active; nothing starts that the time left cannot finish, judged by
+the durations observed in this session (``note_duration``: a step, or an asynchronous
+proposal), and the work in flight at the limit is cut (``engine.interrupt``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class Budget:
         self._blocks: dict[int, Block] = {}  # thread id -> the block its evaluations draw from
         self._started = time.monotonic()
         self._seconds_before = seconds_before
+        self._durations: list[float] = []  # observed seconds of the units of work started
+        self._unit = "step"
 
     def update_limits(self, cfg: BudgetConfig) -> None:
         with self._lock:
@@ -61,6 +65,30 @@ class Budget:
     @property
     def seconds(self) -> float:
         return self._seconds_before + time.monotonic() - self._started
+
+    def out_of_time(self) -> bool:
+        return self.cfg.max_seconds is not None and self.seconds >= self.cfg.max_seconds
+
+    def note_duration(self, seconds: float, unit: str = "step") -> None:
+        """The observed duration of one unit of work the schedule starts (a synchronous
+        ``step``, an asynchronous ``proposal``)."""
+        with self._lock:
+            self._durations.append(seconds)
+            self._unit = unit
+
+    def expected_duration(self) -> Optional[float]:
+        """The mean of the last five observed durations; None before the first."""
+        with self._lock:
+            recent = self._durations[-5:]
+        return sum(recent) / len(recent) if recent else None
+
+    def time_too_short(self) -> Optional[str]:
+        """Why the time left cannot finish another unit of work, or None."""
+        cap, expected = self.cfg.max_seconds, self.expected_duration()
+        if cap is None or expected is None or self.seconds + expected <= cap:
+            return None
+        return (f"time budget: {max(0.0, cap - self.seconds):.0f} s of {cap:.0f} s left, too few for another "
+                f"{self._unit} (about {expected:.0f} s, as measured in this run)")
 
     # -- metric calls ----------------------------------------------------------------------
 
@@ -209,6 +237,9 @@ class Budget:
                     f"${self.max_call_cost * LM_COST_MARGIN:.4f})")
         if c.max_seconds is not None and self.seconds >= c.max_seconds:
             return f"time budget spent ({self.seconds:.0f} s of {c.max_seconds:.0f} s)"
+        too_short = self.time_too_short()
+        if too_short:
+            return too_short
         if c.max_steps is not None and steps_done >= c.max_steps:
             return f"step budget spent ({steps_done} of {c.max_steps})"
         return None

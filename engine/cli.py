@@ -126,11 +126,20 @@ def cmd_validate(args) -> int:
     return 0
 
 
+HALTS = ("pause", "stop")  # commands that cut the step in flight (engine/interrupt.py)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"give a whole number of at least 1, not {text!r}")
+    return int(text)
+
+
 def cmd_worker(args) -> int:
     from engine.worker import Worker
 
     stop = threading.Event()
-    worker = Worker(_db(args), lease_seconds=args.lease, poll_seconds=args.poll)
+    worker = Worker(_db(args), lease_seconds=args.lease, poll_seconds=args.poll, max_runs=args.runs)
     import signal
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -236,7 +245,8 @@ def cmd_send(args) -> int:
         note = f". {waiting}"
     elif run.attached_to:
         note = " by the Python process that runs it"
-    print(f"command {cid} ({args.command}) queued; applied at the next step boundary{note}")
+    when = "the step in flight is cut within seconds" if args.command in HALTS else "applied at the next step boundary"
+    print(f"command {cid} ({args.command}) queued; {when}{note}")
     return 0
 
 
@@ -256,9 +266,11 @@ def _read_flag_file(flag: str, path: str) -> str:
 
 
 def _add_steering(add) -> None:
-    """The steering verbs: each sends one command (``cmd_send``), applied at the next step boundary."""
+    """The steering verbs: each sends one command (``cmd_send``), applied at the next step boundary
+    (pause and stop first cut the step in flight)."""
     for name in ("pause", "resume", "step", "stop"):
-        add(name, cmd_send, f"{name} a run (at the next step boundary)").add_argument("run")
+        when = "now: the step in flight is cut" if name in HALTS else "at the next step boundary"
+        add(name, cmd_send, f"{name} a run ({when})").add_argument("run")
     for name in ("pin", "unpin", "veto", "unveto"):
         sp = add(name, cmd_send, f"{name} a candidate")
         sp.add_argument("run")
@@ -309,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--lease", type=float, default=15.0, help="lease seconds (a dead worker's run is resumed after it)")
     sp.add_argument("--poll", type=float, default=0.25,
                     help="seconds between looks for work when idle (a command on a paused run waits at most this)")
+    sp.add_argument("--runs", type=_positive_int, default=None,
+                    help="runs to run at once (default: REFRACT_WORKER_RUNS, else half the cores, at least 2)")
     add("status", cmd_status, "list runs, or show one").add_argument("run", nargs="?")
     sp = add("export", cmd_export, "write a run as one JSON document")
     sp.add_argument("run")

@@ -14,6 +14,7 @@ from storage.models import Candidate, Example
 from engine.budget import Budget
 from engine.config import LMConfig, RunConfig
 from engine.evaluation import EvaluationService, Timeline
+from engine.interrupt import INTERRUPTED, Interrupt
 from engine.lm.journal import RunJournal
 from engine.state import PoolState
 
@@ -54,6 +55,7 @@ class RunContext:
     step_index: int = 0
     stop_event: threading.Event = field(default_factory=threading.Event)
     lm_failures: FailureStreak = field(default_factory=FailureStreak)
+    interrupt: Interrupt = field(default_factory=Interrupt)  # shared by at_step copies
 
     def at_step(self, index: int) -> "RunContext":
         """This context for work recorded under step ``index`` (a proposal of the asynchronous
@@ -69,12 +71,13 @@ class RunContext:
         t0 = time.monotonic()
         journal = RunJournal(self.db, run_id=self.run_id, purpose=purpose, candidate_id=candidate_id,
                              example_key=example_key, step=self.step_index, model=cfg.model, messages=messages)
-        res = self.lm.complete(cfg, messages, sample_index=sample_index, temperature=temperature, journal=journal)
+        res = self.lm.complete(cfg, messages, sample_index=sample_index, temperature=temperature, journal=journal,
+                               cancel=self.interrupt)
         self.timeline.add("lm", t0, time.monotonic(), candidate_id, purpose=purpose)
         call_id = journal.ids[-1] if journal.ids else journal.record_unsent(res)  # each attempt has its row
         if charge:
             self.budget.add_cost(res.cost_usd, purpose)
-        if purpose in ("reflection", "merge", "seed"):
+        if purpose in ("reflection", "merge", "seed") and res.error_kind != INTERRUPTED:
             self.lm_failures.record(bool(res.error))
         return res, call_id
 

@@ -23,8 +23,12 @@ from storage.models import Candidate, Evaluation, Example
 
 from engine.budget import Budget
 from engine.executor import EvalOutcome, EvalTask, Executor
+from engine.interrupt import Interrupt
 from engine.opt_state import BestEvals
 from engine.state import to_evaluator
+
+
+_INTERRUPT_POLL = 0.2  # seconds between looks at the interrupt while evaluations run
 
 
 @dataclass
@@ -55,8 +59,10 @@ class Timeline:
 
 class EvaluationService:
     def __init__(self, db: Database, run_id: str, executor: Executor, budget: Budget,
-                 examples: dict[str, Example], single_text: bool, timeline: Timeline, opt_state_k: int = 0) -> None:
+                 examples: dict[str, Example], single_text: bool, timeline: Timeline, opt_state_k: int = 0,
+                 interrupt: Optional[Interrupt] = None) -> None:
         self.db, self.run_id, self.executor, self.budget = db, run_id, executor, budget
+        self.interrupt = interrupt or Interrupt()  # set: dispatch nothing more, cancel what is queued
         # what an evaluator's opt_state sees (0: it declares none, nothing is kept or sent)
         self.best_evals = BestEvals(opt_state_k)
         self.examples, self.single_text, self.timeline = examples, single_text, timeline
@@ -75,15 +81,19 @@ class EvaluationService:
         self._recorder.close()
 
     def evaluate(self, cand: Candidate, keys: list[str], kind: str = "eval", charge: bool = True,
-                 keep_going: Callable[[dict[str, Scored]], bool] | None = None) -> dict[str, Scored]:
+                 keep_going: Callable[[dict[str, Scored]], bool] | None = None,
+                 interruptible: bool = True) -> dict[str, Scored]:
         """Scores of ``cand`` on ``keys`` (in any order). ``keep_going(results_so_far)`` is asked
         after each result; when it says False, queued evaluations are cancelled (early stop).
+        So they are when the run's interrupt is set (unless not ``interruptible``); evaluations
+        already running are awaited.
         Validation passes are fed to the pool a few at a time (see ``_validation_slots``)."""
         results = self._known(cand, keys)
         todo = [k for k in keys if k not in results]
         pending: dict[Future, str] = {}
         slots = self._validation_slots if kind == "validation" else None
-        stop = keep_going is not None and not keep_going(results)
+        cut = self.interrupt.is_set if interruptible else (lambda: False)
+        stop = cut() or (keep_going is not None and not keep_going(results))
         while True:
             while todo and not stop and (slots is None or slots.acquire(blocking=not pending)):
                 key = todo.pop(0)
@@ -101,7 +111,7 @@ class EvaluationService:
                             slots.release()
             if not pending:
                 break
-            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            finished, _ = wait(list(pending), timeout=_INTERRUPT_POLL, return_when=FIRST_COMPLETED)
             for fut in finished:
                 key = pending.pop(fut)
                 if slots is not None:
@@ -110,6 +120,7 @@ class EvaluationService:
                     results[key] = fut.result()
             if keep_going is not None and not stop:
                 stop = not keep_going(results)
+            stop = stop or cut()
         return results
 
     def known(self, cand: Candidate, keys: list[str]) -> dict[str, Scored]:
@@ -147,7 +158,7 @@ class EvaluationService:
         t_submit = time.monotonic()
 
         def finish(raw: Future) -> None:
-            if raw.cancelled():
+            if raw.cancelled() or task.lm_interrupted:  # never run, or its lm() call was cut: not a result
                 if charge:
                     self.budget.settle_metric_call(charged=False)
                 result.cancel()

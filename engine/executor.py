@@ -27,6 +27,9 @@ class EvalTask:
     kind: str = "eval"  # minibatch | validation | test | …: the test pass's lm() calls are outside the budgets
     # GEPA's OptimizationState.best_example_evals for this example: [{"score", "side_info"}], best first
     opt_state: Optional[list] = None
+    # set by the engine when an lm() call of this evaluation was cut by a pause, a stop or the
+    # time limit: the outcome is then discarded, not recorded (the LM call itself is)
+    lm_interrupted: bool = False
 
 
 @dataclass

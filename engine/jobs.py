@@ -23,19 +23,36 @@ TRY_EXAMPLES = 5  # the evaluator is tried on at most this many examples
 TRY_EVALUATOR, CHECK_LM = "try_evaluator", "check_lm"
 
 
+def tried_examples(cfg, rows: Optional[list]) -> list[tuple[str, object]]:
+    """(label, row) of the examples a try evaluates: the first ``rows`` as the person gave them
+    (before any shuffled split), labelled ``row N`` as the new-run preview numbers them, with the
+    row's own id when it has one; without ``rows``, the first training and validation examples
+    of the config under their keys."""
+    from engine.datasets import example_key
+    from engine.runs import examples_of
+
+    if rows is None:
+        return [(key, row) for key, split, row in examples_of(cfg) if split in ("val", "train")][:TRY_EXAMPLES]
+    out = []
+    for i, row in enumerate(rows[:TRY_EXAMPLES]):
+        key = example_key(row, "train", i)
+        out.append((f"row {i + 1}" + ("" if key == f"train-{i}" else f" ({key})"), row))
+    return out
+
+
 def try_evaluator(db: Database, job_id: str, payload: dict) -> dict:
     """Evaluate the seed of ``payload["config"]`` (a stored run config) on the first examples
+    (``payload["rows"]``, in the order given, when the studio sends them; see ``tried_examples``)
     in the sandbox, recording each result as it arrives. {"validate", "results": [...]}."""
     from engine.config import RunConfig
     from engine.executor import EvalTask
-    from engine.runs import examples_of
     from engine.sandbox import make_executor
 
     cfg = RunConfig.model_validate(payload["config"])
     seed = cfg.seed_candidate
     if seed in (None, ""):
         raise ValueError("there is no seed to try: give a seed candidate (the objective-only mode has none)")
-    examples = [(key, row) for key, split, row in examples_of(cfg) if split in ("val", "train")][:TRY_EXAMPLES]
+    examples = tried_examples(cfg, payload.get("rows") if cfg.dataset else None)
     out: dict = {"validate": None, "results": [], "examples": len(examples)}
     jobs.update_job(db, job_id, f"starting the sandbox for {len(examples)} example(s)", out)
     executor = make_executor(cfg.executor, cfg.evaluator)

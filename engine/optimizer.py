@@ -25,6 +25,8 @@ from engine.context import RunContext
 from engine.evaluation import EvaluationService, Timeline
 from engine.search.frontier_types import missing_objectives
 from engine.executor import EvalTask, Executor, LazyExecutor
+from engine.fair_share import FairExecutor, FairShare
+from engine.interrupt import INTERRUPTED, stopping_status, watch
 from engine.lm.journal import recover_interrupted, run_lm_failures
 from engine.search.merge import try_merge
 from engine.search.reflection import parse_answer, seed_prompt
@@ -44,12 +46,14 @@ OPT_STATE_K = 30  # GEPA's best_example_evals_k: evaluations per example an eval
 
 class Optimizer:
     def __init__(self, db: Database, run_id: str, lm=None, executor_factory: Optional[Callable[..., Executor]] = None,
-                 on_step: Optional[Callable[[RunContext], None]] = None) -> None:
+                 on_step: Optional[Callable[[RunContext], None]] = None, share: Optional[FairShare] = None) -> None:
         self.db, self.run_id = db, run_id
+        self.share = share  # the worker's evaluation share, when it runs several runs at once
         self.lm = lm
         self.executor_factory = executor_factory
         self.on_step = on_step
         self.stop_event = threading.Event()  # set by the worker when the lease is lost
+        self._watching = threading.Event()  # set: the interrupt watcher ends
 
     # -- setup ---------------------------------------------------------------------------
 
@@ -77,9 +81,15 @@ class Optimizer:
                          step_index=steps_done, stop_event=self.stop_event)
         factory = self.executor_factory or make_executor
         handler = self._task_lm_handler(ctx)
-        executor = LazyExecutor(lambda: factory(cfg.executor, cfg.evaluator, handler))
+        make = lambda: factory(cfg.executor, cfg.evaluator, handler)  # noqa: E731
+        if self.share is not None:
+            share = self.share
+            executor = LazyExecutor(lambda: FairExecutor(share, self.run_id, make(), cfg.executor.workers))
+        else:
+            executor = LazyExecutor(make)
         ctx.evals = EvaluationService(self.db, self.run_id, executor, budget, examples, single, timeline,
-                                      opt_state_k=OPT_STATE_K if "opt_state" in cfg.evaluator else 0)
+                                      opt_state_k=OPT_STATE_K if "opt_state" in cfg.evaluator else 0,
+                                      interrupt=ctx.interrupt)
         state.frontier_type = cfg.search.frontier
         return ctx
 
@@ -101,6 +111,8 @@ class Optimizer:
                 raise RuntimeError("the run's cost or time budget is spent; lm() is refused")
             res, _ = ctx.call_lm(lm_cfg, messages, "test" if testing else "task", task.candidate_id,
                                  example_key=task.example_key, charge=not testing)
+            if res.error_kind == INTERRUPTED:
+                task.lm_interrupted = True
             if res.error:
                 raise RuntimeError(f"task LM failed: {res.error}")
             # the pool adds cost and tokens to the evaluation that made the call (attribution)
@@ -116,12 +128,18 @@ class Optimizer:
         except Exception as exc:
             log.exception("run %s cannot start", self.run_id)
             return self._finish(None, RunStatus.FAILED, f"cannot start: {exc}")
+        watcher = threading.Thread(target=watch, args=(self.db, self.run_id, ctx.budget, ctx.interrupt, self._watching),
+                                   daemon=True, name="interrupt-watch")
+        watcher.start()
         try:
             return self._loop(ctx)
         except Exception as exc:
             log.exception("run %s failed", self.run_id)
+            self._end_interrupts(ctx)
             return self._finish(ctx, RunStatus.FAILED, f"engine error: {exc}")
         finally:
+            self._watching.set()
+            watcher.join()
             ctx.evals.close()
             ctx.evals.executor.close()
 
@@ -129,7 +147,7 @@ class Optimizer:
         applier = CommandApplier(ctx, lambda cid: validate_child(ctx, cid))
         if not ctx.state.scores:
             problem = self._seed(ctx)
-            if problem:
+            if problem and not ctx.interrupt.is_set():  # cut by a pause: the gate applies it; resuming redoes the seed
                 return self._finish(ctx, RunStatus.FAILED, problem)
         search = ctx.cfg.search
         schedule: Schedule = (AsyncSchedule(ctx, MAX_IDLE_STEPS) if search.schedule == "async" and search.batch_size > 1
@@ -137,7 +155,13 @@ class Optimizer:
         decision = schedule.run(lambda: self._gate(ctx, applier), lambda record: self._after_step(ctx, record))
         if decision.status in (LOST, RunStatus.PAUSED):  # left as it is
             return decision.status
+        self._end_interrupts(ctx)
         return self._finish(ctx, decision.status, decision.reason)
+
+    def _end_interrupts(self, ctx: RunContext) -> None:
+        """The search is over: the held-out test pass (outside the budgets) is not cut."""
+        self._watching.set()
+        ctx.interrupt.clear()
 
     def _gate(self, ctx: RunContext, applier: CommandApplier) -> tuple[Optional[Decision], list[int]]:
         """Between steps (or, asynchronously, between proposals): apply the human commands
@@ -145,6 +169,23 @@ class Optimizer:
         applied command ids)."""
         if self.stop_event.is_set():
             return Decision(LOST, ""), []
+        was_cut = ctx.interrupt.is_set()
+        with ctx.interrupt.held():
+            ctx.interrupt.clear()  # the step it cut is closed; the commands below say what comes next
+            decision, applied = self._decide(ctx, applier)
+        if decision is not None and (ctx.budget.out_of_time() or (stopping_status(decision.status) and (
+                was_cut or self._halted_by(applied)))):
+            ctx.interrupt.set(decision.reason or decision.status)  # the asynchronous work still in flight
+        return decision, applied
+
+    def _halted_by(self, applied: list[int]) -> bool:
+        """A pause or a stop is among the commands just applied (a step-mode pause is not: the
+        asynchronous work in flight then finishes)."""
+        return bool(applied) and any(c.kind in ("pause", "stop") for c in repo.list_commands(self.db, self.run_id)
+                                     if c.id in applied)
+
+    def _decide(self, ctx: RunContext, applier: CommandApplier) -> tuple[Optional[Decision], list[int]]:
+        """``_gate`` without the interrupt: apply the commands, then the stopping rules."""
         applied = applier.apply_pending()
         run = repo.get_run(self.db, self.run_id)
         if run.status in (RunStatus.STOPPED, RunStatus.PAUSED):

@@ -55,6 +55,7 @@ def _cause(reason: str) -> str:
                           ("repeats an earlier proposal", "repeated proposals"),
                           ("invalid candidate", "invalid candidates (validate)"),
                           ("budget", "budget refusals"),
+                          ("interrupted", "interrupted proposals"),
                           ("no improvement", "no improvement on the minibatch")):
         if reason.startswith(prefix):
             return cause

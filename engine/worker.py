@@ -1,11 +1,16 @@
-"""The engine worker: claims runs with a lease, heartbeats, and runs them.
+"""The engine worker: claims runs with a lease, heartbeats, and runs them, several at once.
+
+A worker runs up to ``max_runs`` runs at the same time, each in a thread of its own, their
+evaluations shared fairly through one ``engine.fair_share.FairShare``; further runs wait in
+the queue (the studio shows their place and why). The default is sized to the machine
+(``default_max_runs``); ``REFRACT_WORKER_RUNS`` or ``python -m engine worker --runs N`` set it.
 
 A run is leased for ``lease_seconds``; a heartbeat thread renews the lease every third of
 that. A worker that dies (``kill -9``) stops renewing; once its lease expires any worker
 claims the run and resumes it from the database. A worker that finds its lease taken stops
-touching the run at the next step boundary. A worker asked to stop (SIGTERM) leaves its run
-at the next step boundary, still running, and releases the lease: the next worker resumes it
-at once.
+touching the run at the next step boundary. A worker asked to stop (SIGTERM) leaves its runs
+at the next step boundary, still running, and releases the leases: the next worker resumes
+them at once.
 """
 
 from __future__ import annotations
@@ -21,25 +26,48 @@ from typing import Callable, Optional
 from storage import leases
 from storage.db import Database
 
+from engine.fair_share import FairShare, machine_capacity
 from engine.jobs import JobRunner
 from engine.optimizer import Optimizer
 
 log = logging.getLogger("refract.worker")
+RUNS_ENV = "REFRACT_WORKER_RUNS"
+
+
+def default_max_runs() -> int:
+    """Runs one worker process runs at once: ``REFRACT_WORKER_RUNS``, else half the cores (at
+    least 2: LM calls wait on the network, so two runs rarely slow each other much)."""
+    try:
+        return max(1, int(os.environ[RUNS_ENV]))
+    except (KeyError, ValueError):
+        return max(2, machine_capacity() // 2)
 
 
 class Worker:
     def __init__(self, db: Database, lease_seconds: float = 15.0, poll_seconds: float = 1.0, lm=None,
-                 executor_factory: Optional[Callable] = None, worker_id: Optional[str] = None) -> None:
+                 executor_factory: Optional[Callable] = None, worker_id: Optional[str] = None,
+                 max_runs: Optional[int] = None) -> None:
         self.db = db
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
         self.lm = lm
         self.executor_factory = executor_factory
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.current: Optional[str] = None
+        self.max_runs = max_runs or default_max_runs()
+        self.share = FairShare()
+        self._active: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def current(self) -> list[str]:
+        """The runs this worker is running now, oldest first."""
+        with self._lock:
+            return list(self._active)
 
     def beat(self) -> None:
-        leases.worker_heartbeat(self.db, self.id, os.getpid(), socket.gethostname(), self.current)
+        runs = self.current
+        leases.worker_heartbeat(self.db, self.id, os.getpid(), socket.gethostname(), runs[0] if runs else None,
+                                run_ids=runs, max_runs=self.max_runs)
 
     def run_forever(self, stop: threading.Event, once: bool = False) -> None:
         """Claim and run runs until ``stop`` is set (or, with ``once``, until nothing is left).
@@ -51,26 +79,42 @@ class Worker:
         try:
             self._claim_and_run(stop, once)
         finally:
+            for thread in list(self._active.values()):
+                thread.join()
             jobs_done.set()
             runner.join(timeout=5)
 
     def _claim_and_run(self, stop: threading.Event, once: bool) -> None:
         while not stop.is_set():
             self.beat()
-            run_id = leases.claim_run(self.db, self.id, self.lease_seconds)
-            if run_id is None:
-                if once:
-                    return
-                stop.wait(self.poll_seconds)
+            run_id = leases.claim_run(self.db, self.id, self.lease_seconds) if len(self.current) < self.max_runs else None
+            if run_id is not None:
+                self._start(run_id, stop)
                 continue
-            self.run_claimed(run_id, stop)
+            if once and not self.current:
+                return
+            stop.wait(self.poll_seconds)
+
+    def _start(self, run_id: str, stop: threading.Event) -> None:
+        def run() -> None:
+            try:
+                self.run_claimed(run_id, stop)
+            except Exception:  # noqa: BLE001 -- recorded by the optimizer; the worker goes on
+                log.exception("run %s: the worker's thread failed", run_id)
+            finally:
+                with self._lock:
+                    self._active.pop(run_id, None)
+
+        thread = threading.Thread(target=run, daemon=True, name=f"run-{run_id}")
+        with self._lock:
+            self._active[run_id] = thread
+        thread.start()
 
     def run_claimed(self, run_id: str, stop: Optional[threading.Event] = None) -> str:
         """Run a run this worker has claimed, keeping the lease alive; release it at the end.
         When ``stop`` is set (SIGTERM) the run is left at the next step boundary, still
         running and with its lease released, so that the next worker resumes it at once."""
-        self.current = run_id
-        opt = Optimizer(self.db, run_id, lm=self.lm, executor_factory=self.executor_factory)
+        opt = Optimizer(self.db, run_id, lm=self.lm, executor_factory=self.executor_factory, share=self.share)
         done = threading.Event()
         beat = threading.Thread(target=self._keep_lease, args=(run_id, opt, done, stop), daemon=True, name="lease")
         beat.start()
@@ -82,7 +126,6 @@ class Worker:
             done.set()
             beat.join()
             leases.release_run(self.db, run_id, self.id)
-            self.current = None
 
     def _keep_lease(self, run_id: str, opt: Optimizer, done: threading.Event,
                     stop: Optional[threading.Event] = None) -> None:

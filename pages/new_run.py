@@ -323,12 +323,16 @@ if try_clicked or validate_clicked or submit_clicked:
     st.session_state[K.NEW_ERRORS] = errors
     if errors:
         st.rerun()  # redraw with each message next to its field, and a summary by the buttons
+    refusal = jobs.try_refusal(cfg) if submit_clicked else None
     if try_clicked:
-        jobs.start_try(cfg)  # the engine worker runs it in the sandbox; the panel below polls it
+        # the rows as pasted: the results are labelled as the preview above numbers them
+        jobs.start_try(cfg, run_form.dataset_rows(draft)[0])  # the engine worker runs it; the panel below polls it
     elif validate_clicked:
         note = "" if cfg.seed_candidate not in (None, "") else " No seed: the reflection LM writes it from the objective."
         st.success(f"Valid: {cfg.mode} run, {len(cfg.dataset or [])} training / {len(cfg.valset or cfg.dataset or [])} "
                    f"validation / {len(cfg.testset or [])} test examples.{note}")
+    elif refusal:
+        st.error(refusal, icon=":material/block:")
     else:
         from engine.runs import submit_run
 

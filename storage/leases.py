@@ -74,11 +74,15 @@ def release_run(db: Database, run_id: str, worker_id: str) -> None:
                .values(lease_owner=None, lease_expires_at=None))
 
 
-def worker_heartbeat(db: Database, worker_id: str, pid: int, host: str, current_run_id: str | None) -> None:
+def worker_heartbeat(db: Database, worker_id: str, pid: int, host: str, current_run_id: str | None,
+                     run_ids: Optional[list[str]] = None, max_runs: int = 1) -> None:
+    """Record that a worker is alive, the runs it runs now and how many it may run at once."""
     with db.write() as s:
         beat = s.get(WorkerBeat, worker_id) or WorkerBeat(id=worker_id, pid=pid, host=host)
         beat.heartbeat_at = utcnow()
         beat.current_run_id = current_run_id
+        beat.run_ids = list(run_ids if run_ids is not None else [current_run_id] if current_run_id else [])
+        beat.max_runs = max_runs
         s.add(beat)
 
 

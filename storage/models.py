@@ -231,7 +231,9 @@ class WorkerBeat(SQLModel, table=True):
     host: str = Field(max_length=200)
     started_at: datetime = Field(default_factory=utcnow)
     heartbeat_at: datetime = Field(default_factory=utcnow)
-    current_run_id: Optional[str] = Field(default=None, max_length=32)
+    current_run_id: Optional[str] = Field(default=None, max_length=32)  # the first of run_ids
+    run_ids: list = _json()  # the runs it runs now
+    max_runs: int = 1  # how many runs it runs at once
 
 
 class Job(SQLModel, table=True):

@@ -179,7 +179,8 @@ def test_steering_commands_are_queued_for_the_engine(cli, project, tmp_path):
     run_id = _run_id(cli("submit", project / "run.toml", "--db", url).stdout)
     res = cli("pause", run_id, "--db", url, "--author", "ana", "--reason", "lunch")
     assert res.returncode == 0, res.stderr
-    assert re.match(r"command \d+ \(pause\) queued; applied at the next step boundary \(no engine worker has run yet",
+    assert re.match(r"command \d+ \(pause\) queued; the step in flight is cut within seconds "
+                    r"\(no engine worker has run yet",
                     res.stdout), res.stdout
     res = cli("budget", run_id, "--db", url)
     assert res.returncode == 2 and "give at least one of --max-metric-calls" in res.stderr

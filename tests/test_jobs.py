@@ -85,3 +85,46 @@ def test_new_run_page_queues_the_try_and_shows_the_result_the_worker_wrote(tmp_p
     assert not any("hourglass" in i.icon for i in at.info) and not any("No engine worker" in w.value for w in at.warning)
     table = next(d.value for d in at.dataframe if {"example", "score", "seconds"} <= set(d.value.columns))
     assert len(table) == 5 and table["score"].between(0, 1).all()
+
+
+def test_a_try_labels_the_rows_as_given_not_as_shuffled(sqlite_db):
+    cfg = toy_config(6)
+    pasted = [{"id": "w5", "word": "foxtrot"}, {"word": "alpha"}, {"id": "w2", "word": "charlie"}]
+    job_id = jobs.submit_job(sqlite_db, TRY_EVALUATOR, {"config": cfg.stored(), "rows": pasted})
+    JobRunner(sqlite_db, "w").run_once()
+    results = jobs.job_view(sqlite_db, job_id)["result"]["results"]
+    assert [r["example"] for r in results] == ["row 1 (w5)", "row 2", "row 3 (w2)"]
+
+
+def _new_run_page(tmp_path, monkeypatch):
+    db = studio_database(tmp_path, monkeypatch)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page(str(Path(APP).parent / "pages/new_run.py"))
+    at.run()
+    name = next(o for o in at.selectbox(key=K.NEW_TEMPLATE).options if "toy_words" in o)
+    at.selectbox(key=K.NEW_TEMPLATE).set_value(name).run()
+    at.button(key=K.NEW_LOAD_TEMPLATE).click().run()
+    at.toggle(key="new_plain_editor").set_value(True).run()
+    return db, at
+
+
+def test_a_run_whose_evaluator_failed_its_try_cannot_be_started(tmp_path, monkeypatch):
+    from storage import repo
+
+    db, at = _new_run_page(tmp_path, monkeypatch)
+    good = at.text_area(key=K.NEW_EVALUATOR).value
+    at.text_area(key=K.NEW_EVALUATOR).set_value(good + "\n\ndef evaluate(candidate, example):\n"
+                                                       "    raise KeyError('answer')\n").run()
+    at.button(key=K.NEW_TRY).click().run()
+    assert JobRunner(db, "w").run_once() is not None
+    at.run()
+    at.button(key=K.NEW_SUBMIT).click().run()
+    assert not at.exception, at.exception[0].message if at.exception else ""
+    refusal = [e.value for e in at.error if e.value.startswith("Not started")]
+    assert refusal and "failed on all 5 example(s)" in refusal[0] and "KeyError" in refusal[0], refusal
+    assert repo.list_runs(db) == []
+
+    at.text_area(key=K.NEW_EVALUATOR).set_value(good).run()  # fixed: another version, not refused by that try
+    at.button(key=K.NEW_SUBMIT).click().run()
+    assert not [e.value for e in at.error if e.value.startswith("Not started")]
+    assert len(repo.list_runs(db)) == 1

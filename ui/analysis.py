@@ -149,11 +149,19 @@ def waiting_reasons(runs: pd.DataFrame, beat: Optional[dict], stale_after_s: flo
         why = "no engine worker has run on this database: start the studio with `make run` or `python -m engine worker`"
     elif beat["age_s"] > stale_after_s:
         why = "the engine worker is silent (no heartbeat): `make run` restarts it"
-    elif beat.get("current_run_id"):
-        why = f"the engine worker is busy with run {beat['current_run_id']} (one run at a time)"
     else:
-        why = "the engine worker picks it up within seconds"
+        why = _worker_load(beat)
     return {rid: f"waiting for a worker, {i + 1} in the queue: {why}" for i, rid in enumerate(queued["id"])}
+
+
+def _worker_load(beat: dict) -> str:
+    """What a live worker's heartbeat says about a queued run's wait."""
+    runs = beat.get("run_ids") or ([beat["current_run_id"]] if beat.get("current_run_id") else [])
+    limit = beat.get("max_runs") or 1
+    if len(runs) >= limit:
+        return (f"the engine worker is busy with run{'s' if len(runs) > 1 else ''} {', '.join(runs)} "
+                f"({limit} at a time; REFRACT_WORKER_RUNS sets how many)")
+    return f"the engine worker picks it up within seconds (it runs {len(runs)} of {limit} at a time)"
 
 
 def minibatch_means(candidates: pd.DataFrame) -> tuple[pd.Series, pd.Series]:

@@ -51,7 +51,9 @@ def send(db: Database, run_id: str, kind: str, payload: Optional[dict], author: 
         return Outcome(False, str(exc))
     except StorageError as exc:
         return Outcome(False, f"The database did not take the command ({exc}); try again.")
-    return Outcome(True, f"{kind} queued (command {cid}); the engine applies it at the next step boundary.", (cid,))
+    when = ("cuts the step in flight within seconds" if kind in ("pause", "stop")
+            else "applies it at the next step boundary")
+    return Outcome(True, f"{kind} queued (command {cid}); the engine {when}.", (cid,))
 
 
 def comment(db: Database, run_id: str, candidate_id: str, author: str, text: str) -> Outcome:

@@ -9,7 +9,7 @@ session state, so the result stays on the page across reruns until the draft cha
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Callable, Optional
 
 import pandas as pd
 import streamlit as st
@@ -24,10 +24,45 @@ from ui.sidebar import STALE_AFTER_S, current_user
 POLL_S = 1.0
 
 
-def start_try(cfg) -> None:
-    """Queue a try of the evaluator on the seed of a validated config."""
-    job_id = jobs.submit_job(data.get_db(), TRY_EVALUATOR, {"config": cfg.stored()}, author=current_user())
+def start_try(cfg, rows: Optional[list] = None) -> None:
+    """Queue a try of the evaluator on the seed of a validated config, on the first of ``rows``
+    (the dataset as pasted, so that the results are labelled as the preview numbers them)."""
+    payload = {"config": cfg.stored(), **({"rows": rows[:TRY_EXAMPLES]} if rows else {})}
+    job_id = jobs.submit_job(data.get_db(), TRY_EVALUATOR, payload, author=current_user())
     st.session_state[K.NEW_TRY_RESULT] = job_id
+
+
+def try_refusal(cfg) -> Optional[str]:
+    """Why a run of ``cfg`` must not start: the last "Try evaluator" of this same evaluator, seed
+    and sandbox could not run it, or the seed's ``validate`` refused it, or it failed on every
+    example tried. None otherwise (no try yet, a try still running, a try of another version)."""
+    job_id = st.session_state.get(K.NEW_TRY_RESULT)
+    job = jobs.job_view(data.get_db(), job_id) if job_id else None
+    if job is None or job["status"] in jobs.ACTIVE:
+        return None
+    tried, now = job["payload"]["config"], cfg.stored()
+    if tried.get("seed_candidate") in (None, "") or any(tried.get(k) != now.get(k) for k in TRIED_FIELDS):
+        return None
+    res = job["result"] or {}
+    rows = res.get("results") or []
+    if job["error"]:
+        why = f"\"Try evaluator\" could not run it: {_last_line(job['error'])}"
+    elif res.get("validate"):
+        why = f"validate(seed) refused the seed in \"Try evaluator\": {_last_line(res['validate'])}"
+    elif rows and all(r["error"] for r in rows):
+        why = (f"the evaluator failed on all {len(rows)} example(s) \"Try evaluator\" ran (first, "
+               f"{rows[0]['example']}: {_last_line(rows[0]['error'])})")
+    else:
+        return None
+    return f"Not started: {why}. Fix the evaluator (the traceback is below), then try it again."
+
+
+TRIED_FIELDS = ("evaluator", "seed_candidate", "executor")  # what a try tried: another version is untried
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1][:300] if lines else text
 
 
 def start_check(model: str, api_base: str, api_key_env: str) -> None:

@@ -72,7 +72,8 @@ def worker_badge() -> None:
                    "or run `python -m engine worker` beside it.", icon=":material/power_off:")
         return
     age = beat["age_s"]
-    where = f"pid {beat['pid']}" + (f", on run {beat['current_run_id']}" if beat.get("current_run_id") else ", idle")
+    runs = beat.get("run_ids") or ([beat["current_run_id"]] if beat.get("current_run_id") else [])
+    where = f"pid {beat['pid']}, " + (f"on run{'s' if len(runs) > 1 else ''} {', '.join(runs)}" if runs else "idle")
     if age <= STALE_AFTER_S:
         st.success(f"Engine worker alive: heartbeat {fmt_seconds(age)} ago ({where})", icon=":material/bolt:")
     else:

@@ -24,11 +24,12 @@ from ui.sidebar import STALE_AFTER_S, current_user
 LIVE_S = 0.5  # steering is seen by everyone within 2 s (worst case: one period + the cache TTL + a render)
 VERB = {"pause": "Pause", "resume": "Resume", "step": "Step once", "stop": "Stop"}
 HELP = {
-    "pause": "Pause at the next step boundary: work in flight finishes and is saved.",
+    "pause": "Pause now: the step in flight is cut within seconds (finished work is kept, LM requests in flight are "
+             "abandoned and their cost counted); Resume starts the next step.",
     "resume": "Go on stepping until a budget binds.",
     "step": "Run exactly one more step, then pause again (for teaching, or to watch one step closely).",
-    "stop": "End the run at the next step boundary (it can be continued later with a new budget). A queued run "
-            "that no worker has started is cancelled at once.",
+    "stop": "End the run now: the step in flight is cut within seconds (it can be continued later with a new "
+            "budget). A queued run that no worker has started is cancelled at once.",
 }
 
 

@@ -13,7 +13,10 @@ Contract of ``LMClient.complete``:
   litellm's own defaults such as OPENAI_API_KEY) and are never returned, logged or stored;
 - every request actually sent is reported to the caller's ``journal`` (``AttemptJournal``):
   ``begin`` just before it is sent, ``end`` with its own result and error kind, retries
-  included, so that a caller can record each attempt as it happens.
+  included, so that a caller can record each attempt as it happens;
+- given a ``cancel`` (``engine.interrupt.Interrupt``), a call returns within a fraction of a
+  second of it being set, with ``error_kind = "interrupted"``, the cost estimated from the
+  prompt, and no retry; the request already sent is abandoned (its answer is dropped).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from engine.lm.errors import (  # noqa: E402
     RETRYABLE, describe, error_kind, is_retryable, missing_credentials, retry_after_seconds)
 from engine.lm.defaults import default_lm_config, default_model, default_model_reason  # noqa: E402,F401
 from engine.lm.providers import is_in_process, load_plugins, register_builtin_providers  # noqa: E402
+from engine.interrupt import INTERRUPTED  # noqa: E402
 from storage.lm_cache import LMCache, cache_key  # noqa: E402
 
 litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stderr
@@ -82,11 +86,15 @@ class _InFlightLimit:
         self._cond = threading.Condition()
         self._in_flight = 0
 
-    def acquire(self, limit: int) -> None:
+    def acquire(self, limit: int, cancel=None) -> bool:
+        """Take a slot; False (no slot taken) when ``cancel`` is set first."""
         with self._cond:
             while self._in_flight >= limit:
-                self._cond.wait()
+                if cancel is not None and cancel.is_set():
+                    return False
+                self._cond.wait(timeout=None if cancel is None else 0.2)
             self._in_flight += 1
+            return True
 
     def release(self) -> None:
         with self._cond:
@@ -135,6 +143,7 @@ class LMClient:
         stop: list[str] | None = None,
         use_cache: bool = True,
         journal: Optional[AttemptJournal] = None,
+        cancel=None,
     ) -> LMResult:
         """One chat completion; see the module docstring for the contract."""
         params = {
@@ -152,7 +161,7 @@ class LMClient:
                 return LMResult(text=hit["text"], model=cfg.model, tokens_in=hit["tokens_in"],
                                 tokens_out=hit["tokens_out"], cost_usd=0.0,
                                 seconds=time.monotonic() - started, cached=True, error=None)
-        result = self._call_with_retries(cfg, messages, params, sample_index, journal)
+        result = self._call_with_retries(cfg, messages, params, sample_index, journal, cancel)
         result.seconds = time.monotonic() - started
         if use_cache and result.error is None:
             self.cache.put(key, {"text": result.text, "tokens_in": result.tokens_in,
@@ -200,7 +209,7 @@ class LMClient:
     # -- internals -------------------------------------------------------------------------
 
     def _call_with_retries(self, cfg: LMConfig, messages: list[dict], params: dict, sample_index: int,
-                           journal: Optional[AttemptJournal]) -> LMResult:
+                           journal: Optional[AttemptJournal], cancel=None) -> LMResult:
         api_key = None
         if cfg.api_key_env:
             api_key = os.environ.get(cfg.api_key_env)
@@ -228,36 +237,44 @@ class LMClient:
         limit = _limit_for(cfg.model)
         attempt = 0
         while True:
-            limit.acquire(cfg.max_concurrency)
+            if (cancel is not None and cancel.is_set()) or not limit.acquire(cfg.max_concurrency, cancel):
+                return _interrupted(cfg, cancel, sent=False)
             try:
-                result, exc = self._attempt(cfg, kwargs, api_key, attempt, journal)
+                result, exc = self._attempt(cfg, kwargs, api_key, attempt, journal, cancel)
             finally:
                 limit.release()
             result.attempts = attempt + 1
             if exc is None:
                 return result
-            if attempt >= cfg.num_retries or not is_retryable(exc):
+            if result.error_kind == INTERRUPTED or attempt >= cfg.num_retries or not is_retryable(exc):
                 if attempt:
                     result.error = f"{result.error} (after {attempt + 1} attempts)"
                 return result
             delay = self._backoff(attempt, exc)
             log.warning("lm call to %s failed (%s); retry %d/%d in %.1fs", cfg.model, result.error,
                         attempt + 1, cfg.num_retries, delay)
-            self._sleep(delay)  # outside the limit: a waiting retry must not block other calls
+            if cancel is not None:
+                if cancel.wait(delay):
+                    return _interrupted(cfg, cancel, sent=False)
+            else:
+                self._sleep(delay)  # outside the limit: a waiting retry must not block other calls
             attempt += 1
 
     def _attempt(self, cfg: LMConfig, kwargs: dict, api_key: Optional[str], attempt: int,
-                 journal: Optional[AttemptJournal]) -> tuple[LMResult, Optional[BaseException]]:
+                 journal: Optional[AttemptJournal], cancel=None) -> tuple[LMResult, Optional[BaseException]]:
         """One request, reported to the journal. (result, the exception when it failed)."""
         if journal is not None:
             journal.begin(attempt)
         t0 = time.monotonic()
-        try:
-            result, exc = _success(cfg, litellm.completion(**kwargs)), None
-        except Exception as caught:  # noqa: BLE001 -- every provider failure becomes an LMResult
-            exc = caught
+        outcome = _send(kwargs) if cancel is None else _send_cancellable(kwargs, cancel)
+        if outcome is None:
+            result, exc = _interrupted(cfg, cancel, sent=True, messages=kwargs["messages"]), _Interrupted()
+        elif isinstance(outcome, BaseException):
+            exc = outcome
             result = _failure(cfg, describe(exc, api_key))
             result.error_kind = error_kind(exc)
+        else:
+            result, exc = _success(cfg, outcome), None
         result.seconds = time.monotonic() - t0
         if journal is not None:
             journal.end(attempt, result)
@@ -269,6 +286,49 @@ class LMClient:
             return min(retry_after, _MAX_BACKOFF_SECONDS)
         base = min(self._backoff_base * (2 ** attempt), _MAX_BACKOFF_SECONDS)
         return base * random.uniform(0.5, 1.0)  # jitter: parallel callers do not retry in lockstep
+
+
+class _Interrupted(Exception):
+    """An attempt abandoned because its ``cancel`` was set."""
+
+
+def _send(kwargs: dict):
+    """litellm's response, or the exception it raised."""
+    try:
+        return litellm.completion(**kwargs)
+    except Exception as caught:  # noqa: BLE001 -- every provider failure becomes an LMResult
+        return caught
+
+
+def _send_cancellable(kwargs: dict, cancel):
+    """``_send`` in a thread of its own, so that the caller can stop waiting: the response or
+    exception, or None when ``cancel`` was set first (the thread is abandoned; it ends when
+    the provider answers)."""
+    box: list = []
+    done = threading.Event()
+
+    def send() -> None:
+        box.append(_send(kwargs))
+        done.set()
+
+    threading.Thread(target=send, daemon=True, name="lm-request").start()
+    while not done.wait(0.1):
+        if cancel.is_set():
+            return None
+    return box[0]
+
+
+def _interrupted(cfg: LMConfig, cancel, sent: bool, messages: Optional[list] = None) -> LMResult:
+    """The result of a call cut off by ``cancel``: when its request was sent, the prompt's
+    estimated cost (the provider may bill it; the answer is unknown)."""
+    result = _failure(cfg, f"interrupted ({cancel.reason or 'the run was interrupted'})"
+                           + ("; the request was abandoned, its cost estimated from the prompt" if sent else ""))
+    result.error_kind = INTERRUPTED
+    if sent:
+        from engine.lm.journal import estimated_prompt_cost
+
+        result.tokens_in, result.cost_usd = estimated_prompt_cost(cfg.model, messages or [])
+    return result
 
 
 def _success(cfg: LMConfig, response) -> LMResult:

@@ -15,12 +15,14 @@ from storage import lm_calls, repo
 from storage.db import Database
 from storage.models import LMCall, utcnow
 
+from engine.interrupt import INTERRUPTED
+
 log = logging.getLogger("refract.lm")
 
 # error_kind (engine.lm.errors.error_kind, plus no_fence and crash) -> how the CLI and the studio name it
 KIND_LABELS = {"rate_limit": "429", "server_error": "5xx", "timeout": "timeout", "bad_body": "bad body",
                "connection": "connection", "request": "refused request", "no_fence": "no fenced block",
-               "crash": "interrupted by a crash"}
+               "crash": "interrupted by a crash", INTERRUPTED: "cut by a pause, a stop or the time limit"}
 
 
 class RunJournal:
@@ -34,7 +36,9 @@ class RunJournal:
         self.ids.append(lm_calls.start_lm_call(self.db, LMCall(**self.fields, attempt=attempt, started_at=utcnow())))
 
     def end(self, attempt: int, result) -> None:
-        lm_calls.finish_lm_call(self.db, self.ids[-1], "failed" if result.error else "done", answer=result.text or "",
+        # a pause or a stop is not an LM failure: such an attempt is "interrupted", costed, not failed
+        status = "interrupted" if result.error_kind == INTERRUPTED else "failed" if result.error else "done"
+        lm_calls.finish_lm_call(self.db, self.ids[-1], status, answer=result.text or "",
                             tokens_in=result.tokens_in, tokens_out=result.tokens_out, cost_usd=result.cost_usd,
                             seconds=result.seconds, error=result.error, error_kind=result.error_kind)
 
@@ -43,7 +47,8 @@ class RunJournal:
         return repo.record_lm_call(self.db, LMCall(**self.fields, answer=result.text or "", tokens_in=result.tokens_in,
                                                    tokens_out=result.tokens_out, cost_usd=result.cost_usd,
                                                    seconds=result.seconds, cached=result.cached, error=result.error,
-                                                   status="failed" if result.error else "done",
+                                                   status=("interrupted" if result.error_kind == INTERRUPTED else
+                                                           "failed" if result.error else "done"),
                                                    error_kind=result.error_kind, started_at=utcnow()))
 
 
@@ -81,7 +86,7 @@ def lm_failure_summary(calls: int, failed: int, interrupted: int, kinds: Optiona
     """One sentence on a run's LM failures (its ``lm_calls*`` totals and the failures by
     kind), '' when there were none: ``31 of 104 LM calls failed (429 ×12, timeout ×9 …); 2 of
     104 LM calls were interrupted by a crash …``."""
-    kinds = {k: n for k, n in (kinds or {}).items() if k != "crash" and n}
+    kinds = {k: n for k, n in (kinds or {}).items() if k not in ("crash", INTERRUPTED) and n}
     parts = []
     if failed:
         parts.append(f"{failed} of {calls} LM calls failed" + (f" ({describe_kinds(kinds)})" if kinds else ""))

@@ -322,6 +322,8 @@ class AsyncSchedule:
                 call = repo.get_lm_call(ctx.db, cand.lm_call_id)
                 w.cost_usd += call.cost_usd if call else 0.0
         self.idle = 0 if job.evaluable else self.idle + 1
+        if not ctx.interrupt.is_set():  # a cut proposal says nothing about how long one takes
+            ctx.budget.note_duration(time.monotonic() - job.started, "proposal")
         self._close_steps()
 
     def _close_steps(self, force: bool = False) -> None:

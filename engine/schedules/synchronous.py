@@ -133,6 +133,8 @@ def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> Ste
     step.metric_calls = run_after.metric_calls - run_before.metric_calls
     step.cost_usd = run_after.cost_usd - run_before.cost_usd
     wall = time.monotonic() - t0
+    if not ctx.interrupt.is_set():  # a step cut short says nothing about how long one takes
+        ctx.budget.note_duration(wall)
     shape = shape_of(cfg)
     return close_step(ctx, step, events=ctx.timeline.events, proposals=len(outcomes), seconds=wall,
                       busy_seconds=ctx.evals.executor.busy_seconds() - busy0, since_previous=wall,

@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 from storage import repo
 from storage.models import Candidate
-from storage.states import CandidateStatus
+from storage.states import CandidateStatus, Origin
 
 from engine.config import SearchConfig
 from engine.context import RunContext
@@ -46,9 +46,21 @@ class Validator:
         its scores to the pool."""
         why_stopped: list[str] = []
         keep_going = self._early_stop(why_stopped) if self.search.early_stop_validation else None
-        results = self.evals.evaluate(child, self.val_keys, kind="validation", keep_going=keep_going)
+        # the seed's pass is never cut: every run needs one whole validated candidate to go on from
+        seed = child.origin == Origin.SEED
+        results = self.evals.evaluate(child, self.val_keys, kind="validation", keep_going=keep_going,
+                                      interruptible=not seed)
         scores = {k: r.score for k, r in results.items()}
         n = len(self.val_keys)
+        cut = self.evals.interrupt.reason if self.evals.interrupt.is_set() and len(scores) < n and not seed else ""
+        if cut and not scores:  # not validated at all: it stays out of the pool, and says why
+            child.status = CandidateStatus.REJECTED
+            child.reason = (f"improved on its minibatch; its validation pass was interrupted ({cut}) before it began. "
+                            "Pin it to validate it")
+            self.save(child)
+            return
+        if cut:
+            why_stopped.insert(0, f"interrupted ({cut}) after {len(scores)} of {n} examples")
         child.status = CandidateStatus.ACCEPTED
         child.val_count = len(scores)
         child.val_mean = sum(scores.values()) / len(scores) if scores else None

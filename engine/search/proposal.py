@@ -14,6 +14,7 @@ from storage.states import CandidateStatus, Origin
 
 from engine.context import RunContext
 from engine.evaluation import Scored
+from engine.interrupt import INTERRUPTED
 from engine.lm.images import supports_vision
 from engine.search.reflection import UNCHANGED, ExampleFeedback, build_prompt, parse_answer
 from engine.state import content_hash, deterministic_id, to_evaluator
@@ -90,7 +91,8 @@ def _other_components(ctx: RunContext, parent: Candidate, child: Candidate, k: i
         res, _ = ctx.call_lm(cfg.reflection_lm, prompt.messages, "reflection", child.id, sample_index=k,
                              temperature=proposal_temperature(cfg.reflection_lm.temperature, k))
         if res.error:
-            _fail(ctx, child, f"reflection LM failed on component {comp!r}: {res.error}")
+            _fail(ctx, child, res.error if res.error_kind == INTERRUPTED else
+                  f"reflection LM failed on component {comp!r}: {res.error}")
             return None
         parsed = parse_answer(res.text, parent.content[comp], require_fence=cfg.search.require_fence)
         if parsed.text is not None:
@@ -140,6 +142,8 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
     for attempt in range(2):  # one retry, told what was wrong: unchanged, invalid, or a repeat
         res, call_id = ctx.call_lm(cfg.reflection_lm, messages, "reflection", child.id, sample_index=k, temperature=temperature)
         child.lm_call_id = call_id
+        if res.error_kind == INTERRUPTED:
+            return _fail(ctx, child, res.error)
         if res.error:
             return _fail(ctx, child, f"reflection LM failed: {res.error}")
         parsed = parse_answer(res.text, current, require_fence=cfg.search.require_fence)
@@ -186,6 +190,11 @@ def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, min
                        parent_results: dict[str, Scored]) -> Outcome:
     results = ctx.evals.evaluate(child, [k for k in minibatch if k in parent_results], kind="minibatch")
     keys = [k for k in results if k in parent_results]
+    if not keys and ctx.interrupt.is_set():  # a text worth keeping: rejected untested, not failed
+        child.status, child.finished_at = CandidateStatus.REJECTED, utcnow()
+        child.reason = f"interrupted ({ctx.interrupt.reason}) before its minibatch test. Pin it to validate it"
+        ctx.save(child)
+        return Outcome(child.id, False, 0.0)
     if not keys:
         _fail(ctx, child, "budget: no metric calls left to test it")
         return Outcome(child.id, False, 0.0)

@@ -77,7 +77,8 @@ def test_try_evaluator_runs_in_the_engine_while_the_page_polls(studio, browser):
     page.get_by_text("Evaluator on the seed", exact=True).wait_for()
     page.get_by_text("Evaluator on the seed", exact=True).scroll_into_view_if_needed()
     shot(page, "e2e-try-evaluator-running")
-    page.get_by_text(re.compile(r"^w0 · score \d\.\d{3}")).first.wait_for(timeout=60_000)  # then the table
+    # then the table, its rows numbered as the preview numbers them
+    page.get_by_text(re.compile(r"^row 1 \(w\d+\) · score \d\.\d{3}")).first.wait_for(timeout=60_000)
     # the progress line goes away once the result is there (the panel stops polling)
     expect(page.get_by_text(re.compile("waiting for the engine|example\\(s\\) evaluated…"))).to_have_count(0)
     page.locator('[data-testid="stDataFrame"]').last.scroll_into_view_if_needed()

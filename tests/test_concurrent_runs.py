@@ -1,0 +1,96 @@
+"""Several runs at once in one worker process (engine/worker.py), their evaluations shared
+fairly (engine/fair_share.py), and the runs list saying why a run waits."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pandas as pd
+
+from engine.executor import EvalOutcome, EvalTask
+from engine.fair_share import FairShare
+from engine.runs import submit_run
+from engine.worker import Worker
+from storage import queries, repo
+from tests.support import toy
+from tests.support.harness import assert_consistent_totals, lm_client, toy_config
+from tests.support.scripted_lm import install_script, uninstall_script
+from ui.analysis import waiting_reasons
+
+
+class _Pool:
+    """A pool of ``workers`` threads that records when each task starts (the order the share
+    handed them over)."""
+
+    def __init__(self, name: str, workers: int, started: list, seconds: float = 0.05) -> None:
+        self.name, self._pool, self.started, self.seconds = name, ThreadPoolExecutor(workers), started, seconds
+        self.workers = workers
+
+    def submit(self, task: EvalTask) -> Future:
+        def run() -> EvalOutcome:
+            self.started.append(self.name)
+            time.sleep(self.seconds)
+            return EvalOutcome(score=1.0)
+        return self._pool.submit(run)
+
+
+def test_the_share_alternates_between_runs_with_work_waiting():
+    share, started = FairShare(capacity=2), []
+    big, small = _Pool("big", 2, started), _Pool("small", 2, started)
+    share.register("big", 2)
+    share.register("small", 2)
+    futures = [share.submit("big", big, EvalTask(candidate="x")) for _ in range(12)]
+    time.sleep(0.02)  # the big run's batch is queued first …
+    futures += [share.submit("small", small, EvalTask(candidate="y")) for _ in range(3)]
+    assert all(f.result(timeout=10).score == 1.0 for f in futures)
+    # … yet the small run's three evaluations start within its fair turns, not after all 12
+    last_small = max(i for i, name in enumerate(started) if name == "small")
+    assert last_small <= 2 + 2 * 3, started
+
+
+def test_a_cancelled_task_never_reaches_the_pool():
+    share, started = FairShare(capacity=1), []
+    pool = _Pool("a", 1, started, seconds=0.3)
+    share.register("a", 1)
+    first = share.submit("a", pool, EvalTask(candidate="x"))
+    second = share.submit("a", pool, EvalTask(candidate="x"))
+    time.sleep(0.05)
+    assert second.cancel()
+    assert first.result(timeout=5).score == 1.0
+    time.sleep(0.1)
+    assert started == ["a"]
+
+
+def test_one_worker_runs_two_runs_at_once_and_the_third_waits_with_a_reason(sqlite_db, tmp_path):
+    db = sqlite_db
+    install_script(toy.script, latency=0.2)
+    try:
+        runs = [submit_run(db, toy_config(6, name=f"run {i}", budget={"max_steps": 2, "stop_at_score": None}))
+                for i in range(3)]
+        worker = Worker(db, lm=lm_client(tmp_path), lease_seconds=30, poll_seconds=0.1, max_runs=2)
+        stop = threading.Event()
+        thread = threading.Thread(target=worker.run_forever, args=(stop,), kwargs={"once": True}, daemon=True)
+        thread.start()
+        seen_running, note = set(), ""
+        deadline = time.monotonic() + 120
+        while thread.is_alive() and time.monotonic() < deadline:
+            statuses = {r: repo.get_run(db, r).status for r in runs}
+            if list(statuses.values()).count("running") == 2 and statuses[runs[2]] == "queued":
+                seen_running.add(tuple(sorted(r for r, s in statuses.items() if s == "running")))
+                worker.beat()
+                table = pd.DataFrame([{"id": r, "status": statuses[r], "created_at": repo.get_run(db, r).created_at}
+                                      for r in runs])
+                note = waiting_reasons(table, queries.worker_status(db), 60).get(runs[2], note)
+            time.sleep(0.05)
+        thread.join(timeout=5)
+        assert not thread.is_alive()
+        assert (tuple(sorted(runs[:2])),) == tuple(seen_running)  # the two oldest ran side by side
+        assert note.startswith("waiting for a worker, 1 in the queue: the engine worker is busy with runs ")
+        assert "2 at a time" in note
+        for r in runs:
+            assert repo.get_run(db, r).status == "completed"
+            assert_consistent_totals(db, r)
+    finally:
+        uninstall_script()
