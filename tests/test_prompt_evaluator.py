@@ -18,10 +18,9 @@ from engine.runs import submit_run
 from storage import queries, repo
 from storage.models import LMCall
 from tests.support.harness import run_optimizer
+from tests.support.prompt_task import BETTER, ROWS, script
 from tests.support.scripted_lm import install_script
 
-ROWS = [{"text": "I was charged twice", "label": "billing"}, {"text": "The app crashes", "label": "bug"},
-        {"text": "How do I export my data?", "label": "question"}, {"text": "Refund my last invoice", "label": "billing"}]
 
 
 def _config(*assertions: dict, **over) -> dict:
@@ -135,24 +134,8 @@ def test_a_python_check_that_raises_scores_zero_and_says_why():
 # ---------------------------------------------------------------- a whole run
 
 
-BETTER = "Answer with the label only: billing, bug or question."
-
-
-def _script(messages, params):
-    """Task LM: the bare label only when the system prompt asks for it. Judge: 10/10 for a bare
-    label. Reflection LM: proposes the better prompt."""
-    system = messages[0]["content"]
-    if params["model"].endswith("task"):
-        label = next(r["label"] for r in ROWS if r["text"] in messages[-1]["content"])
-        return label if "label only" in system else f"Category: {'refund request' if label == 'billing' else label} ticket"
-    if system.startswith("You grade an answer"):
-        bare = messages[-1]["content"].rsplit("The answer:\n", 1)[1].strip() in {r["label"] for r in ROWS}
-        return "SCORE: 10\nREASON: terse." if bare else "SCORE: 3\nREASON: too wordy."
-    return f"Asking for the bare label.\n```\n{BETTER}\n```"
-
-
 def test_a_prompt_run_tunes_the_prompt_and_accounts_for_task_and_judge_calls(sqlite_db, tmp_path):
-    install_script(_script, price_per_token=1e-4)
+    install_script(script, price_per_token=1e-4)
     cfg = parse_config(_config({"type": "icontains", "value": "{label}", "weight": 2},
                                {"type": "llm_rubric", "value": "The answer is only the label, no other words.", "threshold": 0.7},
                                budget={"max_steps": 1, "max_metric_calls": 40}))
