@@ -91,6 +91,11 @@ def test_from_an_empty_form_to_a_previewed_running_prompt_run(studio, page):
     while repo.get_run(studio.db, run_id).status not in ("completed", "stopped", "failed"):
         assert time.monotonic() < deadline + 120
         time.sleep(0.5)
+    page.goto(f"{studio.url}/dashboard?run={run_id}")
+    _ready(page)
+    heading = page.get_by_text("Assertions: pass rate of the best candidate vs the seed (validation)")
+    heading.scroll_into_view_if_needed(timeout=30_000)
+    shot(page, "prompt-dashboard-pass-rates")
     page.goto(f"{studio.url}/compare?run={run_id}")
     _ready(page)
     expect(page.get_by_text(f"+{BETTER}").first).to_be_visible(timeout=30_000)  # the diff: the seed against the best
