@@ -16,6 +16,8 @@ import refract_prompt
 from engine.config import ConfigError, parse_config
 from engine.runs import submit_run
 from storage import queries, repo
+from storage.compare_queries import pair_evaluations
+from ui import compare, prompt_view
 from storage.models import LMCall
 from tests.support.harness import run_optimizer
 from tests.support.prompt_task import BETTER, ROWS, script
@@ -134,14 +136,14 @@ def test_a_python_check_that_raises_scores_zero_and_says_why():
 # ---------------------------------------------------------------- a whole run
 
 
-def test_a_prompt_run_tunes_the_prompt_and_accounts_for_task_and_judge_calls(sqlite_db, tmp_path):
+def test_a_prompt_run_tunes_the_prompt_and_accounts_for_task_and_judge_calls(db, tmp_path):
     install_script(script, price_per_token=1e-4)
     cfg = parse_config(_config({"type": "icontains", "value": "{label}", "weight": 2},
                                {"type": "llm_rubric", "value": "The answer is only the label, no other words.", "threshold": 0.7},
                                budget={"max_steps": 1, "max_metric_calls": 40}))
-    run_id = submit_run(sqlite_db, cfg)
-    run_optimizer(sqlite_db, run_id, tmp_path)
-    evals = repo.evaluations_for(sqlite_db, run_id)
+    run_id = submit_run(db, cfg)
+    run_optimizer(db, run_id, tmp_path)
+    evals = repo.evaluations_for(db, run_id)
     assert evals and not [e for e in evals if e.error]
     seed_side = next(e.side_info for e in evals if e.side_info["output"].startswith("Category: refund"))
     failed = {a["assertion"]: a for a in seed_side["assertions"]}
@@ -150,13 +152,46 @@ def test_a_prompt_run_tunes_the_prompt_and_accounts_for_task_and_judge_calls(sql
     assert not failed["llm_rubric"]["passed"] and "the judge gave 0.3" in failed["llm_rubric"]["reason"]
     scores = sorted({round(e.score, 4) for e in evals})
     assert scores[-1] == 1.0 and scores[0] < 0.5  # (2·0 + 0.3)/3 for the seed's billing tickets; 1 for the better prompt
-    run = queries.run_overview(sqlite_db, run_id)
+    run = queries.run_overview(db, run_id)
     assert run["best_val_mean"] == 1.0
     assert run["calls_by_purpose"]["task"] > 0 and run["calls_by_purpose"]["judge"] > 0
     assert run["cost_by_purpose"]["task"] > 0 and run["cost_by_purpose"]["judge"] > 0
-    with sqlite_db.read() as s:
+    with db.read() as s:
         calls = list(s.exec(select(LMCall).where(LMCall.run_id == run_id)))
     assert {c.model for c in calls if c.purpose == "judge"} == {"scripted/reflect"}  # the reflection LM by default
     assert all(c.candidate_id and c.example_key for c in calls if c.purpose in ("task", "judge"))
-    assert BETTER in [c.content["text"] for c in repo.list_candidates(sqlite_db, run_id)]
+    assert BETTER in [c.content["text"] for c in repo.list_candidates(db, run_id)]
     assert json.dumps(seed_side)  # side information is plain JSON for the reflection prompt and the studio
+    # the studio's compare view and the dashboard's pass rates read the same evaluations
+    seed_id = next(c.id for c in repo.list_candidates(db, run_id) if c.origin == "seed")
+    rows = pair_evaluations(db, run_id, seed_id, run["best_candidate_id"])
+    assert len(rows) == len(ROWS) and all(r["score_b"] == 1.0 for r in rows)
+    table = compare.pair_table(rows, compare.validation_split(rows))
+    assert list(table["output B"]) == [r["label"] for r in ROWS]
+    assert list(table["failed A"]) == ["icontains, llm_rubric", "llm_rubric", "llm_rubric", "icontains, llm_rubric"]
+    rates = prompt_view.pass_rates(rows, "train").set_index("assertion")
+    assert rates.loc["icontains"].tolist() == [0.5, 1.0] and rates.loc["llm_rubric"].tolist() == [0.0, 1.0]
+
+
+def test_the_studio_form_round_trips_a_prompt_evaluator():
+    from ui import keys as K, prompt_form, run_form
+
+    cfg = parse_config(_config({"type": "json_schema", "value": {"type": "object"}, "weight": 2},
+                               {"type": "max_length", "value": 30}, {"type": "is_json"}))
+    draft = run_form.draft_from_config(cfg.stored(), "scripted/reflect")
+    assert draft[K.NEW_EVAL_KIND] == "prompt" and draft[K.NEW_TASK_MODEL] == "scripted/task"
+    assert draft[K.NEW_PROMPT_ASSERTS][0] == {"type": "json_schema", "value": '{"type": "object"}', "weight": 2.0}
+    again, errors = run_form.validate(draft)
+    assert not errors and again.prompt_evaluator.assertions == cfg.prompt_evaluator.assertions
+    assert again.evaluator == cfg.evaluator
+    draft[K.NEW_PROMPT_ASSERTS].append({"type": "regex", "value": "([a-z]", "weight": 1.0})
+    draft[K.NEW_PROMPT_USER] = "Ticket: {body}"
+    errors = run_form.validate(draft)[1]
+    assert any("not a valid regular expression" in e for e in errors[K.NEW_PROMPT_ASSERTS])
+    draft[K.NEW_PROMPT_ASSERTS].pop()
+    assert run_form.validate(draft)[1][K.NEW_PROMPT_USER][0].startswith("{body} names no field")
+    draft[K.NEW_EVAL_KIND] = "code"  # the code path keeps the task model, which its lm() calls
+    assert run_form.config_from_draft(draft)[0]["task_lm"] == {"model": "scripted/task"}
+    assert "prompt_evaluator" not in run_form.config_from_draft(draft)[0]
+    assert prompt_form.assertion_config({"type": "is_json", "value": float("nan"), "weight": None}) == \
+        {"type": "is_json", "weight": 1.0}
