@@ -195,3 +195,29 @@ def test_the_studio_form_round_trips_a_prompt_evaluator():
     assert "prompt_evaluator" not in run_form.config_from_draft(draft)[0]
     assert prompt_form.assertion_config({"type": "is_json", "value": float("nan"), "weight": None}) == \
         {"type": "is_json", "weight": 1.0}
+
+
+def test_the_new_run_page_loads_the_prompt_example_shows_its_evaluator_and_ejects_it(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from tests.support.studio import studio_database
+    from ui import keys as K
+
+    studio_database(tmp_path, monkeypatch)
+    app = str(Path(__file__).resolve().parent.parent / "app.py")
+    at = AppTest.from_file(app, default_timeout=60)
+    at.switch_page(str(Path(app).parent / "pages/new_run.py")).run()
+    name = next(o for o in at.selectbox(key=K.NEW_TEMPLATE).options if "ticket_routing" in o)
+    at.selectbox(key=K.NEW_TEMPLATE).set_value(name).run()
+    at.button(key=K.NEW_LOAD_TEMPLATE).click().run()
+    assert at.radio(key=K.NEW_EVAL_KIND).value == "prompt" and at.text_area(key=K.NEW_PROMPT_USER).value == "Ticket: {text}"
+    assert at.button(key=K.NEW_PREVIEW).label == "Preview on three examples"
+    at.toggle(key=K.NEW_SHOW_SOURCE).set_value(True).run()
+    source = at.code[0].value
+    assert "from refract_prompt import PromptEvaluator" in source and "'value': '{label}'" in source
+    at.button(key=K.NEW_EJECT).click().run()
+    at.toggle(key="new_plain_editor").set_value(True).run()
+    assert not at.exception
+    assert at.radio(key=K.NEW_EVAL_KIND).value == "code" and at.text_area(key=K.NEW_EVALUATOR).value.strip() == source.strip()
