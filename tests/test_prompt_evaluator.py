@@ -7,13 +7,15 @@ through the real sandbox and the optimizer with a scripted task LM, reflection L
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from sqlmodel import select
 
 import engine  # noqa: F401  first: offline price map, and the runtime modules importable
 import refract_prompt
-from engine.config import ConfigError, parse_config
+from engine.config import ConfigError, load_config, parse_config
 from engine.runs import submit_run
 from storage import queries, repo
 from storage.compare_queries import pair_evaluations
@@ -198,8 +200,6 @@ def test_the_studio_form_round_trips_a_prompt_evaluator():
 
 
 def test_the_new_run_page_loads_the_prompt_example_shows_its_evaluator_and_ejects_it(tmp_path, monkeypatch):
-    from pathlib import Path
-
     from streamlit.testing.v1 import AppTest
 
     from tests.support.studio import studio_database
@@ -221,3 +221,27 @@ def test_the_new_run_page_loads_the_prompt_example_shows_its_evaluator_and_eject
     at.toggle(key="new_plain_editor").set_value(True).run()
     assert not at.exception
     assert at.radio(key=K.NEW_EVAL_KIND).value == "code" and at.text_area(key=K.NEW_EVALUATOR).value.strip() == source.strip()
+
+
+README_TOML = re.compile(r"## Tuning a prompt\n.*?```toml\n(.*?)```", re.S)
+
+
+def test_the_readme_example_loads_and_says_what_it_does(tmp_path):
+    from engine.lm.params import evaluator_lm
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    (tmp_path / "config.toml").write_text(README_TOML.search(readme).group(1))
+    (tmp_path / "tickets.csv").write_text("text,label\nI was charged twice,billing\nThe app crashes,bug\n")
+    cfg = load_config(tmp_path / "config.toml")
+    assert [a.type for a in cfg.prompt_evaluator.assertions] == ["icontains", "max_length", "llm_rubric"]
+    assert cfg.task_lm.model == "openai/gpt-4.1-mini" and "from refract_prompt import PromptEvaluator" in cfg.evaluator
+    assert evaluator_lm(cfg, "judge", {})[0].model == cfg.reflection_lm.model  # no [judge_lm]: the reflection LM
+    stored = {k: v for k, v in cfg.stored().items() if v is not None and k not in ("evaluator", "dataset_file")}
+    judged = parse_config({**stored, "judge_lm": {"model": "scripted/judge"}})
+    assert evaluator_lm(judged, "judge", {"temperature": 0.0})[0].model == "scripted/judge"
+    assert evaluator_lm(judged, None, {})[1] == "task"
+    with pytest.raises(RuntimeError, match="refused"):
+        evaluator_lm(judged, "openai/gpt-4o", {})
+    # braces that are not {identifier} are no placeholders; a graded python check scores between 0 and 1
+    assert _score({"type": "regex", "value": r"^[a-z]{3,}$"}, "billing")[0] == 1.0
+    assert _score({"type": "python", "value": "len(output) / 20"}, "0123456789")[0] == 0.5
