@@ -245,3 +245,11 @@ def test_the_readme_example_loads_and_says_what_it_does(tmp_path):
     # braces that are not {identifier} are no placeholders; a graded python check scores between 0 and 1
     assert _score({"type": "regex", "value": r"^[a-z]{3,}$"}, "billing")[0] == 1.0
     assert _score({"type": "python", "value": "len(output) / 20"}, "0123456789")[0] == 0.5
+
+
+def test_a_later_row_without_a_field_is_an_evaluation_error_that_names_it():
+    cfg = parse_config(_config())
+    ns: dict = {}
+    exec(compile(cfg.evaluator, "evaluator.py", "exec"), ns)
+    with pytest.raises(KeyError, match="this example has no field 'text', which the prompt evaluator uses as {text}"):
+        ns["PROMPT"].messages("Classify.", {"label": "billing"})

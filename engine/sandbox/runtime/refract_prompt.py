@@ -31,6 +31,8 @@ def fill(template: str, values: dict, escape: Optional[Callable[[str], str]] = N
     """``template`` with each ``{name}`` replaced by ``str(values[name])`` (``escape``d when
     given); braces that are not ``{identifier}`` stay as they are."""
     def one(m: re.Match) -> str:
+        if m.group(1) not in values:  # checked on the first rows at load time; a later row may still lack it
+            raise KeyError(f"this example has no field {m.group(1)!r}, which the prompt evaluator uses as {m.group(0)}")
         text = values[m.group(1)]
         text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
         return escape(text) if escape else text
