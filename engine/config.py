@@ -205,6 +205,9 @@ class RunConfig(_Strict):
             if not self.evaluator:
                 raise ValueError("evaluator: must not be empty")
             return
+        if self.executor.backend != "local":
+            raise ValueError("prompt_evaluator: needs executor.backend = \"local\"; the task LM is called through "
+                             "lm(), which Dask workers cannot reach")
         check_placeholders(self.prompt_evaluator, self.seed_candidate, self.dataset)
         self.evaluator = generate_source(self.prompt_evaluator, self.seed_candidate)
 

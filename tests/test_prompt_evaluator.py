@@ -78,6 +78,7 @@ def test_placeholders_are_checked_against_the_first_rows():
 
 def test_a_prompt_evaluator_and_an_evaluator_are_not_both_given():
     assert "prompt_evaluator: give prompt_evaluator or an evaluator" in _error(_config(evaluator="def evaluate(c, e): return 1"))
+    assert "prompt_evaluator: needs executor.backend = \"local\"" in _error(_config(executor={"backend": "dask"}))
 
 
 def test_the_generated_evaluator_is_regenerated_from_the_stored_table():

@@ -39,9 +39,9 @@ def start_check(model: str, api_base: str, api_key_env: str, result_key: str = K
     st.session_state[result_key] = jobs.submit_job(data.get_db(), CHECK_LM, payload, author=current_user())
 
 
-def show_try() -> None:
+def show_try(examples: int = TRY_EXAMPLES) -> None:
     _show(K.NEW_TRY_RESULT, "Evaluator on the seed",
-          "waiting for the engine to run the evaluator on the first examples in the sandbox…", _try_result)
+          f"waiting for the engine to run the evaluator on up to {examples} examples in the sandbox…", _try_result)
 
 
 def show_check(result_key: str = K.NEW_LM_RESULT) -> None:
