@@ -12,32 +12,18 @@ import pytest
 from playwright.sync_api import expect
 
 from storage import repo
-from storage.db import Database
 from tests.support.prompt_task import BETTER, ROWS
-from tests.support.scripted_lm import SUBPROCESS_ENV
 
-from .conftest import shot, start_studio, stop_studio
+from .conftest import ready, shot, stop_studio, studio_with_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("prompt-studio")
-    url = f"sqlite:///{tmp}/prompt.db"
-    db = Database(url)
-    db.create_all()
-    proc, studio = start_studio(tmp, url, worker=True, env={"REFRACT_SCRIPTED_LM": "tests.support.prompt_task:script",
-                                                            **SUBPROCESS_ENV})
-    studio.db = db
+    proc, studio = studio_with_worker(tmp_path_factory.mktemp("prompt-studio"), 0.0, "tests.support.prompt_task:script")
     yield studio
     stop_studio(proc)
-
-
-def _ready(page):
-    page.wait_for_selector('[data-testid="stApp"]')
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000)
-    assert page.locator('[data-testid="stException"]').count() == 0, page.locator('[data-testid="stException"]').first.inner_text()
 
 
 def _fill(page, label: str, text: str) -> None:
@@ -48,22 +34,22 @@ def _fill(page, label: str, text: str) -> None:
         page.wait_for_timeout(250)
     box.fill(text)
     box.press("Tab")  # a text input or area commits its value on blur
-    _ready(page)
+    ready(page)
 
 
 def test_from_an_empty_form_to_a_previewed_running_prompt_run(studio, page):
     page.goto(f"{studio.url}/new")
-    _ready(page)
+    ready(page)
     page.get_by_text("Start from a built-in example").wait_for()
     _fill(page, "Run name", "ticket routing")
     _fill(page, "Seed candidate", "Classify the support ticket.")
     page.get_by_text("prompt: a task LM and assertions").click()
-    _ready(page)
+    ready(page)
     _fill(page, "User message", "Ticket: {text}")
     _fill(page, "Task model (litellm string): answers each example", "scripted/task")
     _fill(page, "Model (litellm string)", "scripted/reflect")
     page.get_by_text("paste text").click()
-    _ready(page)
+    ready(page)
     _fill(page, "Examples", "".join(json.dumps(r) + "\n" for r in ROWS))
     expect(page.get_by_text("Columns: label, text.")).to_be_visible()
     page.get_by_role("button", name="Preview on three examples").click()
@@ -85,19 +71,19 @@ def test_from_an_empty_form_to_a_previewed_running_prompt_run(studio, page):
         time.sleep(0.5)
     cfg = repo.get_run(studio.db, run_id).config
     assert cfg["prompt_evaluator"]["user"] == "Ticket: {text}" and cfg["task_lm"]["model"] == "scripted/task"
-    _ready(page)
+    ready(page)
     shot(page, "prompt-run-dashboard")
 
     while repo.get_run(studio.db, run_id).status not in ("completed", "stopped", "failed"):
         assert time.monotonic() < deadline + 120
         time.sleep(0.5)
     page.goto(f"{studio.url}/dashboard?run={run_id}")
-    _ready(page)
+    ready(page)
     heading = page.get_by_text("Assertions: pass rate of the best candidate vs the seed (validation)")
     heading.scroll_into_view_if_needed(timeout=30_000)
     shot(page, "prompt-dashboard-pass-rates")
     page.goto(f"{studio.url}/compare?run={run_id}")
-    _ready(page)
+    ready(page)
     expect(page.get_by_text(f"+{BETTER}").first).to_be_visible(timeout=30_000)  # the diff: the seed against the best
     expect(page.get_by_text(re.compile(r"A 0\.\d+ · B 1\.000 · B − A \+0\.\d+ over the \d example")).first).to_be_visible(timeout=30_000)
     shot(page, "prompt-compare")
