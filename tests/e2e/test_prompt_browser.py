@@ -52,6 +52,8 @@ def test_from_an_empty_form_to_a_previewed_running_prompt_run(studio, page):
     ready(page)
     _fill(page, "Examples", "".join(json.dumps(r) + "\n" for r in ROWS))
     expect(page.get_by_text("Columns: label, text.")).to_be_visible()
+    page.get_by_text("User message").first.scroll_into_view_if_needed()
+    shot(page, "prompt-form")
     page.get_by_role("button", name="Preview on three examples").click()
     expect(page.get_by_text("Task LM output").first).to_be_attached(timeout=90_000)
     panel = page.get_by_text("Evaluator on the seed").locator("xpath=ancestor::div[@data-testid='stVerticalBlock'][1]")
