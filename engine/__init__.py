@@ -34,24 +34,26 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-def _register_refract_evaluator() -> None:
-    """Make ``import refract_evaluator`` work in this process, as it does in the sandbox: an
+def _register_runtime_modules() -> None:
+    """Make ``import refract_evaluator`` (and ``refract_prompt``, which the evaluator of a
+    ``[prompt_evaluator]`` imports) work in this process, as they do in the sandbox: an
     evaluator run in-process by ``optimize_anything`` uses ``oa.log`` like a sandboxed one. The
-    module is loaded from its file (stdlib only), without importing the sandbox package."""
+    modules are loaded from their files, without importing the sandbox package."""
     import importlib.util
     import sys
     from pathlib import Path
 
-    if "refract_evaluator" in sys.modules:
-        return
-    path = Path(__file__).resolve().parent / "sandbox" / "runtime" / "refract_evaluator.py"
-    spec = importlib.util.spec_from_file_location("refract_evaluator", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["refract_evaluator"] = module
-    spec.loader.exec_module(module)
+    for name in ("refract_evaluator", "refract_prompt"):  # in this order: the second imports the first
+        if name in sys.modules:
+            continue
+        path = Path(__file__).resolve().parent / "sandbox" / "runtime" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
 
 
-_register_refract_evaluator()
+_register_runtime_modules()
 
 
 def __getattr__(name: str):

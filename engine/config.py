@@ -15,6 +15,8 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from engine.prompt_evaluator import PromptEvaluatorConfig, check_placeholders, generate_source
+
 LOCAL_MODEL = "local/qwen2.5-coder-1.5b"
 
 
@@ -142,8 +144,9 @@ class RunConfig(_Strict):
     background: str = ""
     artifact_kind: str = ""
     seed_candidate: Union[str, dict[str, str], None] = None
-    evaluator: str = Field(min_length=1)
+    evaluator: str = Field("", description="the evaluator's source; generated when prompt_evaluator is given")
     evaluator_file: Optional[str] = None
+    prompt_evaluator: Optional[PromptEvaluatorConfig] = None
     dataset: Optional[list[Any]] = None
     valset: Optional[list[Any]] = None
     testset: Optional[list[Any]] = None
@@ -154,6 +157,7 @@ class RunConfig(_Strict):
     budget: BudgetConfig = BudgetConfig()
     reflection_lm: LMConfig = LMConfig()
     task_lm: Optional[LMConfig] = None
+    judge_lm: Optional[LMConfig] = Field(None, description="the model of llm_rubric assertions; the reflection LM by default")
     executor: ExecutorConfig = ExecutorConfig()
     limits: DataLimits = DataLimits()
     allow_outside_files: bool = Field(False, description="the files named by *_file may lie outside the config's folder")
@@ -182,8 +186,10 @@ class RunConfig(_Strict):
                                  "use a sample of the data, or raise the limit in [limits]")
         if self.testset and not self.dataset:
             raise ValueError("testset: a testset needs a dataset (the search never sees the test set); give a dataset too")
-        if self.task_lm is not None and self.task_lm.prompt_template is not None:
-            raise ValueError("task_lm.prompt_template: only the reflection LM has a prompt template; move it to [reflection_lm]")
+        for name in ("task_lm", "judge_lm"):
+            if getattr(self, name) is not None and getattr(self, name).prompt_template is not None:
+                raise ValueError(f"{name}.prompt_template: only the reflection LM has a prompt template; move it to [reflection_lm]")
+        self._evaluator_source()
         if self.search.skip_perfect_score and self.search.max_score is None:
             raise ValueError("search.skip_perfect_score: needs search.max_score (the perfect score of one example)")
         self._schedule_supports_search()
@@ -191,6 +197,19 @@ class RunConfig(_Strict):
             raise ValueError("valset: a valset needs a dataset (the examples the reflection LM learns from); "
                              "give a dataset, or give these examples as the dataset (it is then also the valset)")
         return self
+
+    def _evaluator_source(self) -> None:
+        """A prompt evaluator is compiled to the evaluator's source (again on every load, so
+        the stored source always matches the stored table)."""
+        if self.prompt_evaluator is None:
+            if not self.evaluator:
+                raise ValueError("evaluator: must not be empty")
+            return
+        if self.executor.backend != "local":
+            raise ValueError("prompt_evaluator: needs executor.backend = \"local\"; the task LM is called through "
+                             "lm(), which Dask workers cannot reach")
+        check_placeholders(self.prompt_evaluator, self.seed_candidate, self.dataset)
+        self.evaluator = generate_source(self.prompt_evaluator, self.seed_candidate)
 
     def _schedule_supports_search(self) -> None:
         """Every [search] option works in both schedules or is refused here, where it was set."""
@@ -234,7 +253,11 @@ def parse_config(data: dict, base_dir: Path | None = None, allow_outside_files: 
     problems: list[str] = []
     limits = _limits(data)
     allow = allow_outside_files or data.get("allow_outside_files") is True
-    if "evaluator_file" in data and "evaluator" in data:
+    if "prompt_evaluator" in data and ("evaluator_file" in data or "evaluator" in data):
+        problems.append("prompt_evaluator: give prompt_evaluator or an evaluator (evaluator_file / evaluator), not both")
+    elif "prompt_evaluator" in data:
+        pass  # compiled to the evaluator's source when the config is validated
+    elif "evaluator_file" in data and "evaluator" in data:
         problems.append("evaluator: give evaluator_file or evaluator, not both")
     elif "evaluator_file" in data:
         path = _inside(base, data, "evaluator_file", allow, problems)
@@ -245,7 +268,8 @@ def parse_config(data: dict, base_dir: Path | None = None, allow_outside_files: 
         except ValueError as exc:  # names the file and the byte, never the content
             problems.append(f"evaluator_file: {exc}")
     elif "evaluator" not in data:
-        problems.append("evaluator: missing; give evaluator_file = \"evaluator.py\" or evaluator = \"\"\"…\"\"\"")
+        problems.append("evaluator: missing; give evaluator_file = \"evaluator.py\", evaluator = \"\"\"…\"\"\", "
+                        "or a [prompt_evaluator] table")
     for key in ("dataset", "valset", "testset"):
         fkey = f"{key}_file"
         if fkey in data:

@@ -20,10 +20,11 @@ from storage.db import Database
 log = logging.getLogger("refract.jobs")
 
 TRY_EXAMPLES = 5  # the evaluator is tried on at most this many examples
+PREVIEW_EXAMPLES = 3  # a prompt evaluator's preview: the seed prompt on this many examples
 TRY_EVALUATOR, CHECK_LM = "try_evaluator", "check_lm"
 
 
-def tried_examples(cfg, rows: Optional[list]) -> list[tuple[str, object]]:
+def tried_examples(cfg, rows: Optional[list], limit: int = TRY_EXAMPLES) -> list[tuple[str, object]]:
     """(label, row) of the examples a try evaluates: the first ``rows`` as the person gave them
     (before any shuffled split), labelled ``row N`` as the new-run preview numbers them, with the
     row's own id when it has one; without ``rows``, the first training and validation examples
@@ -32,9 +33,9 @@ def tried_examples(cfg, rows: Optional[list]) -> list[tuple[str, object]]:
     from engine.runs import examples_of
 
     if rows is None:
-        return [(key, row) for key, split, row in examples_of(cfg) if split in ("val", "train")][:TRY_EXAMPLES]
+        return [(key, row) for key, split, row in examples_of(cfg) if split in ("val", "train")][:limit]
     out = []
-    for i, row in enumerate(rows[:TRY_EXAMPLES]):
+    for i, row in enumerate(rows[:limit]):
         key = example_key(row, "train", i)
         out.append((f"row {i + 1}" + ("" if key == f"train-{i}" else f" ({key})"), row))
     return out
@@ -42,8 +43,10 @@ def tried_examples(cfg, rows: Optional[list]) -> list[tuple[str, object]]:
 
 def try_evaluator(db: Database, job_id: str, payload: dict) -> dict:
     """Evaluate the seed of ``payload["config"]`` (a stored run config) on the first examples
-    (``payload["rows"]``, in the order given, when the studio sends them; see ``tried_examples``)
-    in the sandbox, recording each result as it arrives. {"validate", "results": [...]}."""
+    (``payload["rows"]``, in the order given, when the studio sends them; see ``tried_examples``;
+    at most ``payload["examples"]``, default TRY_EXAMPLES) in the sandbox, recording each result as
+    it arrives. {"validate", "results": [...]}. The evaluator's ``lm()`` calls go to the config's
+    task LM (and judge) directly: no run exists yet to record or charge them."""
     from engine.config import RunConfig
     from engine.executor import EvalTask
     from engine.sandbox import make_executor
@@ -52,10 +55,11 @@ def try_evaluator(db: Database, job_id: str, payload: dict) -> dict:
     seed = cfg.seed_candidate
     if seed in (None, ""):
         raise ValueError("there is no seed to try: give a seed candidate (the objective-only mode has none)")
-    examples = tried_examples(cfg, payload.get("rows") if cfg.dataset else None)
+    limit = int(payload.get("examples") or TRY_EXAMPLES)
+    examples = tried_examples(cfg, payload.get("rows") if cfg.dataset else None, limit)
     out: dict = {"validate": None, "results": [], "examples": len(examples)}
     jobs.update_job(db, job_id, f"starting the sandbox for {len(examples)} example(s)", out)
-    executor = make_executor(cfg.executor, cfg.evaluator)
+    executor = make_executor(cfg.executor, cfg.evaluator, _try_lm(cfg))
     try:
         out["validate"] = executor.validate(seed)
         futures = [(key, executor.submit(EvalTask(candidate=seed, example=row if cfg.dataset else None,
@@ -68,6 +72,23 @@ def try_evaluator(db: Database, job_id: str, payload: dict) -> dict:
     finally:
         executor.close()
     return out
+
+
+def _try_lm(cfg):
+    """The ``lm()`` handler of a try: the run's task LM or judge, cached like a run's calls."""
+    from engine.lm.client import LMClient
+    from engine.lm.params import evaluator_lm
+
+    client = LMClient()
+
+    def handle(messages: list, model, params: dict, task) -> dict:
+        lm_cfg, _ = evaluator_lm(cfg, model, params)
+        res = client.complete(lm_cfg, messages)
+        if res.error:
+            raise RuntimeError(f"task LM failed: {res.error}")
+        return {"text": res.text, "cost_usd": res.cost_usd, "tokens_in": res.tokens_in, "tokens_out": res.tokens_out}
+
+    return handle
 
 
 def check_lm(db: Database, job_id: str, payload: dict) -> dict:

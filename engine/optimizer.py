@@ -20,6 +20,7 @@ from storage.states import CandidateStatus, Origin, RunStatus
 from engine.schedules.asynchronous import AsyncSchedule
 from engine.budget import Budget
 from engine.commands import CommandApplier
+from engine.lm.params import evaluator_lm
 from engine.config import RunConfig
 from engine.context import RunContext
 from engine.evaluation import EvaluationService, Timeline
@@ -98,18 +99,11 @@ class Optimizer:
         charges it to the run and to that evaluation."""
 
         def handle(messages: list, model: Optional[str], params: dict, task: EvalTask) -> str:
-            lm_cfg = ctx.cfg.task_lm or ctx.cfg.reflection_lm
-            # the engine's key pays for these calls: an evaluator may not pick another model
-            if model and model != lm_cfg.model:
-                raise RuntimeError(f"lm(model={model!r}) is refused: evaluators may only call the run's task model "
-                                   f"{lm_cfg.model!r}; set [task_lm] model in the run config to change it")
-            if params:
-                allowed = {k: v for k, v in params.items() if k in ("temperature", "max_tokens")}
-                lm_cfg = lm_cfg.model_copy(update=allowed)
+            lm_cfg, purpose = evaluator_lm(ctx.cfg, model, params)
             testing = task.kind == "test"  # the held-out audit: outside the search's budgets
             if not testing and not ctx.budget.may_call_lm("task"):
                 raise RuntimeError("the run's cost or time budget is spent; lm() is refused")
-            res, _ = ctx.call_lm(lm_cfg, messages, "test" if testing else "task", task.candidate_id,
+            res, _ = ctx.call_lm(lm_cfg, messages, "test" if testing else purpose, task.candidate_id,
                                  example_key=task.example_key, charge=not testing)
             if res.error_kind == INTERRUPTED:
                 task.lm_interrupted = True

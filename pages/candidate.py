@@ -85,6 +85,8 @@ with nl[0]:
     nav.link("dashboard", "Run dashboard", run=run_id, icon=":material/monitoring:")
 with nl[1]:
     nav.link("lineage", "Show in lineage", run=run_id, candidate=cand_id, icon=":material/account_tree:")
+with nl[2]:  # for a prompt run: this candidate's outputs beside its parent's, example by example
+    nav.link("compare", "Compare with its parent", run=run_id, candidate=cand_id, icon=":material/compare:")
 steer.edit_panel(run, c)
 steer.inject_panel(run, list(c["content"] or {}))
 with st.expander("Feedback for the reflection LM", icon=":material/forum:"):

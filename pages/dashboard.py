@@ -16,7 +16,7 @@ from engine.test_pass import audit_line
 from storage.attached import waiting_note
 from storage.queries import elapsed_seconds
 from storage.states import ACTIVE
-from ui import analysis, charts, data, filters, keys, nav, steering, step_links
+from ui import analysis, charts, data, filters, keys, nav, prompt_view, steering, step_links
 from ui.errors import shows_storage_errors
 from ui.lm_health import lm_failures_caption
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
@@ -54,6 +54,7 @@ with head:
                f"{(cfg.get('executor') or {}).get('workers', '?')} workers · selection {md(search.get('selection', '?'))}")
 with links:
     nav.link("lineage", "Lineage", run=run_id, icon=":material/account_tree:")
+    nav.link("compare", "Compare the best with the seed", run=run_id, icon=":material/compare:")
 steering.run_controls(run_id)
 
 
@@ -287,6 +288,12 @@ with st.expander("Two objectives (side_info['scores'])"):
     # on demand: averaging every sub-score of a big run is the heaviest read of the page
     if st.toggle("Show the 2-D Pareto view of two sub-scores", key=keys.DASH_OBJECTIVES_ON):
         objectives_view(run)
+
+if cfg.get("prompt_evaluator"):
+    seeds = data.candidate_rows(url, run_id, data.version_token(run)).query("origin == 'seed'")["id"].tolist()
+    if seeds:
+        st.subheader("Assertions: pass rate of the best candidate vs the seed (validation)")
+        prompt_view.show_pass_rates(data.get_db(), run, seeds[0])
 
 st.subheader("Commands")
 steering.intervention_log(run_id)

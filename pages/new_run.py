@@ -11,8 +11,9 @@ from pathlib import Path
 import streamlit as st
 
 from engine.config import LOCAL_MODEL
+from engine.jobs import PREVIEW_EXAMPLES, TRY_EXAMPLES
 from storage.db import DEFAULT_DATA_DIR
-from ui import data, form_checks, jobs, keys as K, nav, run_form
+from ui import data, form_checks, jobs, keys as K, nav, prompt_form, prompt_section, run_form
 from ui.sidebar import current_user
 
 DRAFT = "_new_draft"
@@ -178,19 +179,25 @@ if mode == run_form.SEED_MODES[0] and not (st.session_state.get(K.NEW_SEED_TEXT)
 
 # ------------------------------------------------------------------ evaluator
 st.subheader("2 · Evaluator")
-st.caption("Python: `evaluate(candidate)` without a dataset, `evaluate(candidate, example)` with one; return a score "
-           "(higher is better) or `(score, side_info)`. An optional `validate(candidate)` returns an error message "
-           "for proposals that should cost no evaluation. It runs in the sandbox, never in the studio.")
-plain = st.toggle("Plain text editor", key=PLAIN_EDITOR, value=st_ace is None, disabled=st_ace is None)
-if plain or st_ace is None:
-    st.text_area("evaluator.py", key=K.NEW_EVALUATOR, height=320)
+kind = st.radio("How candidates are scored", prompt_form.KINDS, horizontal=True, key=K.NEW_EVAL_KIND,
+                format_func=lambda k: {"code": "code: a Python evaluator", "prompt": "prompt: a task LM and assertions"}[k])
+if kind == "prompt":
+    prompt_section.render(DRAFT, EDITOR_VERSION, _errors)
 else:
-    code = st_ace(value=st.session_state[K.NEW_EVALUATOR], language="python", theme="tomorrow", font_size=13,
-                  tab_size=4, show_gutter=True, wrap=False, auto_update=True, min_lines=16, height=320,
-                  key=f"{K.NEW_EVALUATOR_ACE}_{st.session_state.get(EDITOR_VERSION, 0)}")
-    if code is not None and code != st.session_state[K.NEW_EVALUATOR]:
-        st.session_state[K.NEW_EVALUATOR] = code
-_errors(K.NEW_EVALUATOR)
+    st.caption("Python: `evaluate(candidate)` without a dataset, `evaluate(candidate, example)` with one; return a "
+               "score (higher is better) or `(score, side_info)`. An optional `validate(candidate)` returns an error "
+               "message for proposals that should cost no evaluation. It runs in the sandbox, never in the studio.")
+    plain = st.toggle("Plain text editor", key=PLAIN_EDITOR, value=st_ace is None, disabled=st_ace is None)
+    if plain or st_ace is None:
+        st.text_area("evaluator.py", key=K.NEW_EVALUATOR, height=320)
+    else:
+        code = st_ace(value=st.session_state[K.NEW_EVALUATOR], language="python", theme="tomorrow", font_size=13,
+                      tab_size=4, show_gutter=True, wrap=False, auto_update=True, min_lines=16, height=320,
+                      key=f"{K.NEW_EVALUATOR_ACE}_{st.session_state.get(EDITOR_VERSION, 0)}")
+        if code is not None and code != st.session_state[K.NEW_EVALUATOR]:
+            st.session_state[K.NEW_EVALUATOR] = code
+    _errors(K.NEW_EVALUATOR)
+prompt_section.task_model(_errors)
 
 # ------------------------------------------------------------------ dataset
 st.subheader("3 · Dataset")
@@ -313,7 +320,9 @@ run_form.save_draft(DRAFTS_DIR, current_user(), draft)
 # ------------------------------------------------------------------ try / validate / start
 st.divider()
 act = st.columns([1, 1, 1, 1])
-try_clicked = act[0].button("Try evaluator on the seed", key=K.NEW_TRY, icon=":material/science:", width="stretch")
+preview = prompt_form.is_prompt(draft)
+try_clicked = act[0].button("Preview on three examples" if preview else "Try evaluator on the seed",
+                            key=K.NEW_PREVIEW if preview else K.NEW_TRY, icon=":material/science:", width="stretch")
 validate_clicked = act[1].button("Validate", key=K.NEW_VALIDATE, icon=":material/rule:", width="stretch")
 submit_clicked = act[2].button("Start run", key=K.NEW_SUBMIT, type="primary", icon=":material/play_arrow:", width="stretch")
 act[3].button("Clear the form", key=K.NEW_RESET, on_click=_reset, width="stretch")
@@ -325,8 +334,9 @@ if try_clicked or validate_clicked or submit_clicked:
         st.rerun()  # redraw with each message next to its field, and a summary by the buttons
     refusal = jobs.try_refusal(cfg) if submit_clicked else None
     if try_clicked:
-        # the rows as pasted: the results are labelled as the preview above numbers them
-        jobs.start_try(cfg, run_form.dataset_rows(draft)[0])  # the engine worker runs it; the panel below polls it
+        # the rows as pasted (the results are labelled as the preview above numbers them); the
+        # engine worker runs it in the sandbox; the panel below polls it
+        jobs.start_try(cfg, run_form.dataset_rows(draft)[0], PREVIEW_EXAMPLES if preview else TRY_EXAMPLES)
     elif validate_clicked:
         note = "" if cfg.seed_candidate not in (None, "") else " No seed: the reflection LM writes it from the objective."
         st.success(f"Valid: {cfg.mode} run, {len(cfg.dataset or [])} training / {len(cfg.valset or cfg.dataset or [])} "
@@ -349,4 +359,4 @@ if errors_now:
     st.error(f"Not started: {sum(map(len, errors_now.values()))} problem(s) to fix, each shown under its field above: "
              + "; ".join(form_checks.field_label(k) for k in errors_now), icon=":material/arrow_upward:")
 
-jobs.show_try()
+jobs.show_try(PREVIEW_EXAMPLES if preview else TRY_EXAMPLES)

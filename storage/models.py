@@ -154,7 +154,7 @@ class LMCall(SQLModel, table=True):
 
     id: Optional[int] = Field(default=None, primary_key=True)
     run_id: Optional[str] = Field(default=None, foreign_key="run.id", index=True, max_length=32)
-    purpose: str = Field(max_length=20)  # reflection | merge | seed | task | test | check
+    purpose: str = Field(max_length=20)  # reflection | merge | seed | task | judge | test | check
     candidate_id: Optional[str] = Field(default=None, max_length=32)
     example_key: Optional[str] = Field(default=None, max_length=200)
     step: Optional[int] = None

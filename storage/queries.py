@@ -24,7 +24,7 @@ from storage.db import Database, studio_time_limit
 from storage.states import CommandStatus
 from storage.models import LM_ERROR_KINDS, Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step, WorkerBeat
 
-PURPOSES = ("reflection", "merge", "seed", "task")
+PURPOSES = ("reflection", "merge", "seed", "task", "judge")
 
 CANDIDATE_COLUMNS = (
     "id", "origin", "parent_ids", "component", "merge_path", "step", "status", "reason", "pinned", "vetoed", "author",
@@ -92,8 +92,8 @@ def run_overview(db: Database, run_id: str) -> Optional[dict]:
     out["calls_by_purpose"] = {p: int(m[f"n_{p}"] or 0) for p in PURPOSES}
     out["commands_pending"], out["commands_done"] = int(m["commands_pending"] or 0), int(m["commands_done"] or 0)
     out["lm_failures_by_kind"] = {k: int(m[f"lm_{k}"] or 0) for k in LM_ERROR_KINDS}
-    lm_cost = sum(out["cost_by_purpose"].values()) - out["cost_by_purpose"]["task"]
-    out["cost_by_purpose"]["evaluator"] = max(0.0, out["cost_usd"] - lm_cost - out["cost_by_purpose"]["task"])
+    lm_cost = sum(out["cost_by_purpose"].values())  # the evaluator's lm() calls (task, judge) are in it
+    out["cost_by_purpose"]["evaluator"] = max(0.0, out["cost_usd"] - lm_cost)
     return out
 
 

@@ -48,7 +48,9 @@ LABELS = {K.NEW_NAME: "run name", K.NEW_OBJECTIVE: "objective", K.NEW_BACKGROUND
 
 def field_label(key: str) -> str:
     """The name of a form field as its label says it (for the summary by the Start button)."""
-    return LABELS.get(key, key)
+    from ui.prompt_form import LABELS as PROMPT_LABELS
+
+    return LABELS.get(key) or PROMPT_LABELS.get(key, key)
 
 
 def preview_table(rows: list, limit: int = 20):

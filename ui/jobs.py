@@ -18,16 +18,18 @@ from engine.jobs import CHECK_LM, TRY_EVALUATOR, TRY_EXAMPLES
 from storage import jobs
 from ui import data, keys as K
 from ui.errors import shows_storage_errors
-from ui.render import fmt_seconds, md, show_side_info, show_text
+from ui.prompt_view import show_evaluation
+from ui.render import fmt_seconds, md, show_text
 from ui.sidebar import STALE_AFTER_S, current_user
 
 POLL_S = 1.0
 
 
-def start_try(cfg, rows: Optional[list] = None) -> None:
-    """Queue a try of the evaluator on the seed of a validated config, on the first of ``rows``
-    (the dataset as pasted, so that the results are labelled as the preview numbers them)."""
-    payload = {"config": cfg.stored(), **({"rows": rows[:TRY_EXAMPLES]} if rows else {})}
+def start_try(cfg, rows: Optional[list] = None, examples: int = TRY_EXAMPLES) -> None:
+    """Queue a try of the evaluator on the seed of a validated config, on the first ``examples``
+    of ``rows`` (the dataset as pasted, so that the results are labelled as the preview numbers
+    them; a prompt's Preview: ``PREVIEW_EXAMPLES``)."""
+    payload = {"config": cfg.stored(), "examples": examples, **({"rows": rows[:examples]} if rows else {})}
     job_id = jobs.submit_job(data.get_db(), TRY_EVALUATOR, payload, author=current_user())
     st.session_state[K.NEW_TRY_RESULT] = job_id
 
@@ -65,18 +67,19 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else text
 
 
-def start_check(model: str, api_base: str, api_key_env: str) -> None:
+def start_check(model: str, api_base: str, api_key_env: str, result_key: str = K.NEW_LM_RESULT) -> None:
+    """Queue a connection test; its panel is drawn by ``show_check(result_key)``."""
     payload = {"model": model.strip(), "api_base": api_base.strip(), "api_key_env": api_key_env.strip()}
-    st.session_state[K.NEW_LM_RESULT] = jobs.submit_job(data.get_db(), CHECK_LM, payload, author=current_user())
+    st.session_state[result_key] = jobs.submit_job(data.get_db(), CHECK_LM, payload, author=current_user())
 
 
-def show_try() -> None:
+def show_try(examples: int = TRY_EXAMPLES) -> None:
     _show(K.NEW_TRY_RESULT, "Evaluator on the seed",
-          f"waiting for the engine to run the evaluator on up to {TRY_EXAMPLES} examples in the sandbox…", _try_result)
+          f"waiting for the engine to run the evaluator on up to {examples} examples in the sandbox…", _try_result)
 
 
-def show_check() -> None:
-    _show(K.NEW_LM_RESULT, "Connection test", "waiting for the engine to ask the model for one word…", _check_result)
+def show_check(result_key: str = K.NEW_LM_RESULT) -> None:
+    _show(result_key, "Connection test", "waiting for the engine to ask the model for one word…", _check_result)
 
 
 def _show(key: str, title: str, waiting: str, render: Callable[[dict], None]) -> None:
@@ -134,7 +137,7 @@ def _try_result(job: dict) -> None:
         with st.expander(label, expanded=bool(r["error"])):
             if r["error"]:
                 show_text(r["error"])
-            show_side_info(r["side_info"])
+            show_evaluation(r["side_info"])
 
 
 def _check_result(job: dict) -> None:

@@ -129,3 +129,22 @@ FEEDBACK_OUTCOME = "_steer_feedback_outcome_{cand}"
 COMMENT_TEXT = "steer_comment_{cand}"
 COMMENT_SEND = "steer_comment_send"
 COMMENT_OUTCOME = "_steer_comment_outcome_{cand}"
+
+# new run: the prompt path (a [prompt_evaluator] instead of Python)
+NEW_EVAL_KIND = "new_evaluator_kind"  # "code" | "prompt"
+NEW_PROMPT_SYSTEM = "new_prompt_system"
+NEW_PROMPT_USER = "new_prompt_user"
+NEW_PROMPT_ASSERTS = "new_prompt_assertions"  # a list of {"type", "value", "weight"} dicts (not a widget)
+NEW_PROMPT_EDITOR = "new_prompt_assertions_editor"  # + "_{version}": the assertions table
+NEW_TASK_MODEL = "new_task_model"
+NEW_TEST_TASK_LM = "new_test_task_lm"
+NEW_PREVIEW = "new_prompt_preview"
+NEW_SHOW_SOURCE = "new_prompt_show_source"
+NEW_EJECT = "new_prompt_eject"
+
+# compare two candidates of a run
+CMP_A = "cmp_candidate_a"
+CMP_B = "cmp_candidate_b"
+CMP_SPLIT = "cmp_split"
+NEW_TASK_LM_RESULT = "_new_task_lm_result"  # the id of the last task-model "test connection" job
+NEW_PROMPT_BASE = "_new_prompt_assertions_base"  # the rows the assertions table started from

@@ -19,6 +19,7 @@ PAGE_FILES = {
     "dashboard": ("pages/dashboard.py", "Run dashboard", ":material/monitoring:"),
     "candidate": ("pages/candidate.py", "Candidate", ":material/description:"),
     "lineage": ("pages/lineage.py", "Lineage", ":material/account_tree:"),
+    "compare": ("pages/compare.py", "Compare candidates", ":material/compare:"),
     "explain": ("pages/explain.py", "Step explained", ":material/school:"),
     "playground": ("pages/playground.py", "Runtime playground", ":material/tune:"),
 }

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from engine.config import ConfigError, parse_config
 from engine.datasets import DatasetError, parse_dataset
-from ui import form_checks, keys as K
+from ui import form_checks, keys as K, prompt_form
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT / "examples"
@@ -51,6 +51,7 @@ def default_draft(model: str = "") -> dict:
         K.NEW_P: 2, K.NEW_K: 2, K.NEW_WORKERS: 4, K.NEW_MINIBATCH: 3, K.NEW_SELECTION: "pareto",
         K.NEW_ACCEPT: "all", K.NEW_MERGE: False,
         K.NEW_MAX_CALLS: 500, K.NEW_MAX_COST: 0.0, K.NEW_MAX_SECONDS: 0, K.NEW_STOP_SCORE: 0.0,
+        **prompt_form.defaults(model),
     }
 
 
@@ -148,6 +149,11 @@ def config_from_draft(draft: dict) -> tuple[dict, list[str]]:
         lm["api_key_env"] = d[K.NEW_API_KEY_ENV].strip()
     cfg["reflection_lm"] = lm
     cfg["executor"] = {"workers": int(d.get(K.NEW_WORKERS) or 1)}
+    if prompt_form.is_prompt(d):
+        del cfg["evaluator"]
+        cfg.update(prompt_form.config_part(d))
+    else:
+        cfg.update(prompt_form.code_task_lm(d))
     return cfg, problems
 
 
@@ -163,6 +169,7 @@ FIELD_KEYS = {
     "reflection_lm.model": K.NEW_MODEL, "reflection_lm.api_base": K.NEW_API_BASE,
     "reflection_lm.api_key_env": K.NEW_API_KEY_ENV, "reflection_lm.temperature": K.NEW_TEMPERATURE,
     "reflection_lm": K.NEW_MODEL, "executor.workers": K.NEW_WORKERS, "executor": K.NEW_WORKERS,
+    **prompt_form.FIELD_KEYS,
 }
 GENERAL = form_checks.GENERAL
 def errors_by_field(message: str) -> dict[str, list[str]]:
@@ -205,7 +212,7 @@ def validate(draft: dict):
 
         check_evaluator_source(run_cfg.evaluator)
     except EvaluatorCompileError as exc:
-        return None, {K.NEW_EVALUATOR: [str(exc)]}
+        return None, {K.NEW_PROMPT_ASSERTS if prompt_form.is_prompt(draft) else K.NEW_EVALUATOR: [str(exc)]}
     return run_cfg, {}
 
 
@@ -266,8 +273,12 @@ def draft_from_config(cfg: dict, model_default: str = "") -> dict:
         d[K.NEW_SEED_MODE], d[K.NEW_SEED_TEXT] = SEED_MODES[0], seed
     else:
         d[K.NEW_SEED_MODE] = SEED_MODES[2]
-    if cfg.get("evaluator"):
+    if cfg.get("prompt_evaluator"):  # a stored config also holds the generated source: the table wins
+        d.update(prompt_form.draft_part(cfg))
+    elif cfg.get("evaluator"):
         d[K.NEW_EVALUATOR] = cfg["evaluator"]
+    if (cfg.get("task_lm") or {}).get("model"):
+        d[K.NEW_TASK_MODEL] = cfg["task_lm"]["model"]
     train, val, test = cfg.get("dataset") or [], cfg.get("valset") or [], cfg.get("testset") or []
     if train:
         d[K.NEW_DATA_SOURCE] = SEPARATE if (val or test) else DATA_SOURCES[2]

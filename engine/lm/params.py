@@ -29,3 +29,19 @@ def check_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(value, (str, int, float, bool, dict)):
             raise ValueError(f"{key!r} must be a string, number, boolean or table, not {type(value).__name__}")
     return kwargs
+
+
+def evaluator_lm(cfg, model, params: dict):
+    """(LMConfig, purpose) that answers an evaluator's ``lm(model=…, **params)`` in run ``cfg``:
+    the task LM (``[task_lm]``, else the reflection LM), or with ``model="judge"`` the judge
+    (``[judge_lm]``, else the reflection LM). The engine's key pays for these calls, so an
+    evaluator may not name another model (RuntimeError); of ``params`` only temperature and
+    max_tokens change the call."""
+    lm_cfg, purpose = cfg.task_lm or cfg.reflection_lm, "task"
+    if model == "judge":
+        lm_cfg, purpose = cfg.judge_lm or cfg.reflection_lm, "judge"
+    elif model and model != lm_cfg.model:
+        raise RuntimeError(f"lm(model={model!r}) is refused: evaluators may only call the run's task model "
+                           f"{lm_cfg.model!r} (or model=\"judge\"); set [task_lm] model in the run config to change it")
+    allowed = {k: v for k, v in (params or {}).items() if k in ("temperature", "max_tokens")}
+    return (lm_cfg.model_copy(update=allowed) if allowed else lm_cfg), purpose

@@ -19,6 +19,8 @@ from engine.sandbox.worker_process import LoadError, WorkerFailed, WorkerProcess
 
 def _where(cfg: RunConfig) -> tuple[str, str]:
     """(config field, file name) the messages name."""
+    if cfg.prompt_evaluator is not None:
+        return "prompt_evaluator", "the evaluator generated from [prompt_evaluator]"
     return ("evaluator_file", cfg.evaluator_file) if cfg.evaluator_file else ("evaluator", "evaluator.py")
 
 

@@ -68,9 +68,9 @@ def stop_studio(proc: subprocess.Popen) -> None:
             proc.wait(timeout=5)
 
 
-def studio_with_worker(tmp: Path, latency: float):
-    """A studio with its supervised engine worker on a fresh SQLite database, the scripted toy
-    LM answering after ``latency`` seconds; returns (process, studio) once the worker has beaten
+def studio_with_worker(tmp: Path, latency: float, script: str = "tests.support.toy:script"):
+    """A studio with its supervised engine worker on a fresh SQLite database, the scripted LM
+    ``script`` (the toy's by default) answering after ``latency`` seconds; returns (process, studio) once the worker has beaten
     its first heartbeat (a test that clicks before the worker is up waits on its start-up, which
     on a loaded machine can take longer than the test's own timeouts)."""
     from storage import leases
@@ -80,7 +80,7 @@ def studio_with_worker(tmp: Path, latency: float):
     url = f"sqlite:///{tmp}/e2e.db"
     db = Database(url)
     db.create_all()
-    proc, studio = start_studio(tmp, url, worker=True, env={"REFRACT_SCRIPTED_LM": "tests.support.toy:script",
+    proc, studio = start_studio(tmp, url, worker=True, env={"REFRACT_SCRIPTED_LM": script,
                                                             "REFRACT_SCRIPTED_LATENCY": str(latency), **SUBPROCESS_ENV})
     studio.db = db
     deadline = time.monotonic() + 90

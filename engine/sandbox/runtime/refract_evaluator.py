@@ -7,7 +7,8 @@ Porting an evaluator written for GEPA's ``optimize_anything``: replace the one l
 
 - ``log(*args, sep=" ", end="\\n")`` appends to ``side_info["log"]`` of the current evaluation.
 - ``lm(prompt_or_messages, model=None, **params) -> str`` calls the run's task LM through the
-  engine (the API key stays in the engine; the call is cached, costed and charged to the run).
+  engine (the API key stays in the engine; the call is cached, costed and charged to the run);
+  ``model="judge"`` asks the run's judge LM instead (``[judge_lm]``, else the reflection LM).
   Calls from several threads are serialised. It raises ``LMError`` when the engine refuses or
   the call fails, and is unavailable on the Dask executor (the error says so).
 

@@ -1,0 +1,84 @@
+"""Two candidates of a run side by side: the text diff, and per example both scores and (for a
+prompt evaluator) both outputs, on the validation and the test set. The data functions are plain;
+``show_*`` draw them."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Optional
+
+import pandas as pd
+import streamlit as st
+
+from ui.prompt_view import is_prompt_side_info
+
+SPLITS = {"val": "validation", "test": "held-out test", "train": "training"}
+
+
+def default_pair(cands: pd.DataFrame, best_id: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+    """(a, b) shown first: the seed against the best (b = a when the seed is the best)."""
+    seeds = cands.loc[cands["origin"] == "seed", "id"].tolist()
+    a = seeds[0] if seeds else (cands["id"].iloc[0] if len(cands) else None)
+    return a, best_id or a
+
+
+def text_of(content: dict) -> str:
+    """A candidate's text as one string (components under their names)."""
+    if list(content) == ["text"]:
+        return content["text"]
+    return "\n\n".join(f"## {k}\n{v}" for k, v in content.items())
+
+
+def unified_diff(a: str, b: str, name_a: str, name_b: str) -> str:
+    lines = difflib.unified_diff(a.splitlines(), b.splitlines(), name_a, name_b, lineterm="", n=3)
+    return "\n".join(lines) or "(the same text)"
+
+
+def pair_table(rows: list[dict], split: str) -> pd.DataFrame:
+    """One split of ``storage.compare_queries.pair_evaluations`` as a table; the outputs of a
+    prompt evaluator and the assertions each failed, when there are any."""
+    out = []
+    for r in rows:
+        if r["split"] != split:
+            continue
+        item = {"example": r["example"], "score A": r["score_a"], "score B": r["score_b"],
+                "B − A": None if r["score_a"] is None or r["score_b"] is None else r["score_b"] - r["score_a"]}
+        for which in ("a", "b"):
+            side = r[f"side_{which}"]
+            if is_prompt_side_info(side or {}):
+                item[f"output {which.upper()}"] = side["output"]
+                item[f"failed {which.upper()}"] = ", ".join(x["assertion"] for x in side["assertions"] if not x["passed"])
+            elif r[f"error_{which}"]:
+                item[f"output {which.upper()}"] = "error: " + r[f"error_{which}"].strip().splitlines()[-1]
+        out.append(item)
+    return pd.DataFrame(out)
+
+
+def means(table: pd.DataFrame) -> tuple[Optional[float], Optional[float], int]:
+    """Mean score of A and of B over the examples both have, and how many those are."""
+    both = table.dropna(subset=["score A", "score B"]) if len(table) else table
+    if both.empty:
+        return None, None, 0
+    return float(both["score A"].mean()), float(both["score B"].mean()), len(both)
+
+
+def validation_split(rows: list[dict]) -> str:
+    """The split that holds the validation examples: "val", or "train" in a multi-task run (no
+    valset: the dataset is also the validation set)."""
+    return "val" if any(r["split"] == "val" for r in rows) else "train"
+
+
+def show_split(rows: list[dict], split: str) -> None:
+    table = pair_table(rows, split)
+    if split == "train":
+        split = "val"  # a multi-task run validates on its dataset
+    if table.empty:
+        st.caption(f"Neither candidate was evaluated on the {SPLITS[split]} set"
+                   + (" (the test pass runs on the seed and the final best, when the run ends)." if split == "test" else "."))
+        return
+    mean_a, mean_b, n = means(table)
+    if n:
+        st.markdown(f"**{SPLITS[split].capitalize()}**: A {mean_a:.3f} · B {mean_b:.3f} · B − A {mean_b - mean_a:+.3f} "
+                    f"over the {n} example(s) both were evaluated on")
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={"B − A": st.column_config.NumberColumn(format="%+.3f")})
