@@ -14,7 +14,6 @@ import pytest
 from sqlmodel import select
 
 import engine  # noqa: F401  first: offline price map, and the runtime modules importable
-import refract_prompt
 from engine.config import ConfigError, load_config, parse_config
 from engine.runs import submit_run
 from storage import queries, repo
