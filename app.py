@@ -6,6 +6,10 @@ worker: started with the server, restarted if it dies, stopped with the server (
 ``engine.supervisor``). Set ``REFRACT_WORKER=0`` to serve the studio without starting a worker
 (tests on synthetic runs, or when workers run elsewhere).
 
+Sign-in: with an ``[auth]`` table in ``.streamlit/secrets.toml`` every page waits for
+``st.login`` and roles come from its ``[roles]`` table (``ui.identity``); without one the server
+refuses to listen beyond the loopback address unless forced (``ui.serving``).
+
 When Streamlit executes this file as the page script, ``__name__`` is ``"__main__"`` and
 ``main()`` draws the navigation and the shared sidebar; when the server imports it as a module
 it only builds the ``st.App``.
@@ -20,10 +24,11 @@ import streamlit as st
 
 def main() -> None:
     from storage.errors import StorageError
-    from ui import nav, sidebar
+    from ui import identity, nav, sidebar
     from ui.errors import show_storage_error
 
     st.set_page_config(page_title="Refract", page_icon=":material/flare:", layout="wide")
+    identity.sign_in_gate()  # with sign-in configured, nothing below is drawn for a stranger
     page = st.navigation(list(nav.pages().values()))
     try:
         sidebar.render()
@@ -38,6 +43,10 @@ else:
     import logging
     from contextlib import asynccontextmanager
     from pathlib import Path
+
+    from ui.serving import check_or_exit
+
+    check_or_exit()  # no sign-in: loopback only, unless forced (before the server listens)
 
     @asynccontextmanager
     async def lifespan(_app):

@@ -14,25 +14,35 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
-from engine.jobs import CHECK_LM, TRY_EVALUATOR, TRY_EXAMPLES
+from engine.access import Refused, local_actor
+from engine.jobs import CHECK_LM, TRY_EVALUATOR, TRY_EXAMPLES, request_job
 from storage import jobs
-from ui import data, keys as K
+from ui import data, identity, keys as K
 from ui.errors import shows_storage_errors
 from ui.render import fmt_seconds, md, show_side_info, show_text
-from ui.sidebar import STALE_AFTER_S, current_user
+from ui.sidebar import STALE_AFTER_S
 
 POLL_S = 1.0
 
 
 def start_try(cfg) -> None:
-    """Queue a try of the evaluator on the seed of a validated config."""
-    job_id = jobs.submit_job(data.get_db(), TRY_EVALUATOR, {"config": cfg.stored()}, author=current_user())
-    st.session_state[K.NEW_TRY_RESULT] = job_id
+    """Queue a try of the evaluator on the seed of a validated config (an editor's, within
+    their hourly limit: ``engine.jobs.request_job`` checks; a refusal is shown here)."""
+    _request(TRY_EVALUATOR, {"config": cfg.stored()}, K.NEW_TRY_RESULT)
 
 
 def start_check(model: str, api_base: str, api_key_env: str) -> None:
     payload = {"model": model.strip(), "api_base": api_base.strip(), "api_key_env": api_key_env.strip()}
-    st.session_state[K.NEW_LM_RESULT] = jobs.submit_job(data.get_db(), CHECK_LM, payload, author=current_user())
+    _request(CHECK_LM, payload, K.NEW_LM_RESULT)
+
+
+def _request(kind: str, payload: dict, key: str) -> None:
+    try:
+        st.session_state[key] = request_job(data.get_db(), kind, payload, identity.current_actor() or local_actor(""),
+                                            roles=identity.role_map())
+    except Refused as exc:
+        st.session_state.pop(key, None)
+        st.error(str(exc), icon=":material/block:")
 
 
 def show_try() -> None:

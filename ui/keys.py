@@ -5,6 +5,8 @@ WHO = "who_am_i"
 WHO_KEPT = "_who_am_i_kept"  # the name outside the widget (widget state can be dropped on a page switch)
 WHO_SAVED = "_who_saved_cookie"
 COOKIE_WHO = "refract_user"
+SIGN_IN = "sign_in"
+SIGN_OUT = "sign_out"
 
 # query parameters (shareable links)
 QP_RUN = "run"
@@ -129,3 +131,10 @@ FEEDBACK_OUTCOME = "_steer_feedback_outcome_{cand}"
 COMMENT_TEXT = "steer_comment_{cand}"
 COMMENT_SEND = "steer_comment_send"
 COMMENT_OUTCOME = "_steer_comment_outcome_{cand}"
+
+# review: approval, the report, the activity feed
+APPROVE_REASON = "approve_reason_{cand}"
+APPROVE_SEND = "approve_send_{cand}"
+APPROVE_OUTCOME = "_approve_outcome_{cand}"
+REPORT_DOWNLOAD = "report_download"
+ACTIVITY_PERSON = "activity_person"
