@@ -146,9 +146,9 @@ def check(db: Database, actor: Actor, action: str, run_id: Optional[str] = None,
         limit = (roles.per_hour if roles else DEFAULT_PER_HOUR)[limit_name]
         done = store.count_last_hour(db, action, actor.name)
         if done >= limit:
-            _refuse(db, actor, action, run_id, f"rate limit: {actor.name or 'you'} already did {done} "
-                    f"{action.replace('_', ' ')} in the last hour (at most {limit}); wait, or ask an admin to raise "
-                    f"roles.{limit_name}_per_hour")
+            _refuse(db, actor, action, run_id, f"rate limit: {action.replace('_', ' ')} at most {limit} times an "
+                    f"hour per person, and {actor.name or 'you'} did {done} in the last hour; wait, or ask an admin "
+                    f"to raise roles.{limit_name}_per_hour")
 
 
 def _role_phrase(role: Role) -> str:
