@@ -323,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     from engine.review_cli import add_review
 
     add_review(add, lambda fn: lambda args: fn(args, _db(args)))
+    from engine.health import add_health
+
+    add_health(add)
     add("import", cmd_import, "load an exported run").add_argument("file")
     add("import-gepa", cmd_import_gepa, "load a GEPA run directory (run_dir; JSON and text only) as a finished run"
         ).add_argument("run_dir")

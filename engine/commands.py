@@ -65,20 +65,7 @@ def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] =
     run = repo.get_run(db, run_id)  # NotFound with a clear message
     if kind == "approve":
         return _approve(db, run_id, payload.get("candidate_id"), author, reason, client_token)
-    if kind in CANDIDATE_KINDS:
-        cand = repo.get_candidate(db, payload.get("candidate_id", ""))
-        if cand.run_id != run_id:
-            raise NotFound(f"candidate: {cand.id} belongs to run {cand.run_id}, not {run_id}")
-        if not cand.content and kind in ("pin", "veto", "edit", "feedback"):
-            raise CommandError(f"candidate: {cand.id} is a failed proposal with no text ({cand.reason}); "
-                               "it can never be a parent. Pin or edit its parent instead.")
-    if kind in ("edit", "inject"):
-        content = payload.get("content")
-        texts = content.values() if isinstance(content, dict) else [content]
-        if not content or any(not isinstance(t, str) or not t.strip() for t in texts):
-            raise CommandError("content: the edited text is empty: write the new version (or leave it unchanged and cancel)")
-    if kind == "feedback" and not str(payload.get("text", "")).strip():
-        raise CommandError("text: the feedback is empty: say what should change")
+    _check_payload(db, run_id, kind, payload)
     if kind == "budget":
         try:
             BudgetConfig.model_validate({**RunConfig.model_validate(run.config).budget.model_dump(), **payload})
@@ -106,6 +93,24 @@ def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] =
         if done is None:
             raise
         raise AlreadySent(done.id) from None  # the same token won a race a moment ago
+
+
+def _check_payload(db: Database, run_id: str, kind: str, payload: dict) -> None:
+    """The candidate a command names belongs to the run and has text; edits and feedback are not empty."""
+    if kind in CANDIDATE_KINDS:
+        cand = repo.get_candidate(db, payload.get("candidate_id", ""))
+        if cand.run_id != run_id:
+            raise NotFound(f"candidate: {cand.id} belongs to run {cand.run_id}, not {run_id}")
+        if not cand.content and kind in ("pin", "veto", "edit", "feedback"):
+            raise CommandError(f"candidate: {cand.id} is a failed proposal with no text ({cand.reason}); "
+                               "it can never be a parent. Pin or edit its parent instead.")
+    if kind in ("edit", "inject"):
+        content = payload.get("content")
+        texts = content.values() if isinstance(content, dict) else [content]
+        if not content or any(not isinstance(t, str) or not t.strip() for t in texts):
+            raise CommandError("content: the edited text is empty: write the new version (or leave it unchanged and cancel)")
+    if kind == "feedback" and not str(payload.get("text", "")).strip():
+        raise CommandError("text: the feedback is empty: say what should change")
 
 
 def _approve(db: Database, run_id: str, candidate_id: Optional[str], author: str, reason: str,

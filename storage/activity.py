@@ -1,4 +1,5 @@
-"""A run's activity feed: its commands, comments and refusals together, newest first.
+"""A run's activity feed: its commands, comments and refusals together, newest first; and the
+engine workers' heartbeats, for health checks.
 
 One read transaction (three statements); rows are plain dicts {when, who, what, candidate,
 detail, status}. ``what`` is the command kind, ``comment``/``feedback``, or ``refused: ACTION``.
@@ -6,13 +7,13 @@ detail, status}. ``what`` is the command kind, ``comment``/``feedback``, or ``re
 
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import datetime, timezone
 from typing import Optional
 
 from sqlmodel import select
 
 from storage.db import Database
-from storage.models import Command, Comment, Refusal
+from storage.models import Command, Comment, Refusal, WorkerBeat
 
 
 def _utc(ts):
@@ -36,3 +37,13 @@ def run_activity(db: Database, run_id: str, person: Optional[str] = None, limit:
         rows = [r for r in rows if r["who"] == person]
     rows.sort(key=lambda r: r["when"], reverse=True)
     return rows[:limit]
+
+
+def worker_beats(db: Database) -> list[dict]:
+    """Every engine worker that ever beat on this database, most recent first:
+    {id, pid, host, age_s, current_run_id} (``age_s``: seconds since its last heartbeat)."""
+    with db.read() as s:
+        beats = s.exec(select(WorkerBeat).order_by(WorkerBeat.heartbeat_at.desc())).all()
+    now = datetime.now(timezone.utc)
+    return [{"id": b.id, "pid": b.pid, "host": b.host, "current_run_id": b.current_run_id,
+             "age_s": (now - _utc(b.heartbeat_at)).total_seconds()} for b in beats]
