@@ -31,8 +31,8 @@ def approve_box(run: dict, cand_id: str, has_text: bool) -> None:
         st.button("Approve" if approved != cand_id else "Withdraw", icon=":material/verified:",
                   key=submission.widget_key(keys.APPROVE_SEND.format(cand=cand_id), slot),
                   disabled=not has_text or not identity.may("approve"), on_click=_send_approval,
-                  args=(run["id"], None if approved == cand_id else cand_id, slot, submission.token(slot)))
-        note = identity.refusal_note("approve")
+                  args=(run["id"], cand_id, approved != cand_id, slot, submission.token(slot)))
+        note = identity.refusal_note("approve") or (None if identity.current_actor() else iv.NO_NAME)
         if note:
             st.caption(note)
         elif approved and approved != cand_id:
@@ -40,16 +40,17 @@ def approve_box(run: dict, cand_id: str, has_text: bool) -> None:
         show_outcome(keys.APPROVE_OUTCOME.format(cand=cand_id))
 
 
-def _send_approval(run_id: str, cand_id: str | None, slot: str, token: str) -> None:
-    key = keys.APPROVE_OUTCOME.format(cand=cand_id or slot.split(":", 1)[1])
-    reason = st.session_state.get(keys.APPROVE_REASON.format(cand=slot.split(":", 1)[1]), "")
-    out = iv.send(data.get_db(), run_id, "approve", {"candidate_id": cand_id}, identity.current_actor(), reason, token)
+def _send_approval(run_id: str, cand_id: str, approve: bool, slot: str, token: str) -> None:
+    """Button callback: approve ``cand_id`` (or withdraw its approval) as the current person."""
+    reason = st.session_state.get(keys.APPROVE_REASON.format(cand=cand_id), "")
+    out = iv.send(data.get_db(), run_id, "approve", {"candidate_id": cand_id if approve else None},
+                  identity.current_actor(), reason, token)
     if out.ok and out.command_ids:
-        out = iv.Outcome(True, (f"Approved {cand_id}" if cand_id else "Approval withdrawn")
+        out = iv.Outcome(True, (f"Approved {cand_id}" if approve else "Approval withdrawn")
                          + f" (command {out.command_ids[0]}).", out.command_ids)
     if out.command_ids:
         submission.renew(slot)
-    st.session_state[key] = out
+    st.session_state[keys.APPROVE_OUTCOME.format(cand=cand_id)] = out
     data.forget_steering()
     data.run_overview.clear()  # the run row changed: the runs list and the dashboard show it at once
     data.runs_table.clear()
