@@ -3,7 +3,8 @@ continuing a finished run), one-click vetoes of degenerate frontier members, the
 log and, per step, why each parent was chosen and which commands were applied before it.
 
 Every control sends through ``ui.interventions`` (``engine.commands.send_command``, the CLI's
-code path) with the sidebar name as author; its outcome is shown right next to it. The live
+code path) as the signed-in person (the sidebar name in local mode), whose role the command layer
+checks; its outcome is shown right next to it. The live
 parts are fragments refreshing every second from short-TTL cached reads, so two browsers on
 one run see each other's commands within two seconds.
 """
