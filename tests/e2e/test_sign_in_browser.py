@@ -139,6 +139,7 @@ def test_an_editor_steers_and_a_viewer_is_refused_at_the_command_layer(team_stud
     expect(_key(viewer, keys.RUN_PAUSE).get_by_role("button")).to_be_disabled()
     expect(_key(viewer, keys.RUN_STEP).get_by_role("button")).to_be_disabled()
     expect(viewer.get_by_text("You are signed in as a viewer").first).to_be_visible()
+    shot(viewer, "sign-in-viewer-disabled")
 
     _enable_disabled_pause(viewer)
     viewer.goto(f"{studio.url}/dashboard?run={studio.run_id}")  # a new session, drawn through the tampered stream
