@@ -15,7 +15,9 @@ The studio passes ``current_actor()`` to the command layer, which checks the rol
 
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
+from urllib.parse import unquote
 
 import streamlit as st
 
@@ -50,6 +52,11 @@ def _claims() -> dict[str, Any]:
         return {}
 
 
+def signed_out() -> bool:
+    """Sign-in is configured and nobody is signed in on this session."""
+    return auth_configured() and not _claims().get("is_logged_in")
+
+
 def current_actor() -> Optional[Actor]:
     """The person acting, with their role; None when nobody is signed in (or, in local mode, no
     name was given yet)."""
@@ -78,12 +85,17 @@ def refusal_note(action: str) -> Optional[str]:
     return f"You are signed in as a {actor.role.label}: this needs an editor (an admin grants roles)."
 
 
-def sign_in_gate() -> None:
-    """With sign-in configured, stop every page until the person is signed in and has a role."""
+def sign_in_gate(page_path: str) -> None:
+    """With sign-in configured, stop every page until the person is signed in and has a role.
+
+    Streamlit brings a person back to the home page after signing in, so the page they were
+    opening (``page_path`` and its run and candidate) is kept in a short-lived cookie and opened
+    once they are back: a link to any view works for someone not yet signed in."""
     if not auth_configured():
         return
     claims = _claims()
     if not claims.get("is_logged_in"):
+        _keep_link(page_path)
         st.title("Refract")
         st.write("This studio is shared by a team: sign in to see its runs.")
         st.button("Sign in", key=keys.SIGN_IN, icon=":material/login:", type="primary", on_click=st.login)
@@ -94,3 +106,31 @@ def sign_in_gate() -> None:
                  "Ask an admin to add you.", icon=":material/block:")
         st.button("Sign out", key=keys.SIGN_OUT, on_click=st.logout)
         st.stop()
+    _follow_link(page_path)
+
+
+def _keep_link(page_path: str) -> None:
+    from ui import nav
+
+    if page_path not in nav.pages():
+        return
+    link = "|".join([page_path, nav.query_run() or "", nav.query_candidate() or ""])
+    st.html(f"<script>document.cookie = '{keys.COOKIE_NEXT}=' + encodeURIComponent({json.dumps(link)}) + "
+            "'; path=/; max-age=600; SameSite=Lax';</script>", unsafe_allow_javascript=True)
+
+
+def _follow_link(page_path: str) -> None:
+    """Once per session: open the page kept by ``_keep_link`` (only one of the studio's own pages)."""
+    from ui import nav
+
+    if st.session_state.get(keys.NEXT_FOLLOWED):
+        return
+    st.session_state[keys.NEXT_FOLLOWED] = True
+    kept = unquote(st.context.cookies.get(keys.COOKIE_NEXT, "") or "")
+    if not kept:
+        return
+    st.html(f"<script>document.cookie = '{keys.COOKIE_NEXT}=; path=/; max-age=0; SameSite=Lax';</script>",
+            unsafe_allow_javascript=True)
+    target, run, candidate = (kept.split("|") + ["", ""])[:3]
+    if target in nav.pages() and (target, run) != (page_path, nav.query_run() or ""):
+        nav.go(target, run=run or None, candidate=candidate or None)

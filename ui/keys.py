@@ -6,6 +6,8 @@ WHO_KEPT = "_who_am_i_kept"  # the name outside the widget (widget state can be 
 WHO_SAVED = "_who_saved_cookie"
 COOKIE_WHO = "refract_user"
 SIGN_IN = "sign_in"
+COOKIE_NEXT = "refract_next"  # the page someone not yet signed in was opening
+NEXT_FOLLOWED = "_next_followed"
 SIGN_OUT = "sign_out"
 
 # query parameters (shareable links)

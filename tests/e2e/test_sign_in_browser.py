@@ -80,8 +80,10 @@ def _key(page, key: str):
 
 
 def _sign_in(page, studio, who: str, screenshot: str | None = None):
+    """Open a link to the run's dashboard, sign in, and land on that dashboard."""
     page.set_default_timeout(90_000)  # clicks wait for a renderer that shares 2 cores with other tests
-    page.goto(studio.url)
+    link = f"{studio.url}/dashboard?run={studio.run_id}"
+    page.goto(link)
     _ready(page)
     expect(page.get_by_text("sign in to see its runs")).to_be_visible()
     if screenshot:
@@ -91,8 +93,7 @@ def _sign_in(page, studio, who: str, screenshot: str | None = None):
     if screenshot:
         shot(page, screenshot + "-provider")
     page.get_by_role("button", name=who, exact=True).click()
-    page.wait_for_url(re.compile(re.escape(studio.url)))
-    page.goto(f"{studio.url}/dashboard?run={studio.run_id}")  # a link opens the same view once signed in
+    page.wait_for_url(re.compile(re.escape(link)))  # back from the provider, on the view the link named
     _ready(page)
     expect(page.get_by_text(f"Signed in as {who}")).to_be_visible()
 
