@@ -24,9 +24,9 @@ from playwright.sync_api import expect
 from storage import access as store, repo
 from storage.db import Database
 from tests.support.synthetic import generate_run
-from ui import keys, submission
+from ui import keys
 
-from .conftest import new_page, shot, start_studio, stop_studio
+from .conftest import by_key, new_page, ready, shot, start_studio, stop_studio
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 expect.set_options(timeout=20_000)  # a cold studio on a shared CPU draws its first page slowly
@@ -68,33 +68,22 @@ try_evaluator_per_hour = 0
             stop_studio(proc)
 
 
-def _ready(page):
-    page.wait_for_selector('[data-testid="stApp"]')
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000)
-    assert page.locator('[data-testid="stException"]').count() == 0, \
-        page.locator('[data-testid="stException"]').first.inner_text()
-
-
-def _key(page, key: str):
-    return page.locator(f'.st-key-{key}, [class*="st-key-{key}{submission.SEP}"]')
-
-
 def _sign_in(page, studio, who: str, screenshot: str | None = None):
     """Open a link to the run's dashboard, sign in, and land on that dashboard."""
     page.set_default_timeout(90_000)  # clicks wait for a renderer that shares 2 cores with other tests
     link = f"{studio.url}/dashboard?run={studio.run_id}"
     page.goto(link)
-    _ready(page)
+    ready(page)
     expect(page.get_by_text("sign in to see its runs")).to_be_visible()
     if screenshot:
         shot(page, screenshot)
-    _key(page, keys.SIGN_IN).get_by_role("button").click()
+    by_key(page, keys.SIGN_IN).get_by_role("button").click()
     page.wait_for_url(re.compile(r"localhost:\d+/oauth2/authorize"))  # the provider's own page
     if screenshot:
         shot(page, screenshot + "-provider")
     page.get_by_role("button", name=who, exact=True).click()
     page.wait_for_url(re.compile(re.escape(link)))  # back from the provider, on the view the link named
-    _ready(page)
+    ready(page)
     expect(page.get_by_text(f"Signed in as {who}")).to_be_visible()
 
 
@@ -126,7 +115,7 @@ def test_an_editor_steers_and_a_viewer_is_refused_at_the_command_layer(team_stud
     studio, db = team_studio, team_studio.db
     editor = new_page(browser)
     _sign_in(editor, studio, EDITOR, screenshot="sign-in")
-    pause = _key(editor, keys.RUN_PAUSE).get_by_role("button")
+    pause = by_key(editor, keys.RUN_PAUSE).get_by_role("button")
     expect(pause).to_be_enabled()
     editor.get_by_label("Why (recorded in the command log)").fill("reviewing the frontier")
     pause.click()
@@ -137,19 +126,19 @@ def test_an_editor_steers_and_a_viewer_is_refused_at_the_command_layer(team_stud
     viewer = new_page(browser)
     _sign_in(viewer, studio, VIEWER)
     expect(viewer.get_by_text(re.compile(rf"pause\s+by {re.escape(EDITOR)}")).first).to_be_visible()  # live
-    expect(_key(viewer, keys.RUN_PAUSE).get_by_role("button")).to_be_disabled()
-    expect(_key(viewer, keys.RUN_STEP).get_by_role("button")).to_be_disabled()
+    expect(by_key(viewer, keys.RUN_PAUSE).get_by_role("button")).to_be_disabled()
+    expect(by_key(viewer, keys.RUN_STEP).get_by_role("button")).to_be_disabled()
     expect(viewer.get_by_text("You are signed in as a viewer").first).to_be_visible()
     shot(viewer, "sign-in-viewer-disabled")
 
     _enable_disabled_pause(viewer)
     viewer.goto(f"{studio.url}/dashboard?run={studio.run_id}")  # a new session, drawn through the tampered stream
-    _ready(viewer)
+    ready(viewer)
     before = len(repo.list_commands(db, studio.run_id))
-    button = _key(viewer, keys.RUN_PAUSE).get_by_role("button")
+    button = by_key(viewer, keys.RUN_PAUSE).get_by_role("button")
     expect(button).to_be_enabled()  # the tampered page draws it enabled
     button.click()
-    _ready(viewer)
+    ready(viewer)
     shot(viewer, "sign-in-viewer-forged-click")
     # Streamlit itself discards a click on a widget it drew disabled, before any callback: nothing
     # queued, nothing reached the command layer (whose own refusal tests/test_access.py exercises)
@@ -159,12 +148,12 @@ def test_an_editor_steers_and_a_viewer_is_refused_at_the_command_layer(team_stud
     # a refusal by the command layer, shown at the control: the editor is over the hourly limit of
     # evaluator tries (0 in this studio's [roles])
     editor.goto(f"{studio.url}/new")
-    _ready(editor)
-    _key(editor, "new_template").get_by_role("combobox").click()
+    ready(editor)
+    by_key(editor, "new_template").get_by_role("combobox").click()
     editor.get_by_role("option", name=re.compile("Toy words")).click()
-    _key(editor, "new_load_template").get_by_role("button").click()
-    _ready(editor)
-    _key(editor, "new_try_evaluator").get_by_role("button").click()
+    by_key(editor, "new_load_template").get_by_role("button").click()
+    ready(editor)
+    by_key(editor, "new_try_evaluator").get_by_role("button").click()
     refused = editor.get_by_text(f"rate limit: try evaluator at most 0 times an hour per person, and {EDITOR} did 0")
     expect(refused).to_be_visible()
     refused.scroll_into_view_if_needed()
