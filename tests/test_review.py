@@ -1,10 +1,10 @@
 """Review tools on the command line (in process): approve, ``export --approved``, the HTML report
-(escaped, self-contained, opened in Chromium with the network blocked), and the activity feed."""
+(escaped, self-contained; tests/e2e/test_report_browser.py opens it in Chromium offline), and the
+activity feed."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -58,40 +58,6 @@ def test_the_report_escapes_every_text_and_loads_nothing(reviewed, tmp_path):
     assert not re.search(r"""<(script|link|img|iframe)[^>]+(src|href)=["']?(https?:)?//""", page)  # nothing external
     assert "The approved candidate" in page and cand_id in page
     assert "Content-Security-Policy" in page
-
-
-@pytest.mark.browser
-def test_the_report_opens_in_chromium_with_the_network_blocked(reviewed, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    from tests.e2e.conftest import ARTIFACTS, CHROMIUM, VIEWPORT
-
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing")
-    db, run_id, cand_id = reviewed
-    send_command(db, run_id, "approve", {"candidate_id": cand_id}, reason="the clearest", author="ed")
-    out = tmp_path / "report.html"
-    assert main(["report", run_id, "--out", str(out), "--db", db.url]) == 0
-    requests, errors = [], []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
-        ctx = browser.new_context(viewport=VIEWPORT, offline=True)
-        ctx.route(re.compile(r"^(?!file:).*"), lambda route: (requests.append(route.request.url), route.abort()))
-        page = ctx.new_page()
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-        page.on("dialog", lambda d: (errors.append("dialog: " + d.message), d.dismiss()))
-        page.goto(out.as_uri())
-        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)  # plotly drew from the inlined bundle
-        assert page.locator(".js-plotly-plot").count() == 2
-        assert page.title().startswith("Refract run demo <script>")  # the name as text, not run
-        page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=False)
-        page.get_by_text("Validation score over the budget").scroll_into_view_if_needed()
-        page.screenshot(path=str(ARTIFACTS / "report-plots.png"))
-        page.get_by_text("The approved candidate").scroll_into_view_if_needed()
-        page.screenshot(path=str(ARTIFACTS / "report-candidate.png"))
-        browser.close()
-    assert requests == [] and errors == []
 
 
 def test_activity_feed_newest_first_filtered_by_person(reviewed):
