@@ -151,8 +151,10 @@ def test_an_editor_steers_and_a_viewer_is_refused_at_the_command_layer(team_stud
     ready(editor)
     by_key(editor, "new_template").get_by_role("combobox").click()
     editor.get_by_role("option", name=re.compile("Toy words")).click()
+    ready(editor)  # the choice has reached the server before "Load example" is clicked
     by_key(editor, "new_load_template").get_by_role("button").click()
     ready(editor)
+    expect(editor.get_by_label("Run name")).not_to_have_value("")  # the example is in the form
     by_key(editor, "new_try_evaluator").get_by_role("button").click()
     refused = editor.get_by_text(f"rate limit: try evaluator at most 0 times an hour per person, and {EDITOR} did 0")
     expect(refused).to_be_visible()
