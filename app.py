@@ -6,6 +6,10 @@ worker: started with the server, restarted if it dies, stopped with the server (
 ``engine.supervisor``). Set ``REFRACT_WORKER=0`` to serve the studio without starting a worker
 (tests on synthetic runs, or when workers run elsewhere).
 
+Sign-in: with an ``[auth]`` table in ``.streamlit/secrets.toml`` every page waits for
+``st.login`` and roles come from its ``[roles]`` table (``ui.identity``); without one the server
+refuses to listen beyond the loopback address unless forced (``ui.serving``).
+
 When Streamlit executes this file as the page script, ``__name__`` is ``"__main__"`` and
 ``main()`` draws the navigation and the shared sidebar; when the server imports it as a module
 it only builds the ``st.App``.
@@ -20,11 +24,12 @@ import streamlit as st
 
 def main() -> None:
     from storage.errors import StorageError
-    from ui import nav, sidebar
+    from ui import identity, nav, sidebar
     from ui.errors import show_storage_error
 
     st.set_page_config(page_title="Refract", page_icon=":material/flare:", layout="wide")
-    page = st.navigation(list(nav.pages().values()))
+    page = st.navigation(list(nav.pages().values()), position="hidden" if identity.signed_out() else "sidebar")
+    identity.sign_in_gate(page.url_path or "runs")  # with sign-in configured, nothing below is drawn for a stranger
     try:
         sidebar.render()
         page.run()
@@ -38,6 +43,10 @@ else:
     import logging
     from contextlib import asynccontextmanager
     from pathlib import Path
+
+    from ui.serving import check_or_exit
+
+    check_or_exit()  # no sign-in: loopback only, unless forced (before the server listens)
 
     @asynccontextmanager
     async def lifespan(_app):

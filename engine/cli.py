@@ -164,6 +164,12 @@ def cmd_status(args) -> int:
 def cmd_export(args) -> int:
     from engine.records.export import export_run
 
+    if args.approved:  # just the approved candidate's text
+        from engine.review_cli import approved_text, write
+
+        write(args.out, approved_text(_db(args), args.run))
+        print(f"wrote {args.out}")
+        return 0
     doc = export_run(_db(args), args.run)
     try:
         Path(args.out).write_text(json.dumps(doc, indent=1, ensure_ascii=False))
@@ -327,6 +333,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("export", cmd_export, "write a run as one JSON document")
     sp.add_argument("run")
     sp.add_argument("--out", required=True)
+    sp.add_argument("--approved", action="store_true", help="write only the approved candidate's text")
+    from engine.review_cli import add_review
+
+    add_review(add, lambda fn: lambda args: fn(args, _db(args)))
+    from engine.health import add_health
+
+    add_health(add)
     add("import", cmd_import, "load an exported run").add_argument("file")
     add("import-gepa", cmd_import_gepa, "load a GEPA run directory (run_dir; JSON and text only) as a finished run"
         ).add_argument("run_dir")

@@ -9,16 +9,18 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from storage import repo
+from storage import access as access_store, repo
 from storage.db import Database
 from storage.errors import Conflict, NotFound
 from storage.models import Candidate, Command, utcnow
 from storage.states import FINISHED, CandidateStatus, CommandStatus, Origin, RunStatus
 
+from engine.access import Actor, check, local_actor
 from engine.config import BudgetConfig, RunConfig
 from engine.user_errors import validation_reasons
 
-KINDS = ("pause", "resume", "step", "stop", "pin", "unpin", "veto", "unveto", "edit", "inject", "feedback", "budget")
+KINDS = ("pause", "resume", "step", "stop", "pin", "unpin", "veto", "unveto", "edit", "inject", "feedback", "budget",
+         "approve")
 CANDIDATE_KINDS = ("pin", "unpin", "veto", "unveto", "edit", "feedback")
 
 
@@ -35,13 +37,22 @@ class AlreadySent(CommandError):
 
 
 def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] = None, author: str = "",
-                 reason: str = "", client_token: Optional[str] = None) -> int:
+                 reason: str = "", client_token: Optional[str] = None, actor: Optional[Actor] = None) -> int:
     """Validate and queue a command; returns its id. Applied by the engine at the next step
-    boundary (or when a worker next picks the run up).
+    boundary (or when a worker next picks the run up); ``approve`` is applied at once.
+
+    ``actor`` is who sends it: its role is checked here, before anything else, and a refusal is
+    recorded and raised as ``engine.access.Refused``; the command carries ``actor.name`` as its
+    author. Without an actor the caller is trusted (the CLI, the Python API: ``author`` with
+    admin rights); the studio always passes the signed-in person.
 
     Idempotent per submission: a sender that gives a ``client_token`` (one per click, per
     request) gets ``AlreadySent`` with the first command's id when the same token comes again,
     and nothing new is queued."""
+    actor = actor or local_actor(author)
+    author = actor.name
+    if kind in KINDS:
+        check(db, actor, kind, run_id)
     payload = dict(payload or {})
     if client_token is not None:
         if not isinstance(client_token, str) or not 8 <= len(client_token) <= 64:
@@ -52,20 +63,9 @@ def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] =
     if kind not in KINDS:
         raise CommandError(f"command: unknown command {kind!r}; one of: {', '.join(KINDS)}")
     run = repo.get_run(db, run_id)  # NotFound with a clear message
-    if kind in CANDIDATE_KINDS:
-        cand = repo.get_candidate(db, payload.get("candidate_id", ""))
-        if cand.run_id != run_id:
-            raise NotFound(f"candidate: {cand.id} belongs to run {cand.run_id}, not {run_id}")
-        if not cand.content and kind in ("pin", "veto", "edit", "feedback"):
-            raise CommandError(f"candidate: {cand.id} is a failed proposal with no text ({cand.reason}); "
-                               "it can never be a parent. Pin or edit its parent instead.")
-    if kind in ("edit", "inject"):
-        content = payload.get("content")
-        texts = content.values() if isinstance(content, dict) else [content]
-        if not content or any(not isinstance(t, str) or not t.strip() for t in texts):
-            raise CommandError("content: the edited text is empty: write the new version (or leave it unchanged and cancel)")
-    if kind == "feedback" and not str(payload.get("text", "")).strip():
-        raise CommandError("text: the feedback is empty: say what should change")
+    if kind == "approve":
+        return _approve(db, run_id, payload.get("candidate_id"), author, reason, client_token)
+    _check_payload(db, run_id, kind, payload)
     if kind == "budget":
         try:
             BudgetConfig.model_validate({**RunConfig.model_validate(run.config).budget.model_dump(), **payload})
@@ -93,6 +93,44 @@ def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] =
         if done is None:
             raise
         raise AlreadySent(done.id) from None  # the same token won a race a moment ago
+
+
+def _check_payload(db: Database, run_id: str, kind: str, payload: dict) -> None:
+    """The candidate a command names belongs to the run and has text; edits and feedback are not empty."""
+    if kind in CANDIDATE_KINDS:
+        cand = repo.get_candidate(db, payload.get("candidate_id", ""))
+        if cand.run_id != run_id:
+            raise NotFound(f"candidate: {cand.id} belongs to run {cand.run_id}, not {run_id}")
+        if not cand.content and kind in ("pin", "veto", "edit", "feedback"):
+            raise CommandError(f"candidate: {cand.id} is a failed proposal with no text ({cand.reason}); "
+                               "it can never be a parent. Pin or edit its parent instead.")
+    if kind in ("edit", "inject"):
+        content = payload.get("content")
+        texts = content.values() if isinstance(content, dict) else [content]
+        if not content or any(not isinstance(t, str) or not t.strip() for t in texts):
+            raise CommandError("content: the edited text is empty: write the new version (or leave it unchanged and cancel)")
+    if kind == "feedback" and not str(payload.get("text", "")).strip():
+        raise CommandError("text: the feedback is empty: say what should change")
+
+
+def _approve(db: Database, run_id: str, candidate_id: Optional[str], author: str, reason: str,
+             client_token: Optional[str]) -> int:
+    """Approval is a review decision, not a search step: recorded and applied at once, on any run."""
+    if not reason.strip():
+        raise CommandError("reason: say why this candidate is approved (it is recorded with the approval)")
+    if candidate_id is not None:
+        cand = repo.get_candidate(db, candidate_id)
+        if cand.run_id != run_id:
+            raise NotFound(f"candidate: {cand.id} belongs to run {cand.run_id}, not {run_id}")
+        if not cand.content:
+            raise CommandError(f"candidate: {cand.id} is a failed proposal with no text; it cannot be approved")
+    try:
+        return access_store.approve(db, run_id, candidate_id, author, reason, client_token)
+    except Conflict:
+        done = repo.command_with_token(db, run_id, client_token) if client_token else None
+        if done is None:
+            raise
+        raise AlreadySent(done.id) from None
 
 
 def _resume_pending(db: Database, run_id: str) -> bool:

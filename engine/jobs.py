@@ -17,6 +17,8 @@ from typing import Callable, Optional
 from storage import jobs
 from storage.db import Database
 
+from engine.access import Actor, RoleMap, check
+
 log = logging.getLogger("refract.jobs")
 
 TRY_EXAMPLES = 5  # the evaluator is tried on at most this many examples
@@ -100,6 +102,16 @@ def check_lm(db: Database, job_id: str, payload: dict) -> dict:
     code = check_lm_command(payload.get("model") or None, api_base=payload.get("api_base") or None,
                             api_key_env=payload.get("api_key_env") or None, out=buf, err=buf)
     return {"ok": code == 0, "output": buf.getvalue().strip()}
+
+
+def request_job(db: Database, kind: str, payload: dict, actor: Actor, roles: Optional[RoleMap] = None) -> str:
+    """Queue a job for a worker on behalf of ``actor``; its id. Both kinds run code or spend
+    money, so the actor must be an editor, and evaluator tries count against the hourly limit
+    of ``roles``; a refusal is recorded and raised as ``engine.access.Refused``."""
+    if kind not in HANDLERS:
+        raise ValueError(f"job: unknown kind {kind!r}; one of {', '.join(HANDLERS)}")
+    check(db, actor, kind, roles=roles)
+    return jobs.submit_job(db, kind, payload, author=actor.name)
 
 
 HANDLERS: dict[str, Callable[[Database, str, dict], dict]] = {TRY_EVALUATOR: try_evaluator, CHECK_LM: check_lm}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from storage import repo
 from storage.db import Database
 from storage.states import RunStatus
 
+from engine.access import Actor, RoleMap, check
 from engine.config import RunConfig
 from engine.datasets import example_key
 
@@ -32,11 +35,19 @@ def examples_of(cfg: RunConfig) -> list[tuple[str, str, object]]:
     return out
 
 
-def submit_run(db: Database, cfg: RunConfig, owner: str = "", status: RunStatus = RunStatus.QUEUED) -> str:
+def submit_run(db: Database, cfg: RunConfig, owner: str = "", status: RunStatus = RunStatus.QUEUED,
+               actor: Optional[Actor] = None, roles: Optional[RoleMap] = None) -> str:
     """Store a run (config + examples) and queue it for a worker, once its evaluator has
-    loaded in the sandbox and fits the mode (``engine.sandbox.probe``). Returns the run id."""
+    loaded in the sandbox and fits the mode (``engine.sandbox.probe``). Returns the run id.
+
+    ``actor`` (the studio's signed-in person) must be an editor within the hourly run limit of
+    ``roles``, checked before the evaluator is even loaded (it is code); the run's owner is then
+    ``actor.name``. Without an actor, ``owner`` is trusted (the CLI, the Python API)."""
     from engine.sandbox.probe import check_evaluator
 
+    if actor is not None:
+        check(db, actor, "create_run", roles=roles)
+        owner = actor.name
     check_evaluator(cfg)
     return repo.create_run(db, cfg.name, owner, cfg.stored(), examples_of(cfg), status=status)
 

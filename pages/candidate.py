@@ -13,7 +13,7 @@ import difflib
 import pandas as pd
 import streamlit as st
 
-from ui import analysis, blame_view, candidate_steering as steer, charts, data, keys, nav
+from ui import analysis, blame_view, candidate_steering as steer, charts, data, keys, nav, review
 from ui.lineage import merge_path_text
 from ui.render import code_span, md, messages_text, show_side_info, show_text
 
@@ -87,6 +87,7 @@ with nl[1]:
     nav.link("lineage", "Show in lineage", run=run_id, candidate=cand_id, icon=":material/account_tree:")
 with nl[2]:  # for a prompt run: this candidate's outputs beside its parent's, example by example
     nav.link("compare", "Compare with its parent", run=run_id, candidate=cand_id, icon=":material/compare:")
+review.approve_box(run, cand_id, bool(c["content"]))
 steer.edit_panel(run, c)
 steer.inject_panel(run, list(c["content"] or {}))
 with st.expander("Feedback for the reflection LM", icon=":material/forum:"):

@@ -16,7 +16,7 @@ from engine.test_pass import audit_line
 from storage.attached import waiting_note
 from storage.queries import elapsed_seconds
 from storage.states import ACTIVE
-from ui import analysis, charts, data, filters, keys, nav, prompt_view, steering, step_links
+from ui import analysis, charts, data, filters, keys, nav, prompt_view, review, steering, step_links
 from ui.errors import shows_storage_errors
 from ui.lm_health import lm_failures_caption
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
@@ -55,6 +55,7 @@ with head:
 with links:
     nav.link("lineage", "Lineage", run=run_id, icon=":material/account_tree:")
     nav.link("compare", "Compare the best with the seed", run=run_id, icon=":material/compare:")
+    review.report_download(run_id)
 steering.run_controls(run_id)
 
 
@@ -169,6 +170,7 @@ def _best_link(run: dict) -> None:
         nav.link("candidate", f"Best: {best}", run=run["id"], candidate=best, icon=":material/star:")
     else:
         st.caption("No best candidate yet")
+    review.approved_link(run)
 
 
 @st.fragment(run_every=LIVE_S if run["status"] in ACTIVE else None)
@@ -297,3 +299,6 @@ if cfg.get("prompt_evaluator"):
 
 st.subheader("Commands")
 steering.intervention_log(run_id)
+
+st.subheader("Activity", help="Commands, comments and refused actions of everyone on this run, newest first.")
+review.activity_feed(run_id)

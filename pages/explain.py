@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from storage import explain_queries
-from ui import data, explain_model as em, explain_view as view, interventions, nav, sidebar
+from ui import data, explain_model as em, explain_view as view, identity, interventions, nav
 from ui.render import md
 from ui.teaching_keys import EXPLAIN_PICK_STEP, EXPLAIN_RUN_ONE, EXPLAIN_WAITING, QP_STEP
 
@@ -54,8 +54,9 @@ def _run_one_step() -> None:
             st.caption("To watch one step at a time, pause the run on its dashboard; then “Run one step” appears here.")
         return
     if st.button("Run one step", key=EXPLAIN_RUN_ONE, icon=":material/skip_next:", type="primary",
+                 disabled=not identity.may("step"),
                  help="Send the `step` command: the engine runs exactly one step, pauses again, and this page opens it."):
-        out = interventions.send(db, run_id, "step", None, sidebar.current_user(), reason="explain: run one step")
+        out = interventions.send(db, run_id, "step", None, identity.current_actor(), reason="explain: run one step")
         if not out.ok:
             st.error(out.message)
             return

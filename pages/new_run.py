@@ -10,10 +10,11 @@ from pathlib import Path
 
 import streamlit as st
 
+from engine.access import Refused, local_actor
 from engine.config import LOCAL_MODEL
 from engine.jobs import PREVIEW_EXAMPLES, TRY_EXAMPLES
 from storage.db import DEFAULT_DATA_DIR
-from ui import data, form_checks, jobs, keys as K, nav, prompt_form, prompt_section, run_form
+from ui import data, form_checks, identity, jobs, keys as K, nav, prompt_form, prompt_section, run_form
 from ui.sidebar import current_user
 
 DRAFT = "_new_draft"
@@ -262,7 +263,7 @@ l3.text_input("Key variable (optional)", key=K.NEW_API_KEY_ENV, placeholder="OPE
 for k in (K.NEW_MODEL, K.NEW_API_BASE, K.NEW_API_KEY_ENV):
     _errors(k)
 st.slider("Temperature", 0.0, 2.0, step=0.1, key=K.NEW_TEMPERATURE)
-if st.button("Test connection", key=K.NEW_TEST_LM, icon=":material/network_check:"):
+if st.button("Test connection", key=K.NEW_TEST_LM, icon=":material/network_check:", disabled=bool(identity.refusal_note("check_lm"))):
     jobs.start_check(st.session_state[K.NEW_MODEL], st.session_state[K.NEW_API_BASE], st.session_state[K.NEW_API_KEY_ENV])
 jobs.show_check()
 
@@ -322,9 +323,13 @@ st.divider()
 act = st.columns([1, 1, 1, 1])
 preview = prompt_form.is_prompt(draft)
 try_clicked = act[0].button("Preview on three examples" if preview else "Try evaluator on the seed",
-                            key=K.NEW_PREVIEW if preview else K.NEW_TRY, icon=":material/science:", width="stretch")
+                            key=K.NEW_PREVIEW if preview else K.NEW_TRY, icon=":material/science:", width="stretch",
+                            disabled=bool(identity.refusal_note("try_evaluator")))
 validate_clicked = act[1].button("Validate", key=K.NEW_VALIDATE, icon=":material/rule:", width="stretch")
-submit_clicked = act[2].button("Start run", key=K.NEW_SUBMIT, type="primary", icon=":material/play_arrow:", width="stretch")
+submit_clicked = act[2].button("Start run", key=K.NEW_SUBMIT, type="primary", icon=":material/play_arrow:", width="stretch",
+                               disabled=bool(identity.refusal_note("create_run")))
+if identity.refusal_note("create_run"):
+    st.caption(identity.refusal_note("create_run"))
 act[3].button("Clear the form", key=K.NEW_RESET, on_click=_reset, width="stretch")
 
 if try_clicked or validate_clicked or submit_clicked:
@@ -346,9 +351,11 @@ if try_clicked or validate_clicked or submit_clicked:
     else:
         from engine.runs import submit_run
 
-        owner = current_user()
         try:
-            run_id = submit_run(data.get_db(), cfg, owner=owner)
+            run_id = submit_run(data.get_db(), cfg, actor=identity.current_actor() or local_actor(""),
+                                roles=identity.role_map())
+        except Refused as exc:
+            st.error(str(exc), icon=":material/block:")
         except Exception as exc:  # storage errors are translated to StorageError with a usable message
             st.error(f"The run could not be stored: {exc}")
         else:

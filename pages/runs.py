@@ -36,8 +36,8 @@ shown = view.assign(
     calls=[f"{c:,} / {m:,}" if m else f"{c:,}" for c, m in zip(view["metric_calls"], view["max_metric_calls"].fillna(0).astype(int))],
     elapsed=[fmt_seconds(s) for s in view["elapsed_s"]],
     note=[waiting.get(r, "") for r in view["id"]],
-)[["open", "name", "id", "owner", "status", "note", "best_val", "calls", "cost_usd", "elapsed", "steps", "model",
-   "created_at"]]
+)[["open", "name", "id", "owner", "status", "note", "best_val", "approved", "calls", "cost_usd", "elapsed", "steps",
+   "model", "created_at"]]
 st.caption(f"{len(view)} of {len(table)} runs · select rows to open, duplicate or compare")
 event = st.dataframe(shown, hide_index=True, width="stretch", key=keys.RUNS_TABLE, on_select="rerun",
                      selection_mode="multi-row",

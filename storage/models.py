@@ -75,6 +75,8 @@ class Run(SQLModel, table=True):
     test_mean: Optional[float] = None
     seed_test_mean: Optional[float] = None  # the seed on the test set (the held-out audit's baseline)
     test_cost_usd: float = 0.0  # dollars of the test pass's lm() calls, outside the dollar budget
+    # the candidate a person approved (the ``approve`` command: who and why are on that command)
+    approved_candidate_id: Optional[str] = Field(default=None, max_length=32)
 
 
 class Example(SQLModel, table=True):
@@ -253,3 +255,16 @@ class Job(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     started_at: Optional[datetime] = None
     finished_at: Optional[datetime] = None
+
+
+class Refusal(SQLModel, table=True):
+    """An action the command layer refused for a person's role or rate limit (engine/access.py):
+    kept so that admins can see who tried what, and shown in the run's activity feed."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    created_at: datetime = Field(default_factory=utcnow, index=True)
+    actor: str = Field(default="", max_length=200)
+    role: str = Field(default="", max_length=20)
+    action: str = Field(max_length=30)
+    run_id: Optional[str] = Field(default=None, index=True, max_length=32)
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))

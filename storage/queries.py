@@ -112,10 +112,11 @@ def runs_table(db: Database) -> pd.DataFrame:
             "max_metric_calls": budget.get("max_metric_calls"), "cost_usd": d["cost_usd"],
             "max_cost_usd": budget.get("max_cost_usd"), "elapsed_s": elapsed_seconds(d, now),
             "steps": d["steps_done"], "model": ((d["config"] or {}).get("reflection_lm") or {}).get("model", ""),
-            "created_at": d["created_at"],
+            "created_at": d["created_at"], "approved": d.get("approved_candidate_id") or "",
         })
     return pd.DataFrame(rows, columns=["id", "name", "owner", "status", "best_val", "metric_calls", "max_metric_calls",
-                                       "cost_usd", "max_cost_usd", "elapsed_s", "steps", "model", "created_at"])
+                                       "cost_usd", "max_cost_usd", "elapsed_s", "steps", "model", "created_at",
+                                       "approved"])
 
 
 def run_config(db: Database, run_id: str) -> Optional[dict]:

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine.access import local_actor
 from storage import leases, queries, repo
 from storage.db import Database
 from storage.models import Candidate
@@ -302,7 +303,7 @@ def test_budget_resume_and_edit_continue_a_finished_run(sqlite_db, tmp_path):
     assert run["status"] == "completed" and run["steps_done"] == 1
     best = run["best_candidate_id"]
     # the studio's sequence: a new budget, a resume, then the edit (allowed because a resume is queued)
-    out = iv.continue_run(db, run, iv.budget_payload({"max_steps": 2}), "ana",
+    out = iv.continue_run(db, run, iv.budget_payload({"max_steps": 2}), local_actor("ana"),
                           then=("edit", {"candidate_id": best, "content": "alpha bravo charlie"}, "seed it"))
     assert out.ok, out.message
     assert leases.claim_run(db, "other", 60) == run_id  # a worker picks the finished run up
@@ -321,7 +322,7 @@ def test_candidate_live_state_is_three_statements(studio):
 
     db, live, _ = studio
     cand = _candidate(db, live)
-    send_ids = iv.send(db, live, "pin", {"candidate_id": cand.id}, "ana", "x").command_ids
+    send_ids = iv.send(db, live, "pin", {"candidate_id": cand.id}, local_actor("ana"), "x").command_ids
     repo.add_comment(db, live, cand.id, "bob", "nice")
     seen = []
     listener = lambda *a: seen.append(a[2]) if not a[2].lstrip().upper().startswith(("BEGIN", "PRAGMA")) else None

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import data, interventions as iv, keys, submission
+from ui import data, identity, interventions as iv, keys, submission
 from ui.errors import shows_storage_errors
 from ui.render import md, status_badge
+from ui.identity import current_actor
 from ui.sidebar import current_user
 from ui.steering import LIVE_S, budget_inputs, show_outcome
 
@@ -50,7 +51,7 @@ def live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on:
         marks.append(":gray-badge[:material/block: vetoed — never chosen as a parent]")
     st.markdown(" ".join(marks))
 
-    author = current_user()
+    author, steer = current_user(), identity.may("pin")
     finished = run["status"] in iv.FINISHED
     # a form, cleared in the browser on submit: the fragment's periodic reruns never carry a
     # half-typed or already-sent reason back to the server
@@ -59,18 +60,20 @@ def live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on:
         slot = f"flags:{cand_id}"
         tok = submission.token(slot)
         b1.form_submit_button("Unpin" if c["pinned"] else "Pin", key=submission.widget_key(keys.CAND_PIN, slot),
-                              icon=":material/push_pin:", width="stretch", disabled=finished or not author,
+                              icon=":material/push_pin:", width="stretch", disabled=finished or not steer,
                               on_click=_send_flag, args=(run_id, cand_id, "unpin" if c["pinned"] else "pin", slot, tok),
                               help="A pinned candidate stays eligible as a parent whatever the frontier says, is "
                                    "chosen at least every few steps, and never disappears from the views.")
         b2.form_submit_button("Un-veto" if c["vetoed"] else "Veto", key=submission.widget_key(keys.CAND_VETO, slot),
-                              icon=":material/block:", width="stretch", disabled=finished or not author,
+                              icon=":material/block:", width="stretch", disabled=finished or not steer,
                               on_click=_send_flag, args=(run_id, cand_id, "unveto" if c["vetoed"] else "veto", slot, tok),
                               help="A vetoed candidate is never chosen as a parent or merge source and is left out of "
                                    "'best' and of the frontier; it stays visible, greyed, with its lineage.")
         b3.text_input("Why (recorded with the command)", key=keys.CAND_REASON, placeholder="optional")
     if not author:
         st.caption(iv.NO_NAME)
+    elif not steer:
+        st.caption(identity.refusal_note("pin"))
     elif finished:
         _finished_note(run)
     show_outcome(keys.CAND_OUTCOME.format(cand=cand_id))
@@ -80,7 +83,7 @@ def live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on:
 def _send_flag(run_id: str, cand_id: str, kind: str, slot: str, token: str) -> None:
     """Button callback: pin / unpin / veto / unveto; a refusal (e.g. the last eligible parent)
     is shown next to the buttons."""
-    out = iv.send(data.get_db(), run_id, kind, {"candidate_id": cand_id}, current_user(),
+    out = iv.send(data.get_db(), run_id, kind, {"candidate_id": cand_id}, current_actor(),
                   st.session_state.get(keys.CAND_REASON, ""), token)
     if out.command_ids:
         submission.renew(slot)
@@ -136,10 +139,10 @@ def _send_edit(run: dict, cand_id: str, content: dict, budget_fields: dict | Non
     payload = {"candidate_id": cand_id, "content": iv.content_payload(edited)}
     if budget_fields is not None:
         budget = iv.budget_payload({name: ss.get(key) for name, key in budget_fields.items()})
-        out = iv.continue_run(data.get_db(), run, budget, current_user(), then=("edit", payload, reason),
+        out = iv.continue_run(data.get_db(), run, budget, current_actor(), then=("edit", payload, reason),
                               client_token=token)
     else:
-        out = iv.send(data.get_db(), run["id"], "edit", payload, current_user(), reason, token)
+        out = iv.send(data.get_db(), run["id"], "edit", payload, current_actor(), reason, token)
     if out.command_ids:
         submission.renew(slot)
     ss[out_key] = out
@@ -187,11 +190,13 @@ def edit_panel(run: dict, cand: dict) -> None:
         slot = f"edit:{cand_id}"
         a1.button("Continue the run and apply the edit" if finished else "Send the edit", type="primary",
                   key=submission.widget_key(keys.EDIT_CONTINUE if finished else keys.EDIT_SEND, slot),
-                  icon=":material/send:", disabled=not current_user(), width="stretch", on_click=_send_edit,
+                  icon=":material/send:", disabled=not identity.may("edit"), width="stretch", on_click=_send_edit,
                   args=(run, cand_id, content, budget_fields, slot, submission.token(slot)))
         a2.button("Reset", key=keys.EDIT_RESET, on_click=_reset_edit, args=(cand_id, content), width="stretch")
         if not current_user():
             st.caption(iv.NO_NAME)
+        elif not identity.may("edit"):
+            st.caption(identity.refusal_note("edit"))
         out_key = keys.EDIT_OUTCOME.format(cand=cand_id)
         show_outcome(out_key)
         if st.session_state.get(out_key) is not None and st.session_state[out_key].ok:
@@ -213,7 +218,7 @@ def _send_inject(rid: str, components: list[str], slot: str, token: str) -> None
     if problems:
         ss.pop(keys.INJECT_OUTCOME.format(run=rid), None)
         return
-    out = iv.send(data.get_db(), rid, "inject", {"content": iv.content_payload(texts)}, current_user(),
+    out = iv.send(data.get_db(), rid, "inject", {"content": iv.content_payload(texts)}, current_actor(),
                   ss.get(keys.INJECT_REASON.format(run=rid), ""), token)
     if out.command_ids:
         submission.renew(slot)
@@ -243,7 +248,7 @@ def inject_panel(run: dict, components: list[str]) -> None:
             _finished_note(run)
         slot = f"inject:{rid}"
         st.button("Inject", key=submission.widget_key(keys.INJECT_SEND, slot), icon=":material/send:",
-                  disabled=finished or not current_user(), on_click=_send_inject,
+                  disabled=finished or not identity.may("inject"), on_click=_send_inject,
                   args=(rid, components, slot, submission.token(slot)))
         show_outcome(keys.INJECT_OUTCOME.format(run=rid))
 
@@ -254,7 +259,7 @@ def inject_panel(run: dict, components: list[str]) -> None:
 def _send_feedback(rid: str, cand_id: str, slot: str, token: str) -> None:
     ss = st.session_state
     text = ss.get(keys.FEEDBACK_TEXT.format(cand=cand_id), "")
-    out = iv.send(data.get_db(), rid, "feedback", {"candidate_id": cand_id, "text": text}, current_user(),
+    out = iv.send(data.get_db(), rid, "feedback", {"candidate_id": cand_id, "text": text}, current_actor(),
                   client_token=token)
     if out.command_ids:
         submission.renew(slot)
@@ -273,7 +278,7 @@ def feedback_box(run: dict, cand_id: str) -> None:
                      help="Included, marked as human feedback, in the prompt of the next reflections on this candidate.")
         slot = f"feedback:{cand_id}"
         st.form_submit_button("Send feedback", key=submission.widget_key(keys.FEEDBACK_SEND, slot),
-                              icon=":material/forum:", disabled=finished or not current_user(), on_click=_send_feedback,
+                              icon=":material/forum:", disabled=finished or not identity.may("feedback"), on_click=_send_feedback,
                               args=(run["id"], cand_id, slot, submission.token(slot)))
     if finished:
         _finished_note(run)
@@ -307,7 +312,7 @@ def comment_thread(run_id: str, cand_id: str) -> None:
 
 def _post_comment(rid: str, cand_id: str) -> None:
     ss = st.session_state
-    out = iv.comment(data.get_db(), rid, cand_id, current_user(), ss.get(keys.COMMENT_TEXT.format(cand=cand_id), ""))
+    out = iv.comment(data.get_db(), rid, cand_id, current_actor(), ss.get(keys.COMMENT_TEXT.format(cand=cand_id), ""))
     ss[keys.COMMENT_OUTCOME.format(cand=cand_id)] = out
     if out.ok:
         data.forget_steering()
@@ -319,7 +324,7 @@ def comment_box(run_id: str, cand_id: str) -> None:
     with st.form(f"steer_comment_form_{cand_id}", clear_on_submit=True, border=False, enter_to_submit=False):
         st.text_area("Add a comment", key=keys.COMMENT_TEXT.format(cand=cand_id), height=80,
                      placeholder="for your colleagues (the reflection LM does not read comments)")
-        st.form_submit_button("Post comment", key=keys.COMMENT_SEND, icon=":material/chat:", disabled=not current_user(),
+        st.form_submit_button("Post comment", key=keys.COMMENT_SEND, icon=":material/chat:", disabled=not identity.may("comment"),
                               on_click=_post_comment, args=(run_id, cand_id))
     if not current_user():
         st.caption(iv.NO_NAME)

@@ -14,6 +14,7 @@ from typing import Optional
 
 import pandas as pd
 
+from engine.access import Actor, Refused, check
 from engine.commands import AlreadySent, CommandError, send_command
 from storage import repo
 from storage.db import Database
@@ -35,19 +36,20 @@ class Outcome:
     command_ids: tuple[int, ...] = ()
 
 
-def send(db: Database, run_id: str, kind: str, payload: Optional[dict], author: str, reason: str = "",
+def send(db: Database, run_id: str, kind: str, payload: Optional[dict], actor: Optional[Actor], reason: str = "",
          client_token: Optional[str] = None) -> Outcome:
-    """Queue one command; a refusal comes back as a message, never an exception. A repeated
-    ``client_token`` (the same submission again) queues nothing and says so."""
-    if not (author or "").strip():
+    """Queue one command as ``actor`` (whose role the command layer checks); a refusal comes
+    back as a message, never an exception. A repeated ``client_token`` (the same submission
+    again) queues nothing and says so."""
+    if actor is None or not actor.name.strip():
         return Outcome(False, NO_NAME)
     try:
-        cid = send_command(db, run_id, kind, payload or {}, author=author.strip(), reason=(reason or "").strip(),
-                           client_token=client_token)
+        cid = send_command(db, run_id, kind, payload or {}, reason=(reason or "").strip(),
+                           client_token=client_token, actor=actor)
     except AlreadySent as exc:
         return Outcome(True, f"{kind} already queued (command {exc.command_id}): one click sends one command.",
                        (exc.command_id,))
-    except (CommandError, NotFound) as exc:
+    except (CommandError, NotFound, Refused) as exc:
         return Outcome(False, str(exc))
     except StorageError as exc:
         return Outcome(False, f"The database did not take the command ({exc}); try again.")
@@ -56,16 +58,19 @@ def send(db: Database, run_id: str, kind: str, payload: Optional[dict], author: 
     return Outcome(True, f"{kind} queued (command {cid}); the engine {when}.", (cid,))
 
 
-def comment(db: Database, run_id: str, candidate_id: str, author: str, text: str) -> Outcome:
-    if not (author or "").strip():
+def comment(db: Database, run_id: str, candidate_id: str, actor: Optional[Actor], text: str) -> Outcome:
+    if actor is None or not actor.name.strip():
         return Outcome(False, NO_NAME)
     if not (text or "").strip():
         return Outcome(False, "The comment is empty: write something first.")
     try:
+        check(db, actor, "comment", run_id)
         cand = repo.get_candidate(db, candidate_id)
         if cand.run_id != run_id:
             return Outcome(False, f"candidate {candidate_id} belongs to run {cand.run_id}, not {run_id}")
-        repo.add_comment(db, run_id, candidate_id, author.strip(), text.strip())
+        repo.add_comment(db, run_id, candidate_id, actor.name.strip(), text.strip())
+    except Refused as exc:
+        return Outcome(False, str(exc))
     except StorageError as exc:
         return Outcome(False, str(exc))
     return Outcome(True, "Comment posted.")
@@ -143,7 +148,7 @@ def suggested_budget(run: dict) -> dict:
     return out
 
 
-def continue_run(db: Database, run: dict, budget: dict, author: str, then: Optional[tuple[str, dict, str]] = None,
+def continue_run(db: Database, run: dict, budget: dict, actor: Optional[Actor], then: Optional[tuple[str, dict, str]] = None,
                  client_token: Optional[str] = None) -> Outcome:
     """Continue a finished run: a new budget, a resume, then optionally one more command
     (kind, payload, reason) — queued in that order, so the engine applies them in that order.
@@ -155,7 +160,7 @@ def continue_run(db: Database, run: dict, budget: dict, author: str, then: Optio
     ids = []
     steps = [("budget", budget, "continue the run"), ("resume", {}, "continue the run")] + ([then] if then else [])
     for kind, payload, reason in steps:
-        out = send(db, run["id"], kind, payload, author, reason, f"{client_token}:{kind}" if client_token else None)
+        out = send(db, run["id"], kind, payload, actor, reason, f"{client_token}:{kind}" if client_token else None)
         if not out.ok:
             done = f" (already queued: {', '.join(map(str, ids))})" if ids else ""
             return Outcome(False, out.message + done, tuple(ids))

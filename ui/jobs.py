@@ -14,13 +14,14 @@ from typing import Callable, Optional
 import pandas as pd
 import streamlit as st
 
-from engine.jobs import CHECK_LM, TRY_EVALUATOR, TRY_EXAMPLES
+from engine.access import Refused, local_actor
+from engine.jobs import CHECK_LM, TRY_EVALUATOR, TRY_EXAMPLES, request_job
 from storage import jobs
-from ui import data, keys as K
+from ui import data, identity, keys as K
 from ui.errors import shows_storage_errors
 from ui.prompt_view import show_evaluation
 from ui.render import fmt_seconds, md, show_text
-from ui.sidebar import STALE_AFTER_S, current_user
+from ui.sidebar import STALE_AFTER_S
 
 POLL_S = 1.0
 
@@ -28,10 +29,10 @@ POLL_S = 1.0
 def start_try(cfg, rows: Optional[list] = None, examples: int = TRY_EXAMPLES) -> None:
     """Queue a try of the evaluator on the seed of a validated config, on the first ``examples``
     of ``rows`` (the dataset as pasted, so that the results are labelled as the preview numbers
-    them; a prompt's Preview: ``PREVIEW_EXAMPLES``)."""
+    them; a prompt's Preview: ``PREVIEW_EXAMPLES``). An editor's, within their hourly limit:
+    ``engine.jobs.request_job`` checks; a refusal is shown here."""
     payload = {"config": cfg.stored(), "examples": examples, **({"rows": rows[:examples]} if rows else {})}
-    job_id = jobs.submit_job(data.get_db(), TRY_EVALUATOR, payload, author=current_user())
-    st.session_state[K.NEW_TRY_RESULT] = job_id
+    _request(TRY_EVALUATOR, payload, K.NEW_TRY_RESULT)
 
 
 def try_refusal(cfg) -> Optional[str]:
@@ -70,7 +71,16 @@ def _last_line(text: str) -> str:
 def start_check(model: str, api_base: str, api_key_env: str, result_key: str = K.NEW_LM_RESULT) -> None:
     """Queue a connection test; its panel is drawn by ``show_check(result_key)``."""
     payload = {"model": model.strip(), "api_base": api_base.strip(), "api_key_env": api_key_env.strip()}
-    st.session_state[result_key] = jobs.submit_job(data.get_db(), CHECK_LM, payload, author=current_user())
+    _request(CHECK_LM, payload, result_key)
+
+
+def _request(kind: str, payload: dict, key: str) -> None:
+    try:
+        st.session_state[key] = request_job(data.get_db(), kind, payload, identity.current_actor() or local_actor(""),
+                                            roles=identity.role_map())
+    except Refused as exc:
+        st.session_state.pop(key, None)
+        st.error(str(exc), icon=":material/block:")
 
 
 def show_try(examples: int = TRY_EXAMPLES) -> None:

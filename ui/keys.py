@@ -5,6 +5,10 @@ WHO = "who_am_i"
 WHO_KEPT = "_who_am_i_kept"  # the name outside the widget (widget state can be dropped on a page switch)
 WHO_SAVED = "_who_saved_cookie"
 COOKIE_WHO = "refract_user"
+SIGN_IN = "sign_in"
+COOKIE_NEXT = "refract_next"  # the page someone not yet signed in was opening
+NEXT_FOLLOWED = "_next_followed"
+SIGN_OUT = "sign_out"
 
 # query parameters (shareable links)
 QP_RUN = "run"
@@ -148,3 +152,10 @@ CMP_B = "cmp_candidate_b"
 CMP_SPLIT = "cmp_split"
 NEW_TASK_LM_RESULT = "_new_task_lm_result"  # the id of the last task-model "test connection" job
 NEW_PROMPT_BASE = "_new_prompt_assertions_base"  # the rows the assertions table started from
+
+# review: approval, the report, the activity feed
+APPROVE_REASON = "approve_reason_{cand}"
+APPROVE_SEND = "approve_send_{cand}"
+APPROVE_OUTCOME = "_approve_outcome_{cand}"
+REPORT_DOWNLOAD = "report_download"
+ACTIVITY_PERSON = "activity_person"

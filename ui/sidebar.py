@@ -1,4 +1,5 @@
-"""The shared sidebar: who am I (remembered in this browser), which database, engine heartbeat."""
+"""The shared sidebar: who is signed in (or, in local mode, who am I, remembered in this browser),
+which database, engine heartbeat."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 
 import streamlit as st
 
-from ui import data, keys
+from ui import data, identity, keys
 from ui.render import fmt_seconds, md
 
 STALE_AFTER_S = 30.0
@@ -16,15 +17,10 @@ _NAME_OK = re.compile(r"^[\w .@'-]{1,60}$")
 
 
 def current_user() -> str:
-    """The person acting: the login identity when login is configured, else the sidebar name."""
-    try:
-        if st.user.is_logged_in:
-            return str(st.user.get("email") or st.user.get("name") or "")
-    except (AttributeError, KeyError):
-        pass
-    # the widget's value, else the copy kept outside the widget: Streamlit may drop a widget's
-    # state on a page switch, and the cookie read at connection time would be stale by then
-    return (st.session_state.get(keys.WHO) or st.session_state.get(keys.WHO_KEPT) or "").strip()
+    """The person acting: the signed-in identity when sign-in is configured, else the sidebar
+    name (see ``ui.identity``)."""
+    actor = identity.current_actor()
+    return actor.name if actor is not None else ""
 
 
 def _remember(name: str) -> None:
@@ -34,30 +30,34 @@ def _remember(name: str) -> None:
             "'; path=/; max-age=31536000; SameSite=Lax';</script>", unsafe_allow_javascript=True)
 
 
+def _who_am_i() -> None:
+    """Local mode's typed name, remembered in this browser."""
+    if keys.WHO not in st.session_state:
+        from urllib.parse import unquote
+
+        st.session_state[keys.WHO] = (st.session_state.get(keys.WHO_KEPT)
+                                      or unquote(st.context.cookies.get(keys.COOKIE_WHO, "") or ""))
+    name = st.text_input("Who am I", key=keys.WHO, placeholder="your name",
+                         help="Recorded on the runs, commands and comments you create; remembered in this browser.")
+    name = (name or "").strip()
+    st.session_state[keys.WHO_KEPT] = name
+    if name and not _NAME_OK.match(name):
+        st.warning("Use letters, digits, spaces and . @ ' - (at most 60 characters).")
+    elif name and st.session_state.get(keys.WHO_SAVED) != name:
+        _remember(name)
+        st.session_state[keys.WHO_SAVED] = name
+
+
 def render() -> None:
     with st.sidebar:
-        logged_in = False
-        try:
-            logged_in = bool(st.user.is_logged_in)
-        except AttributeError:
-            pass
-        if logged_in:
-            st.caption(f"Signed in as **{md(current_user())}**")
+        if identity.auth_configured():
+            actor = identity.current_actor()
+            if actor is not None:
+                st.caption(f"Signed in as **{md(actor.name)}** · {actor.role.label}")
+                st.button("Sign out", key=keys.SIGN_OUT, icon=":material/logout:", on_click=st.logout)
         else:
-            if keys.WHO not in st.session_state:
-                from urllib.parse import unquote
-
-                st.session_state[keys.WHO] = (st.session_state.get(keys.WHO_KEPT)
-                                              or unquote(st.context.cookies.get(keys.COOKIE_WHO, "") or ""))
-            name = st.text_input("Who am I", key=keys.WHO, placeholder="your name",
-                                 help="Recorded on the runs, commands and comments you create; remembered in this browser.")
-            name = (name or "").strip()
-            st.session_state[keys.WHO_KEPT] = name
-            if name and not _NAME_OK.match(name):
-                st.warning("Use letters, digits, spaces and . @ ' - (at most 60 characters).")
-            elif name and st.session_state.get(keys.WHO_SAVED) != name:
-                _remember(name)
-                st.session_state[keys.WHO_SAVED] = name
+            _who_am_i()
+            st.caption(identity.LOCAL_MODE.capitalize() + " (sign-in is not configured).")
         st.caption(f"Database: `{data.get_db().safe_url}`")
         worker_badge()
 

@@ -3,7 +3,8 @@ continuing a finished run), one-click vetoes of degenerate frontier members, the
 log and, per step, why each parent was chosen and which commands were applied before it.
 
 Every control sends through ``ui.interventions`` (``engine.commands.send_command``, the CLI's
-code path) with the sidebar name as author; its outcome is shown right next to it. The live
+code path) as the signed-in person (the sidebar name in local mode), whose role the command layer
+checks; its outcome is shown right next to it. The live
 parts are fragments refreshing every second from short-TTL cached reads, so two browsers on
 one run see each other's commands within two seconds.
 """
@@ -16,9 +17,10 @@ import pandas as pd
 import streamlit as st
 
 from storage.states import RunStatus
-from ui import data, interventions as iv, keys, submission
+from ui import data, identity, interventions as iv, keys, submission
 from ui.errors import shows_storage_errors
 from ui.render import fmt_seconds, md
+from ui.identity import current_actor
 from ui.sidebar import STALE_AFTER_S, current_user
 
 LIVE_S = 0.5  # steering is seen by everyone within 2 s (worst case: one period + the cache TTL + a render)
@@ -87,7 +89,7 @@ def _live_controls(run_id: str) -> None:
     run, log = data.controls_snapshot(run_id)
     if run is None:
         return
-    author = current_user()
+    author, steer = current_user(), identity.may("pause")
     status = run["status"]
     finished = status in iv.FINISHED
     prev = st.session_state.get(f"_steer_status_{run_id}")
@@ -106,11 +108,11 @@ def _live_controls(run_id: str) -> None:
         slot = f"run:{run_id}"
         for col, kind, key in zip(cols, ("pause", "resume", "step"), (keys.RUN_PAUSE, keys.RUN_RESUME, keys.RUN_STEP)):
             col.form_submit_button(VERB[kind], key=submission.widget_key(key, slot), icon=icons[kind],
-                                   disabled=not enabled[kind] or not author, width="stretch", help=HELP[kind],
+                                   disabled=not enabled[kind] or not steer, width="stretch", help=HELP[kind],
                                    on_click=_send_run_command,
                                    args=(run_id, kind, keys.RUN_REASON, slot, submission.token(slot)))
         cols[3].text_input("Why (recorded in the command log)", key=keys.RUN_REASON, placeholder="optional")
-    with right.popover(VERB["stop"], icon=icons["stop"], disabled=not enabled["stop"] or not author, width="stretch",
+    with right.popover(VERB["stop"], icon=icons["stop"], disabled=not enabled["stop"] or not steer, width="stretch",
                        help=HELP["stop"]):
         with st.form(f"steer_stop_{run_id}", clear_on_submit=True, border=False, enter_to_submit=False):
             st.text_input("Why stop it?", key=keys.RUN_STOP_REASON, placeholder="optional")
@@ -120,6 +122,8 @@ def _live_controls(run_id: str) -> None:
                                   args=(run_id, "stop", keys.RUN_STOP_REASON, slot, submission.token(slot)))
     if not author:
         st.caption(iv.NO_NAME)
+    elif not steer:
+        st.caption(identity.refusal_note("pause"))
     elif finished:
         st.caption(f"This run is {md(status)}. To go on, continue it with a new budget (below).")
     show_outcome(keys.RUN_OUTCOME.format(run=run_id))
@@ -127,7 +131,7 @@ def _live_controls(run_id: str) -> None:
 
 
 def _send_run_command(run_id: str, kind: str, reason_key: str, slot: str, token: str) -> None:
-    out = iv.send(data.get_db(), run_id, kind, {}, current_user(), st.session_state.get(reason_key, ""), token)
+    out = iv.send(data.get_db(), run_id, kind, {}, current_actor(), st.session_state.get(reason_key, ""), token)
     if out.command_ids:
         submission.renew(slot)
     st.session_state[keys.RUN_OUTCOME.format(run=run_id)] = out
@@ -146,7 +150,7 @@ def _budget_editor(run: dict) -> None:
         label = "Continue the run" if finished else "Apply the new budget"
         slot = f"budget:{run['id']}"
         st.button(label, key=submission.widget_key(keys.RUN_BUDGET_SEND, slot),
-                  icon=":material/play_arrow:" if finished else ":material/tune:", disabled=not current_user(),
+                  icon=":material/play_arrow:" if finished else ":material/tune:", disabled=not identity.may("budget"),
                   on_click=_send_budget, args=(run, slot, submission.token(slot)))
         show_outcome(keys.RUN_OUTCOME.format(run=run["id"]) + "_budget")
 
@@ -156,9 +160,9 @@ def _send_budget(run: dict, slot: str, token: str) -> None:
     values = {n: st.session_state.get(keys.RUN_BUDGET_FIELD.format(run=run["id"], name=n)) for n in iv.BUDGET_FIELDS}
     payload = iv.budget_payload(values)
     if run["status"] in iv.FINISHED:
-        out = iv.continue_run(data.get_db(), run, payload, current_user(), client_token=token)
+        out = iv.continue_run(data.get_db(), run, payload, current_actor(), client_token=token)
     else:
-        out = iv.send(data.get_db(), run["id"], "budget", payload, current_user(), "budget changed", token)
+        out = iv.send(data.get_db(), run["id"], "budget", payload, current_actor(), "budget changed", token)
         late = iv.budget_problems(run, payload)
         if out.ok and late:
             out = iv.Outcome(True, out.message + " Note: " + " ".join(late), out.command_ids)
@@ -204,7 +208,7 @@ def degenerate_members(run_id: str, cands: pd.DataFrame, members: list[str], fin
         c1.markdown(f"`{r.id}` · mean {r.val_mean:.3f} vs seed {r.seed_mean:.3f}")
         key, slot = keys.DEGENERATE_VETO.format(cand=r.id), f"degenerate:{r.id}"
         c2.button("Veto", key=submission.widget_key(key, slot), icon=":material/block:",
-                  disabled=finished or not current_user(), on_click=_veto_degenerate,
+                  disabled=finished or not identity.may("veto"), on_click=_veto_degenerate,
                   args=(run_id, r.id, f"degenerate frontier member: mean {r.val_mean:.3f} < seed {r.seed_mean:.3f}",
                         key, slot, submission.token(slot)),
                   help="Never choose it as a parent again (it stays visible, greyed, with its lineage).")
@@ -212,7 +216,7 @@ def degenerate_members(run_id: str, cands: pd.DataFrame, members: list[str], fin
 
 
 def _veto_degenerate(run_id: str, cand_id: str, reason: str, key: str, slot: str, token: str) -> None:
-    out = iv.send(data.get_db(), run_id, "veto", {"candidate_id": cand_id}, current_user(), reason, token)
+    out = iv.send(data.get_db(), run_id, "veto", {"candidate_id": cand_id}, current_actor(), reason, token)
     if out.command_ids:
         submission.renew(slot)
     st.session_state["_out_" + key] = out

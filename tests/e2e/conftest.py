@@ -34,15 +34,17 @@ class Studio:
         self.url, self.db_url, self.log = url, db_url, log
 
 
-def start_studio(tmp: Path, db_url: str, worker: bool, env: dict | None = None) -> tuple[subprocess.Popen, Studio]:
-    """``env`` adds variables for the server and its supervised worker (e.g. a scripted LM)."""
+def start_studio(tmp: Path, db_url: str, worker: bool, env: dict | None = None,
+                 args: tuple[str, ...] = ()) -> tuple[subprocess.Popen, Studio]:
+    """``env`` adds variables for the server and its supervised worker (e.g. a scripted LM);
+    ``args`` adds options to ``streamlit run`` (e.g. ``--secrets.files=…``)."""
     port = _free_port()
     env = dict(os.environ, REFRACT_DB=db_url, REFRACT_DATA=str(tmp), REFRACT_WORKER="1" if worker else "0", **(env or {}))
     log = tmp / "streamlit.log"
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless=true",
          f"--server.port={port}", "--server.address=127.0.0.1", "--server.fileWatcherType=none",
-         "--browser.gatherUsageStats=false"],
+         "--browser.gatherUsageStats=false", *args],
         cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

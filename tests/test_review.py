@@ -1,0 +1,71 @@
+"""Review tools on the command line (in process): approve, ``export --approved``, the HTML report
+(escaped, self-contained; tests/e2e/test_report_browser.py opens it in Chromium offline), and the
+activity feed."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engine.access import Actor, Role
+from engine.cli import main
+from engine.commands import send_command
+from storage import activity, repo
+from storage.models import Candidate
+from tests.support.synthetic import generate_run
+
+EVIL = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
+
+
+@pytest.fixture
+def reviewed(sqlite_db):
+    """A finished synthetic run whose approved candidate, name and comment carry HTML."""
+    db = sqlite_db
+    run_id = generate_run(db, n_candidates=20, n_val=5, n_train=5, name=f"demo {EVIL}")
+    cand = next(c for c in repo.list_candidates(db, run_id) if c.content and c.origin == "reflection"
+                and c.val_mean is not None)
+    with db.write() as s:
+        row = s.get(Candidate, cand.id)
+        row.content = {**row.content, "system_prompt": f"Be careful.\n{EVIL}\nThink first."}
+        s.add(row)
+    repo.add_comment(db, run_id, cand.id, "bo@example.com", f"nice {EVIL}")
+    return db, run_id, cand.id
+
+
+def test_approve_then_export_just_the_approved_text(reviewed, tmp_path, capsys):
+    db, run_id, cand_id = reviewed
+    out = tmp_path / "prompt.txt"
+    assert main(["export", run_id, "--approved", "--out", str(out), "--db", db.url]) == 2
+    assert "--approved: run " + run_id + " has no approved candidate" in capsys.readouterr().err
+    assert main(["approve", run_id, cand_id, "--db", db.url, "--author", "ana", "--reason", "clearest"]) == 0
+    assert main(["export", run_id, "--approved", "--out", str(out), "--db", db.url]) == 0
+    content = repo.get_candidate(db, cand_id).content
+    assert out.read_text() == __import__("json").dumps(content, indent=1, ensure_ascii=False)  # two components
+    assert main(["approve", run_id, cand_id, "--db", db.url]) == 2  # no reason
+    assert "reason: say why" in capsys.readouterr().err
+
+
+def test_the_report_escapes_every_text_and_loads_nothing(reviewed, tmp_path):
+    db, run_id, cand_id = reviewed
+    send_command(db, run_id, "approve", {"candidate_id": cand_id}, reason=f"because {EVIL}",
+                 actor=Actor("ed@example.com", Role.EDITOR))
+    out = tmp_path / "report.html"
+    assert main(["report", run_id, "--out", str(out), "--db", db.url]) == 0
+    page = out.read_text()
+    assert "<script>document.title" not in page and "<img src=x" not in page
+    assert page.count("&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;") >= 4  # name, text, diff, comment, reason
+    assert not re.search(r"""<(script|link|img|iframe)[^>]+(src|href)=["']?(https?:)?//""", page)  # nothing external
+    assert "The approved candidate" in page and cand_id in page
+    assert "Content-Security-Policy" in page
+
+
+def test_activity_feed_newest_first_filtered_by_person(reviewed):
+    db, run_id, cand_id = reviewed
+    send_command(db, run_id, "approve", {"candidate_id": cand_id}, reason="good", author="ana")
+    repo.add_comment(db, run_id, cand_id, "ana", "second thoughts")
+    feed = activity.run_activity(db, run_id)
+    assert [(f["who"], f["what"]) for f in feed[:2]] == [("ana", "comment"), ("ana", "approve")]
+    assert feed == sorted(feed, key=lambda f: f["when"], reverse=True)
+    assert {f["who"] for f in activity.run_activity(db, run_id, person="ana")} == {"ana"}
+    assert any(f["who"] == "bo@example.com" for f in feed)
