@@ -191,6 +191,8 @@ def test_every_option_in_the_readme_table_is_a_config_field():
     readme = (ROOT / "README.md").read_text()
     table = readme.split("**Options, as GEPA names them.**")[1].split("## Evaluator contract")[0]
     named = re.findall(r"^\| `\[(\w+)\] (\w+)`", table, re.M)
-    assert len(named) == 8
+    # the table may grow; these GEPA options must stay in it
+    assert {"frontier", "top_k_pareto_k", "skip_perfect_score", "component_selector", "merge",
+            "max_candidate_proposals", "max_steps_without_improvement", "kwargs"} <= {n for _, n in named}
     for section, name in named:
         assert name in RunConfig.model_fields[section].annotation.model_fields, (section, name)
