@@ -23,7 +23,7 @@ from storage import repo
 from tests.support import toy
 from tests.support.harness import run_optimizer, toy_config
 from tests.test_batching import merging_script
-from ui import keys as K
+from tests.support.studio import open_page
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -43,14 +43,7 @@ def _render(page: str, **params) -> AppTest:
     import streamlit as st
 
     st.cache_data.clear()  # what a page shows now, not what a cache kept from before
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state[K.WHO] = "ana"
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page(str(Path(APP).parent / page))
-    at.run()
-    assert not at.exception, at.exception[0].message if at.exception else ""
-    return at
+    return open_page(page, **params)
 
 
 def _values(v):

@@ -20,7 +20,7 @@ from storage import leases, queries, repo
 from tests.support.synthetic import generate_run
 from tests.support import toy
 from tests.support.harness import run_optimizer, toy_config
-from tests.support.studio import studio_database
+from tests.support.studio import open_page, studio_database
 from ui import analysis, form_checks, keys as K, run_form, submission
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -32,17 +32,6 @@ def studio(tmp_path, monkeypatch):
     install_script(toy.script)
     return studio_database(tmp_path, monkeypatch)
 
-
-def _page(page: str, who: str | None = "ana", **params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    if who is not None:
-        at.session_state[K.WHO] = who
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page(str(Path(APP).parent / page))
-    at.run()
-    assert not at.exception, at.exception[0].message if at.exception else ""
-    return at
 
 
 def _rerun(at: AppTest) -> AppTest:
@@ -75,7 +64,7 @@ def test_candidate_filters_take_in_origins_statuses_and_steps_that_appear_later(
     run_id = submit_run(db, toy_config(6, budget={"max_metric_calls": 60}))
     send_command(db, run_id, "pause", {}, "ana")  # applied right after the seed's validation pass
     run_optimizer(db, run_id, tmp_path)
-    at = _page("pages/dashboard.py", run=run_id)
+    at = open_page("pages/dashboard.py", run=run_id)
     assert at.multiselect(key=K.DASH_ORIGIN).value == ["seed"]
     send_command(db, run_id, "resume", {}, "ana")
     run_optimizer(db, run_id, tmp_path)
@@ -94,7 +83,7 @@ def test_an_origin_the_person_removed_stays_removed(studio, tmp_path):
     db = studio
     run_id = submit_run(db, toy_config(6, budget={"max_metric_calls": 30}))
     run_optimizer(db, run_id, tmp_path)
-    at = _page("pages/dashboard.py", run=run_id)
+    at = open_page("pages/dashboard.py", run=run_id)
     at.multiselect(key=K.DASH_ORIGIN).unselect("seed").run()
     _continue(db, run_id, tmp_path, 60)
     at = _rerun(at)
@@ -121,7 +110,7 @@ def test_frontier_is_the_engines_when_the_dataset_is_the_validation_set(studio, 
     view = analysis.frontier(scores, cands)
     assert set(view.members) == _export_frontier(db, run_id)
     assert not (set(view.matrix.index) & rejected)
-    at = _page("pages/dashboard.py", run=run_id)
+    at = open_page("pages/dashboard.py", run=run_id)
     size = next(m for m in at.metric if m.label == "Frontier size")
     assert int(size.value) == len(_export_frontier(db, run_id))
 
@@ -160,7 +149,7 @@ def test_a_double_click_on_send_the_edit_makes_one_command(studio, tmp_path):
     db = studio
     run_id = generate_run(db, n_candidates=20, n_val=4, n_train=6, status="running")
     seed = next(c for c in repo.list_candidates(db, run_id) if c.origin == "seed")
-    at = _page("pages/candidate.py", run=run_id, candidate=seed.id)
+    at = open_page("pages/candidate.py", run=run_id, candidate=seed.id)
     key = K.EDIT_TEXT.format(cand=seed.id, i=0)
     area = at.text_area(key=key)
     area.set_value(area.value + " (edited)")
@@ -205,7 +194,7 @@ def test_candidate_page_shows_means_and_says_what_they_are_over(studio, tmp_path
     run_id = submit_run(db, toy_config(6, budget={"max_metric_calls": 60}))
     run_optimizer(db, run_id, tmp_path)
     child = next(c for c in repo.list_candidates(db, run_id) if c.origin == "reflection" and c.minibatch_keys)
-    at = _page("pages/candidate.py", run=run_id, candidate=child.id)
+    at = open_page("pages/candidate.py", run=run_id, candidate=child.id)
     n = len(child.minibatch_keys)
     mb = next(m for m in at.metric if m.label.startswith("Minibatch score"))
     assert mb.label == f"Minibatch score · mean of {n}"
@@ -219,9 +208,9 @@ def test_best_links_name_their_candidate(studio, tmp_path):
     run_id = submit_run(db, toy_config(6, budget={"max_metric_calls": 30}))
     run_optimizer(db, run_id, tmp_path)
     best = repo.get_run(db, run_id).best_candidate_id
-    at = _page("pages/candidate.py", run=run_id)  # a link without a candidate: the best is shown …
+    at = open_page("pages/candidate.py", run=run_id)  # a link without a candidate: the best is shown …
     assert at.query_params[K.QP_CANDIDATE] == best  # … and the URL now names it
-    at = _page("pages/dashboard.py", run=run_id)
+    at = open_page("pages/dashboard.py", run=run_id)
     links = [el for el in at.get("page_link") if "Best" in el.proto.label]
     assert len(links) == 1 and best in links[0].proto.label and f"candidate={best}" in links[0].proto.query_string
 
@@ -244,7 +233,7 @@ def test_out_of_range_budgets_are_refused_by_name():
 
 
 def test_start_run_with_a_bad_budget_starts_nothing_and_says_so_by_the_button(studio):
-    at = _page("pages/new_run.py")
+    at = open_page("pages/new_run.py")
     at.selectbox(key=K.NEW_TEMPLATE).set_value(next(o for o in at.selectbox(key=K.NEW_TEMPLATE).options
                                                     if "toy_words" in o)).run()
     at.button(key=K.NEW_LOAD_TEMPLATE).click().run()
@@ -299,7 +288,7 @@ def test_runs_page_says_why_a_queued_run_waits(studio):
     waiting = submit_run(db, toy_config(6, name="second"))
     leases.claim_run(db, "w1", 30, run_id=busy)
     leases.worker_heartbeat(db, "w1", 1, "here", busy)
-    at = _page("pages/runs.py")
+    at = open_page("pages/runs.py")
     table = at.dataframe[0].value
     note = table.set_index("id").at[waiting, "note"]
     assert "1 in the queue" in note and f"busy with run {busy}" in note

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.support.synthetic import generate_run
-from tests.support.studio import studio_database
+from tests.support.studio import open_page, studio_database
 from ui import keys as K
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -23,14 +23,9 @@ def studio(tmp_path, monkeypatch):
     return db, run_id
 
 
-def _page(page: str, **params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page(str(Path(APP).parent / page))
-    at.run()
-    assert not at.exception, at.exception[0].message if at.exception else ""
-    return at
+
+def _open(page: str, **params) -> AppTest:
+    return open_page(page, who=None, **params)
 
 
 def _texts(at: AppTest) -> str:
@@ -41,7 +36,7 @@ def _texts(at: AppTest) -> str:
 
 def test_runs_page_lists_the_run(studio):
     _, run_id = studio
-    at = _page("pages/runs.py")
+    at = _open("pages/runs.py")
     df = at.dataframe[0].value
     assert run_id in set(df["id"]) and "open" in df.columns
     assert at.button(key=K.RUNS_DUPLICATE).disabled  # nothing selected yet
@@ -49,7 +44,7 @@ def test_runs_page_lists_the_run(studio):
 
 def test_dashboard_shows_status_budget_kpis(studio):
     db, run_id = studio
-    at = _page("pages/dashboard.py", run=run_id)
+    at = _open("pages/dashboard.py", run=run_id)
     text = _texts(at)
     assert "completed" in text and "Best val score" in text and "Speed-up" in text
     assert any("binds first" in p.text for p in at.get("progress")) if at.get("progress") else True
@@ -65,7 +60,7 @@ def test_dashboard_says_a_python_run_waits_for_its_process(studio):
     repo.transition_run(db, run_id, "running", "")  # the finished synthetic run, continued, then paused
     repo.transition_run(db, run_id, "paused", "paused: interrupted in Python (Ctrl-C)")
     repo.set_run_fields(db, run_id, attached_to="python:host:1:abc", lease_owner=None, lease_expires_at=None)
-    at = _page("pages/dashboard.py", run=run_id)
+    at = _open("pages/dashboard.py", run=run_id)
     warnings = [w.value for w in at.warning]
     assert any(w.startswith("Waiting for its Python process") and f'resume="{run_id}"' in w for w in warnings), warnings
 
@@ -75,13 +70,13 @@ def test_dashboard_shows_the_held_out_audit(studio):
 
     db, run_id = studio
     repo.set_run_fields(db, run_id, best_val_mean=0.9, test_mean=0.75, seed_test_mean=0.5, test_cost_usd=0.0123)
-    text = _texts(_page("pages/dashboard.py", run=run_id))
+    text = _texts(_open("pages/dashboard.py", run=run_id))
     assert ("held-out test: seed 0.5000 → best 0.7500; validation 0.9000, validation–test gap +0.1500; "
             "test pass LM cost $0.0123, outside the budget. The search never saw the test set.") in text
 
 
 def test_dashboard_unknown_run_says_so(studio):
-    at = _page("pages/dashboard.py", run="rnope")
+    at = _open("pages/dashboard.py", run="rnope")
     assert any("no run with id" in e.value for e in at.error)
 
 
@@ -90,7 +85,7 @@ def test_candidate_page_shows_text_not_html(studio):
     from storage import queries
 
     best = queries.run_overview(db, run_id)["best_candidate_id"]
-    at = _page("pages/candidate.py", run=run_id, candidate=best)
+    at = _open("pages/candidate.py", run=run_id, candidate=best)
     codes = [c.value for c in at.code]
     content = queries.candidate_detail(db, best)["candidate"]["content"]
     assert all(text in codes for text in content.values())  # full text of every component, as code blocks
@@ -101,20 +96,20 @@ def test_candidate_page_shows_text_not_html(studio):
 
 def test_candidate_page_unknown_candidate_falls_back(studio):
     _, run_id = studio
-    at = _page("pages/candidate.py", run=run_id, candidate="cnope")
+    at = _open("pages/candidate.py", run=run_id, candidate="cnope")
     assert any("has no candidate" in w.value for w in at.warning)
 
 
 def test_lineage_page_renders(studio):
     _, run_id = studio
-    at = _page("pages/lineage.py", run=run_id)
+    at = _open("pages/lineage.py", run=run_id)
     assert at.toggle(key=K.LIN_SHOW_REJECTED).value is False
     at.toggle(key=K.LIN_SHOW_REJECTED).set_value(True).run()
     assert not at.exception
 
 
 def test_new_run_errors_sit_next_to_fields_and_nothing_is_lost(studio):
-    at = _page("pages/new_run.py")
+    at = _open("pages/new_run.py")
     at.toggle(key="new_plain_editor").set_value(True).run()
     at.text_input(key=K.NEW_NAME).set_value("")
     at.text_area(key=K.NEW_SEED_TEXT).set_value("my seed text")
@@ -135,7 +130,7 @@ def test_new_run_errors_sit_next_to_fields_and_nothing_is_lost(studio):
 
 def test_new_run_loads_a_builtin_example_and_submits(studio):
     db, _ = studio
-    at = _page("pages/new_run.py")
+    at = _open("pages/new_run.py")
     name = next(o for o in at.selectbox(key=K.NEW_TEMPLATE).options if "iso_date_regex" in o)
     at.selectbox(key=K.NEW_TEMPLATE).set_value(name).run()
     at.button(key=K.NEW_LOAD_TEMPLATE).click().run()
@@ -152,7 +147,7 @@ def test_new_run_loads_a_builtin_example_and_submits(studio):
 def test_a_read_over_the_time_limit_is_an_error_on_the_page_not_a_traceback(studio, monkeypatch):
     run_id = generate_run(studio[0], n_candidates=80, n_val=40, seed=3)  # big enough for the limit to bite
     monkeypatch.setenv("REFRACT_STUDIO_QUERY_SECONDS", "0.000001")  # every statement is over the limit
-    at = _page("pages/dashboard.py", run=run_id)  # its frontier reads every validation score
+    at = _open("pages/dashboard.py", run=run_id)  # its frontier reads every validation score
     errors = [e.value for e in at.error]
     assert any("could not answer" in e and "REFRACT_STUDIO_QUERY_SECONDS" in e for e in errors), errors
 
@@ -165,7 +160,7 @@ def test_a_merge_says_which_path_wrote_it_on_its_page_and_in_the_lineage(studio)
     cand = next(c for c in repo.list_candidates(db, run_id) if len(c.parent_ids) == 1 and c.origin == "reflection")
     cand.origin, cand.merge_path = "merge", "three_way"
     repo.save_candidate(db, cand)
-    at = _page("pages/candidate.py", run=run_id, candidate=cand.id)
+    at = _open("pages/candidate.py", run=run_id, candidate=cand.id)
     assert "three-way merge over the common ancestor, no LM call" in _texts(at)
     rows = queries.candidate_rows(db, run_id)
     fig = lineage_figure(rows, None, [], show_rejected=True)

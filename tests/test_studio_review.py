@@ -8,29 +8,19 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from storage import repo
-from tests.support.studio import studio_database
+from tests.support.studio import open_page, studio_database
 from tests.support.synthetic import generate_run
 from ui import keys as K, submission
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
-def _page(page: str, who: str = "ana", **params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state[K.WHO] = who
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page(str(Path(APP).parent / page))
-    at.run()
-    assert not at.exception, at.exception[0].message if at.exception else ""
-    return at
-
 
 def test_approve_in_the_studio_then_see_it_everywhere(tmp_path, monkeypatch):
     db = studio_database(tmp_path, monkeypatch)
     run_id = generate_run(db, n_candidates=16, n_val=4, n_train=4)
     cand = next(c for c in repo.list_candidates(db, run_id) if c.content and c.origin == "reflection")
-    at = _page("pages/candidate.py", run=run_id, candidate=cand.id)
+    at = open_page("pages/candidate.py", run=run_id, candidate=cand.id)
     at.text_input(key=K.APPROVE_REASON.format(cand=cand.id)).input("clearest wording")
     button = next(b for b in at.button if str(b.key).split(submission.SEP)[0] == K.APPROVE_SEND.format(cand=cand.id))
     button.click().run()
@@ -40,11 +30,11 @@ def test_approve_in_the_studio_then_see_it_everywhere(tmp_path, monkeypatch):
     cmd = repo.list_commands(db, run_id)[-1]
     assert (cmd.kind, cmd.author, cmd.reason, cmd.status) == ("approve", "ana", "clearest wording", "applied")
 
-    runs = _page("pages/runs.py")
+    runs = open_page("pages/runs.py")
     assert runs.dataframe[0].value.loc[lambda t: t["id"] == run_id, "approved"].item() == cand.id
 
     repo.add_comment(db, run_id, cand.id, "bo", "agreed")
-    dash = _page("pages/dashboard.py", run=run_id)
+    dash = open_page("pages/dashboard.py", run=run_id)
     assert any(f"Approved: {cand.id}" in str(getattr(e, "proto", "")) for e in dash.get("page_link")), \
         "the dashboard links the approved candidate"
     feed = dash.dataframe[-1].value

@@ -19,7 +19,7 @@ from storage import leases, queries, repo
 from storage.db import Database
 from storage.models import Candidate
 from tests.support.synthetic import generate_run
-from tests.support.studio import studio_database
+from tests.support.studio import open_page, studio_database
 from ui import interventions as iv, keys as K, submission
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -33,17 +33,6 @@ def studio(tmp_path, monkeypatch):
     done = generate_run(db, n_candidates=30, n_val=8, n_train=10, seed=3, name="Done")
     return db, live, done
 
-
-def _page(page: str, who: str | None = "ana", **params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    if who is not None:
-        at.session_state[K.WHO] = who
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page(str(Path(APP).parent / page))
-    at.run()
-    assert not at.exception, at.exception[0].message if at.exception else ""
-    return at
 
 
 def _button(at: AppTest, base_key: str):
@@ -71,7 +60,7 @@ def _alerts(at: AppTest) -> str:
 
 def test_pause_step_resume_from_the_dashboard(studio):
     db, live, _ = studio
-    at = _page("pages/dashboard.py", run=live)
+    at = open_page("pages/dashboard.py", run=live)
     assert not _button(at, K.RUN_PAUSE).disabled
     assert _button(at, K.RUN_RESUME).disabled  # a running run cannot be resumed
     at.text_input(key=K.RUN_REASON).set_value("lunch")
@@ -87,7 +76,7 @@ def test_pause_step_resume_from_the_dashboard(studio):
 
 def test_stop_asks_for_confirmation(studio):
     db, live, _ = studio
-    at = _page("pages/dashboard.py", run=live)
+    at = open_page("pages/dashboard.py", run=live)
     before = len(_commands(db, live))
     _button(at, K.RUN_STOP_CONFIRM).click().run()
     cmds = _commands(db, live)
@@ -96,14 +85,14 @@ def test_stop_asks_for_confirmation(studio):
 
 def test_without_a_name_nothing_can_be_sent(studio):
     db, live, _ = studio
-    at = _page("pages/dashboard.py", who="", run=live)
+    at = open_page("pages/dashboard.py", who="", run=live)
     assert _button(at, K.RUN_PAUSE).disabled
     assert iv.NO_NAME in _alerts(at)
 
 
 def test_budget_of_a_live_run(studio):
     db, live, _ = studio
-    at = _page("pages/dashboard.py", run=live)
+    at = open_page("pages/dashboard.py", run=live)
     at.number_input(key=K.RUN_BUDGET_FIELD.format(run=live, name="max_metric_calls")).set_value(9999)
     _button(at, K.RUN_BUDGET_SEND).click().run()
     cmd = _commands(db, live)[-1]
@@ -112,7 +101,7 @@ def test_budget_of_a_live_run(studio):
 
 def test_continue_a_finished_run_needs_a_larger_budget(studio):
     db, _, done = studio
-    at = _page("pages/dashboard.py", run=done)
+    at = open_page("pages/dashboard.py", run=done)
     assert _button(at, K.RUN_PAUSE).disabled and "continue it with a new budget" in _alerts(at)
     used = repo.get_run(db, done).metric_calls
     field = at.number_input(key=K.RUN_BUDGET_FIELD.format(run=done, name="max_metric_calls"))
@@ -128,7 +117,7 @@ def test_continue_a_finished_run_needs_a_larger_budget(studio):
 
 def test_intervention_log_and_steps_table(studio):
     db, live, _ = studio
-    at = _page("pages/dashboard.py", run=live)
+    at = open_page("pages/dashboard.py", run=live)
     frames = [d.value for d in at.dataframe]
     log = next(f for f in frames if "applied at step" in getattr(f, "columns", []))
     assert {"who", "when", "why", "status", "result"} <= set(log.columns)
@@ -146,7 +135,7 @@ def _candidate(db: Database, run_id: str) -> Candidate:
 def test_pin_and_veto_from_the_candidate_page(studio):
     db, live, _ = studio
     cand = _candidate(db, live)
-    at = _page("pages/candidate.py", run=live, candidate=cand.id)
+    at = open_page("pages/candidate.py", run=live, candidate=cand.id)
     at.text_input(key=K.CAND_REASON).set_value("promising")
     _button(at, K.CAND_PIN).click().run()
     pin = _commands(db, live)[-1]
@@ -161,7 +150,7 @@ def test_vetoing_the_last_eligible_parent_is_refused_next_to_the_button(studio):
     keep = _accepted(db, live)[0]
     for c in _accepted(db, live)[1:]:
         repo.update_candidate(db, c.id, vetoed=True)
-    at = _page("pages/candidate.py", run=live, candidate=keep.id)
+    at = open_page("pages/candidate.py", run=live, candidate=keep.id)
     before = len(_commands(db, live))
     _button(at, K.CAND_VETO).click().run()
     assert any("last candidate that can be a parent" in e.value for e in at.error)
@@ -173,7 +162,7 @@ def test_edit_is_checked_at_its_fields_then_sent_per_component(studio):
     cand = _candidate(db, live)
     names = list(cand.content)
     assert len(names) == 2  # the synthetic run has two components
-    at = _page("pages/candidate.py", run=live, candidate=cand.id)
+    at = open_page("pages/candidate.py", run=live, candidate=cand.id)
     before = len(_commands(db, live))
     # unchanged: refused
     at.text_input(key=K.EDIT_REASON.format(cand=cand.id)).set_value("why not")
@@ -202,7 +191,7 @@ def test_edit_is_checked_at_its_fields_then_sent_per_component(studio):
 def test_editing_a_candidate_of_a_finished_run_continues_the_run(studio):
     db, _, done = studio
     cand = _candidate(db, done)
-    at = _page("pages/candidate.py", run=done, candidate=cand.id)
+    at = open_page("pages/candidate.py", run=done, candidate=cand.id)
     assert _button(at, K.CAND_PIN).disabled  # pins steer a running search
     at.text_area(key=K.EDIT_TEXT.format(cand=cand.id, i=1)).set_value("Q: 1+1? A: 2")
     at.text_input(key=K.EDIT_REASON.format(cand=cand.id)).set_value("simpler example")
@@ -216,7 +205,7 @@ def test_editing_a_candidate_of_a_finished_run_continues_the_run(studio):
 def test_feedback_comment_and_inject(studio):
     db, live, _ = studio
     cand = _candidate(db, live)
-    at = _page("pages/candidate.py", run=live, candidate=cand.id)
+    at = open_page("pages/candidate.py", run=live, candidate=cand.id)
     _button(at, K.FEEDBACK_SEND).click().run()
     assert any("feedback is empty" in e.value for e in at.error)
     at.text_area(key=K.FEEDBACK_TEXT.format(cand=cand.id)).set_value("too verbose; keep the JSON format")
@@ -240,11 +229,11 @@ def test_feedback_comment_and_inject(studio):
 
 def test_unknown_ids_in_the_url(studio):
     _, live, _ = studio
-    at = _page("pages/candidate.py", run="rnope", candidate="cnope")
+    at = open_page("pages/candidate.py", run="rnope", candidate="cnope")
     assert any("no run with id" in e.value for e in at.error)
-    at = _page("pages/candidate.py", run=live, candidate="cnope")
+    at = open_page("pages/candidate.py", run=live, candidate="cnope")
     assert any("has no candidate" in w.value for w in at.warning)
-    at = _page("pages/lineage.py", run="rnope")
+    at = open_page("pages/lineage.py", run="rnope")
     assert any("no run with id" in e.value for e in at.error)
 
 
@@ -345,7 +334,7 @@ def test_degenerate_frontier_member_is_one_click_from_a_veto(studio):
     seed = next(c for c in repo.list_candidates(db, live) if c.origin == "seed")
     weak = next(m for m in front.members if m != seed.id)
     repo.update_candidate(db, weak, val_mean=(seed.val_mean or 0.0) - 0.1)  # best somewhere, worse than the seed on average
-    at = _page("pages/dashboard.py", run=live)
+    at = open_page("pages/dashboard.py", run=live)
     assert any("degenerate frontier member" in w.value for w in at.warning)
     _button(at, K.DEGENERATE_VETO.format(cand=weak)).click().run()
     cmd = _commands(db, live)[-1]
