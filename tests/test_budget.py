@@ -143,8 +143,10 @@ def test_max_seconds(sqlite_db, tmp_path):
                      budget={"max_seconds": 1.0, "stop_at_score": None, "max_metric_calls": 1000})
     run_id, _ = run_toy(sqlite_db, tmp_path, cfg, latency=0.3)
     run = repo.get_run(sqlite_db, run_id)
-    assert run.status == "completed" and "time budget spent" in run.status_reason
-    assert 1.0 <= run.seconds < 6.0
+    # spent, or too little left for another step of the length measured so far (nothing starts
+    # that the time left cannot finish)
+    assert run.status == "completed" and run.status_reason.startswith("time budget"), run.status_reason
+    assert run.seconds < 6.0
     assert 1 <= run.steps_done <= 4  # a 0.3 s LM call per step: a second holds about three
 
 
