@@ -131,6 +131,11 @@ def _follow_link(page_path: str) -> None:
         return
     st.html(f"<script>document.cookie = '{keys.COOKIE_NEXT}=; path=/; max-age=0; SameSite=Lax';</script>",
             unsafe_allow_javascript=True)
+    # Streamlit lands a person on the home page after signing in: only there is the kept link
+    # theirs to follow. (The switch below can drop the clearing script above, so the cookie may
+    # outlive its use; a page opened later by its own link must stay that page.)
+    if page_path != "runs":
+        return
     target, run, candidate = (kept.split("|") + ["", ""])[:3]
     if target in nav.pages() and (target, run) != (page_path, nav.query_run() or ""):
         nav.go(target, run=run or None, candidate=candidate or None)

@@ -70,7 +70,7 @@ try_evaluator_per_hour = 0
 
 def _sign_in(page, studio, who: str, screenshot: str | None = None):
     """Open a link to the run's dashboard, sign in, and land on that dashboard."""
-    page.set_default_timeout(90_000)  # clicks wait for a renderer that shares 2 cores with other tests
+    page.set_default_timeout(45_000)  # clicks wait for a renderer that shares 2 cores with other tests
     link = f"{studio.url}/dashboard?run={studio.run_id}"
     page.goto(link)
     ready(page)
