@@ -67,13 +67,7 @@ def test_a_job_that_cannot_run_fails_with_its_reason_and_the_runner_goes_on(sqli
 
 
 def test_new_run_page_queues_the_try_and_shows_the_result_the_worker_wrote(tmp_path, monkeypatch):
-    db = studio_database(tmp_path, monkeypatch)
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.switch_page(str(Path(APP).parent / "pages/new_run.py"))
-    at.run()
-    name = next(o for o in at.selectbox(key=K.NEW_TEMPLATE).options if "toy_words" in o)
-    at.selectbox(key=K.NEW_TEMPLATE).set_value(name).run()
-    at.button(key=K.NEW_LOAD_TEMPLATE).click().run()
+    db, at = _toy_words_form(tmp_path, monkeypatch)
     at.button(key=K.NEW_TRY).click().run()
     assert not at.exception, at.exception[0].message if at.exception else ""
     assert any("up to 5 examples" in i.value for i in at.info)
@@ -96,7 +90,8 @@ def test_a_try_labels_the_rows_as_given_not_as_shuffled(sqlite_db):
     assert [r["example"] for r in results] == ["row 1 (w5)", "row 2", "row 3 (w2)"]
 
 
-def _new_run_page(tmp_path, monkeypatch):
+def _toy_words_form(tmp_path, monkeypatch):
+    """The New run page with the toy_words example loaded into its form."""
     db = studio_database(tmp_path, monkeypatch)
     at = AppTest.from_file(APP, default_timeout=60)
     at.switch_page(str(Path(APP).parent / "pages/new_run.py"))
@@ -104,6 +99,11 @@ def _new_run_page(tmp_path, monkeypatch):
     name = next(o for o in at.selectbox(key=K.NEW_TEMPLATE).options if "toy_words" in o)
     at.selectbox(key=K.NEW_TEMPLATE).set_value(name).run()
     at.button(key=K.NEW_LOAD_TEMPLATE).click().run()
+    return db, at
+
+
+def _new_run_page(tmp_path, monkeypatch):
+    db, at = _toy_words_form(tmp_path, monkeypatch)
     at.toggle(key="new_plain_editor").set_value(True).run()
     return db, at
 

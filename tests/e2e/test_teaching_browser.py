@@ -18,7 +18,7 @@ from tests.support import toy
 from engine.runs import submit_run
 from tests.support.harness import run_optimizer, run_toy, toy_config
 
-from .conftest import new_page, shot, start_studio, stop_studio
+from .conftest import new_page, shot, start_studio, stop_studio, studio_with_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(400)]
 expect.set_options(timeout=30_000)  # a busy machine (other suites beside this one) renders slowly
@@ -170,13 +170,7 @@ def test_blame_view_credits_the_teachers_edit(studio, page):
 
 @pytest.fixture(scope="module")
 def live_studio(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("teaching-live")
-    url = f"sqlite:///{tmp}/live.db"
-    db = Database(url)
-    db.create_all()
-    proc, studio = start_studio(tmp, url, worker=True, env={"REFRACT_SCRIPTED_LM": "tests.support.toy:script",
-                                                            "REFRACT_SCRIPTED_LATENCY": "0.2"})
-    studio.db = db
+    proc, studio = studio_with_worker(tmp_path_factory.mktemp("teaching-live"), latency=0.2)
     yield studio
     stop_studio(proc)
 
