@@ -200,7 +200,7 @@ class Budget:
         if self.cfg.max_cost_usd is not None:
             if self.cost_usd + self._reserved_dollars() + extra > self.cfg.max_cost_usd:
                 return True
-        return self.cfg.max_seconds is not None and self.seconds >= self.cfg.max_seconds
+        return self.out_of_time()
 
     # -- stopping ----------------------------------------------------------------------------
 
@@ -235,7 +235,7 @@ class Budget:
         if self._money_spent():
             return (f"cost budget spent (${self.cost_usd:.4f} of ${c.max_cost_usd}; one more LM call may cost up to "
                     f"${self.max_call_cost * LM_COST_MARGIN:.4f})")
-        if c.max_seconds is not None and self.seconds >= c.max_seconds:
+        if self.out_of_time():
             return f"time budget spent ({self.seconds:.0f} s of {c.max_seconds:.0f} s)"
         too_short = self.time_too_short()
         if too_short:
