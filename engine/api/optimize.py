@@ -242,18 +242,31 @@ class _Session:
 
     def _wait(self, opt: Optimizer, bar) -> str:
         result: dict = {}
-        thread = threading.Thread(target=lambda: result.update(status=opt.run()), name="refract-optimizer")
+        # The wait is on an event the optimizer thread sets itself, not on Thread.join: a join
+        # cut by Ctrl-C marks the thread stopped while it still runs (CPython 3.11), and the run
+        # was then paused and released under an optimizer still writing to it (it ended 'failed').
+        finished = threading.Event()
+
+        def body() -> None:
+            try:
+                result.update(status=opt.run())
+            finally:
+                finished.set()
+
+        thread = threading.Thread(target=body, name="refract-optimizer")
         thread.start()
         interrupted = False
-        while thread.is_alive():
+        while True:  # the test sits inside the try: a Ctrl-C between two polls is caught too
             try:
-                thread.join(POLL_SECONDS)
+                if finished.wait(POLL_SECONDS):
+                    break
                 bar.update()
             except KeyboardInterrupt:
                 if not interrupted:
                     bar.write(f"Interrupted: finishing the current step of run {self.run_id}, then pausing it.")
                 interrupted = True
                 opt.stop_event.set()
+        thread.join()
         if interrupted and not self.lost.is_set():
             try:
                 repo.transition_run(self.db, self.run_id, RunStatus.PAUSED,
