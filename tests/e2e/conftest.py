@@ -94,6 +94,17 @@ def studio_with_worker(tmp: Path, latency: float, script: str = "tests.support.t
     return proc, studio
 
 
+@pytest.fixture(scope="session")
+def worker_studio(tmp_path_factory):
+    """One studio with its worker for every browser module that drives the toy task through the
+    engine (each studio costs a Streamlit start and a worker's imports): the scripted toy LM
+    answers after 0.2 s, or after the seconds a model string names (``scripted/toy@1.5``). The
+    modules leave no run leased: each waits for its runs to complete or pause."""
+    proc, studio = studio_with_worker(tmp_path_factory.mktemp("worker-studio"), latency=0.2)
+    yield studio
+    stop_studio(proc)
+
+
 def ready(page) -> None:
     """The page has rendered (no status widget) without an exception."""
     page.wait_for_selector('[data-testid="stApp"]')

@@ -18,16 +18,14 @@ from engine.records.export import export_run
 from storage import repo
 from tests.support.synthetic import generate_run
 
-from .conftest import by_key, new_page, ready, shot, stop_studio, studio_with_worker
+from .conftest import by_key, new_page, ready, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory):
-    proc, studio = studio_with_worker(tmp_path_factory.mktemp("live-studio"), latency=1.5)
-    yield studio
-    stop_studio(proc)
+@pytest.fixture
+def studio(worker_studio):
+    return worker_studio
 
 
 def _until(check, what: str, timeout: float = 60.0):
@@ -70,7 +68,7 @@ def test_the_dashboard_follows_a_run_without_a_reload(studio, browser):
     ana.get_by_text("Splits as given: 8 train").wait_for()  # the example is loaded
     model = by_key(ana, "new_model").locator("input")
     model.scroll_into_view_if_needed()
-    model.fill("scripted/toy")
+    model.fill("scripted/toy@1.5")  # slow enough to watch the run move
     model.press("Enter")
     _until(lambda: ana.get_by_text("no provider API key found").count() == 0, "the local model's note to go", 30)
     ready(ana)

@@ -36,8 +36,6 @@ from .conftest import (
     new_page,
     ready,
     shot,
-    stop_studio,
-    studio_with_worker,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -45,11 +43,9 @@ SEEN_WITHIN_S = 2.0  # median
 SEEN_AT_MOST_S = 6.0
 
 
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory):
-    proc, studio = studio_with_worker(tmp_path_factory.mktemp("engine-studio"), latency=0.2)
-    yield studio
-    stop_studio(proc)
+@pytest.fixture
+def studio(worker_studio):
+    return worker_studio
 
 
 def _wait_status(db: Database, run_id: str, status: str, timeout: float = 60.0) -> None:

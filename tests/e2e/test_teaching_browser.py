@@ -18,7 +18,7 @@ from tests.support import toy
 from engine.runs import submit_run
 from tests.support.harness import run_optimizer, run_toy, toy_config
 
-from .conftest import new_page, shot, start_studio, stop_studio, studio_with_worker
+from .conftest import new_page, shot, start_studio, stop_studio
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(400)]
 expect.set_options(timeout=30_000)  # a busy machine (other suites beside this one) renders slowly
@@ -168,11 +168,9 @@ def test_blame_view_credits_the_teachers_edit(studio, page):
     shot(page, "teaching-blame")
 
 
-@pytest.fixture(scope="module")
-def live_studio(tmp_path_factory):
-    proc, studio = studio_with_worker(tmp_path_factory.mktemp("teaching-live"), latency=0.2)
-    yield studio
-    stop_studio(proc)
+@pytest.fixture
+def live_studio(worker_studio):
+    return worker_studio
 
 
 def _wait_paused_after(db: Database, run_id: str, steps: int, timeout: float = 90.0) -> None:

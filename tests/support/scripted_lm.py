@@ -20,6 +20,9 @@ A worker *process* cannot receive a function: give it ``REFRACT_LM_PLUGINS=tests
 registers the provider) and ``REFRACT_SCRIPTED_LM=package.module:function`` (optionally
 ``REFRACT_SCRIPTED_LATENCY`` seconds, ``REFRACT_SCRIPTED_PRICE`` dollars per token); the provider
 imports the function itself on first use. ``SUBPROCESS_ENV`` holds the first variable.
+
+A model string may end in ``@<seconds>`` (``scripted/toy@1.5``) to answer after that many seconds
+instead of the installed latency: one worker process then serves tests that need different paces.
 """
 
 from __future__ import annotations
@@ -101,6 +104,11 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+def _latency(model: str, installed: float) -> float:
+    _, at, seconds = model.rpartition("@")
+    return float(seconds) if at else installed
+
+
 def _apply_stop(text: str, stop) -> str:
     for s in ([stop] if isinstance(stop, str) else stop or []):
         if s and s in text:
@@ -121,8 +129,9 @@ class ScriptedLLM(CustomLLM):
             stats.in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
         try:
-            if script.latency:
-                time.sleep(script.latency)
+            latency = _latency(model, script.latency)
+            if latency:
+                time.sleep(latency)
             text = _apply_stop(str(script.fn(messages, params)), params["stop"])
         finally:
             with stats.lock:
