@@ -1,6 +1,7 @@
-"""Candidate page: its state and steering (pin, veto, edit, inject, feedback — live), its text,
-diff against its parent(s), per-example scores and side information, the reflection that wrote
-it, its cost, ancestors and children, and its comment thread (live).
+"""Candidate page: its state and steering (pin, veto, edit, inject, feedback — live), for a prompt
+run its answers against its parent's, its text, diff against its parent(s), per-example scores and
+side information, the reflection that wrote it, its cost, ancestors and children, and its comment
+thread (live).
 
 Everything that came from a candidate, a dataset or an LM is shown as text (``st.code`` /
 ``st.json`` / ``st.dataframe``), never as HTML or Markdown.
@@ -13,7 +14,7 @@ import difflib
 import pandas as pd
 import streamlit as st
 
-from ui import analysis, blame_view, candidate_steering as steer, charts, data, keys, nav, review
+from ui import analysis, blame_view, candidate_answers, candidate_steering as steer, charts, data, keys, nav, review
 from ui.lineage import merge_path_text
 from ui.render import code_span, md, messages_text, show_side_info, show_text
 
@@ -92,6 +93,9 @@ steer.edit_panel(run, c)
 steer.inject_panel(run, list(c["content"] or {}))
 with st.expander("Feedback for the reflection LM", icon=":material/forum:"):
     steer.feedback_box(run, cand_id)
+if (run.get("config") or {}).get("prompt_evaluator"):
+    candidate_answers.render(data.get_db(), run_id, cand_id, [p["id"] for p in detail["parents"]],
+                             bool(data.example_keys(url, run_id, "val")))
 
 tabs = st.tabs(["Text", "Diff vs parent", "Scores", "Side information", "Reflection", "Family", "Comments", "Who wrote each line"])
 

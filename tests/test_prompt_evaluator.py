@@ -21,20 +21,8 @@ from storage.compare_queries import pair_evaluations
 from ui import compare, prompt_view
 from storage.models import LMCall
 from tests.support.harness import run_optimizer
-from tests.support.prompt_task import BETTER, ROWS, script
+from tests.support.prompt_task import BETTER, ROWS, config as _config, script
 from tests.support.scripted_lm import install_script
-
-
-
-def _config(*assertions: dict, **over) -> dict:
-    data = {"name": "tickets", "seed_candidate": "Classify the support ticket.", "dataset": ROWS,
-            "prompt_evaluator": {"user": "Ticket: {text}", "assert": list(assertions) or [{"type": "icontains", "value": "{label}"}]},
-            "task_lm": {"model": "scripted/task", "num_retries": 0, "temperature": 0.0},
-            "reflection_lm": {"model": "scripted/reflect", "num_retries": 0},
-            "search": {"parents_per_step": 1, "proposals_per_parent": 1, "minibatch_size": 2},
-            "budget": {"max_metric_calls": 40}, "executor": {"workers": 2, "timeout_seconds": 20}}
-    data.update(over)
-    return data
 
 
 def _error(data: dict) -> str:

@@ -34,32 +34,58 @@ def unified_diff(a: str, b: str, name_a: str, name_b: str) -> str:
     return "\n".join(lines) or "(the same text)"
 
 
-def pair_table(rows: list[dict], split: str) -> pd.DataFrame:
-    """One split of ``storage.compare_queries.pair_evaluations`` as a table; the outputs of a
-    prompt evaluator and the assertions each failed, when there are any."""
+def pair_table(rows: list[dict], split: str, names: tuple[str, str] = ("A", "B")) -> pd.DataFrame:
+    """One split of ``storage.compare_queries.pair_evaluations`` as a table, its columns named
+    after ``names`` (the a and b candidates): both scores and their difference, and the outputs of
+    a prompt evaluator with the assertions each failed, when there are any."""
+    na, nb = names
     out = []
     for r in rows:
         if r["split"] != split:
             continue
-        item = {"example": r["example"], "score A": r["score_a"], "score B": r["score_b"],
-                "B − A": None if r["score_a"] is None or r["score_b"] is None else r["score_b"] - r["score_a"]}
-        for which in ("a", "b"):
+        item = {"example": r["example"], f"score {na}": r["score_a"], f"score {nb}": r["score_b"],
+                f"{nb} − {na}": None if r["score_a"] is None or r["score_b"] is None else r["score_b"] - r["score_a"]}
+        for which, name in (("a", na), ("b", nb)):
             side = r[f"side_{which}"]
             if is_prompt_side_info(side or {}):
-                item[f"output {which.upper()}"] = side["output"]
-                item[f"failed {which.upper()}"] = ", ".join(x["assertion"] for x in side["assertions"] if not x["passed"])
+                item[f"output {name}"] = side["output"]
+                item[f"failed {name}"] = ", ".join(x["assertion"] for x in side["assertions"] if not x["passed"])
             elif r[f"error_{which}"]:
-                item[f"output {which.upper()}"] = "error: " + r[f"error_{which}"].strip().splitlines()[-1]
+                item[f"output {name}"] = "error: " + r[f"error_{which}"].strip().splitlines()[-1]
         out.append(item)
     return pd.DataFrame(out)
 
 
-def means(table: pd.DataFrame) -> tuple[Optional[float], Optional[float], int]:
-    """Mean score of A and of B over the examples both have, and how many those are."""
-    both = table.dropna(subset=["score A", "score B"]) if len(table) else table
+RANK = {"score up": 0, "score down": 0, "answer only": 1, "": 2, "not comparable": 3}  # how changed_first sorts
+
+
+def changed_first(table: pd.DataFrame, names: tuple[str, str]) -> pd.DataFrame:
+    """``pair_table(…, names)`` with a ``changed`` column (a key of ``RANK``: whether b's score
+    rose or fell against a's, or only its answer differs): the examples whose score changed first,
+    the biggest change first, then those whose answer alone changed, then the unchanged ones;
+    otherwise in the run's order."""
+    if table.empty:
+        return table
+    na, nb = names
+    delta = table[f"{nb} − {na}"]
+    same_answer = (table[f"output {na}"].fillna("") == table[f"output {nb}"].fillna("")) \
+        if f"output {na}" in table and f"output {nb}" in table else pd.Series(True, index=table.index)
+    change = ["not comparable" if pd.isna(d) else "score up" if d > 1e-9 else "score down" if d < -1e-9
+              else "" if same else "answer only" for d, same in zip(delta, same_answer)]
+    out = table.assign(changed=change)
+    order = out.assign(_rank=[RANK[c] for c in change], _size=-delta.abs().fillna(0))
+    out = out.loc[order.sort_values(["_rank", "_size"], kind="stable").index]
+    return out[["example", "changed"] + [c for c in table.columns if c != "example"]]
+
+
+def means(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> tuple[Optional[float], Optional[float], int]:
+    """Mean score of a and of b (``pair_table``'s columns for ``names``) over the examples both
+    have, and how many those are."""
+    cols = [f"score {n}" for n in names]
+    both = table.dropna(subset=cols) if len(table) else table
     if both.empty:
         return None, None, 0
-    return float(both["score A"].mean()), float(both["score B"].mean()), len(both)
+    return float(both[cols[0]].mean()), float(both[cols[1]].mean()), len(both)
 
 
 def validation_split(rows: list[dict]) -> str:

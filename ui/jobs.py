@@ -88,8 +88,11 @@ def show_try(examples: int = TRY_EXAMPLES) -> None:
           f"waiting for the engine to run the evaluator on up to {examples} examples in the sandbox…", _try_result)
 
 
-def show_check(result_key: str = K.NEW_LM_RESULT) -> None:
-    _show(result_key, "Connection test", "waiting for the engine to ask the model for one word…", _check_result)
+def show_check(result_key: str = K.NEW_LM_RESULT, field: str = "reflection_lm.model") -> None:
+    """The connection test's panel; a failure is told as ``field: reason`` (the config field of
+    the model tested), then the whole transcript."""
+    _show(result_key, "Connection test", "waiting for the engine to ask the model for one word…",
+          lambda job: _check_result(job, field))
 
 
 def _show(key: str, title: str, waiting: str, render: Callable[[dict], None]) -> None:
@@ -150,9 +153,23 @@ def _try_result(job: dict) -> None:
             show_evaluation(r["side_info"])
 
 
-def _check_result(job: dict) -> None:
+def _check_result(job: dict, field: str) -> None:
     res = job["result"] or {}
     if "ok" not in res:
         return
-    (st.success if res["ok"] else st.error)("The model answered." if res["ok"] else "The connection test failed:")
+    if res["ok"]:
+        st.success("The model answered.", icon=":material/check_circle:")
+    else:
+        st.error(f"{field}: {failure_reason(res['output'])}", icon=":material/error:")
     show_text(res["output"])
+
+
+def failure_reason(output: str) -> str:
+    """The reason in ``python -m engine check-lm``'s transcript, from its last ``error…:`` line
+    (``error after 0.41 s: OPENAI_API_KEY not set…`` → ``no answer after 0.41 s: OPENAI_API_KEY not set…``)."""
+    errors = [line for line in output.splitlines() if line.startswith("error")]
+    if not errors:
+        return _last_line(output) or "the model did not answer"
+    head, _, reason = errors[-1].partition(": ")
+    when = head.removeprefix("error").strip()  # "after 0.41 s" when the model was asked
+    return f"no answer {when}: {reason}" if when else reason or head

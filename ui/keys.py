@@ -41,6 +41,7 @@ DASH_TIMELINE_STEPS = "dash_timeline_steps"
 # candidate page
 CAND_SELECT = "cand_select"
 CAND_EXAMPLE_FILTER = "cand_example_filter"
+CAND_ANSWERS_PARENT = "cand_answers_parent"  # a merge: which parent its answers are set against
 
 # lineage page
 LIN_SHOW_REJECTED = "lin_show_rejected"

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.prompt_evaluator import TYPES
-from ui import form_checks, jobs, keys as K, prompt_form, run_form
+from ui import form_checks, identity, jobs, keys as K, prompt_form, run_form
 
 COLUMNS = ("type", "value", "weight")
 
@@ -21,10 +21,13 @@ def task_model(errors: Callable[[str], None]) -> None:
     t1.text_input("Task model (litellm string): answers each example", key=K.NEW_TASK_MODEL,
                   help="The model whose prompt is being tuned; lm() in a Python evaluator calls it too. "
                        "Default: the same model as the reflection LM.")
-    if t2.button("Test connection", key=K.NEW_TEST_TASK_LM, icon=":material/network_check:"):
-        jobs.start_check(st.session_state[K.NEW_TASK_MODEL], "", "", result_key=K.NEW_TASK_LM_RESULT)
+    if t2.button("Test connection", key=K.NEW_TEST_TASK_LM, icon=":material/network_check:",
+                 disabled=bool(identity.refusal_note("check_lm"))):
+        # an empty task model is the reflection LM's: test that one, as the run would use it
+        model = (st.session_state[K.NEW_TASK_MODEL] or "").strip() or st.session_state[K.NEW_MODEL]
+        jobs.start_check(model, "", "", result_key=K.NEW_TASK_LM_RESULT)
     errors(K.NEW_TASK_MODEL)
-    jobs.show_check(K.NEW_TASK_LM_RESULT)
+    jobs.show_check(K.NEW_TASK_LM_RESULT, field="task_lm.model")
 
 
 def _assertions_table(version: int) -> None:

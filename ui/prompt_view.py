@@ -28,9 +28,9 @@ def show_evaluation(info: dict) -> None:
     st.dataframe(assertion_table(info), hide_index=True, width="stretch")
 
 
-def pass_rates(rows: list[dict], split: str) -> pd.DataFrame:
-    """Per assertion, the share of ``split``'s examples on which candidate A and candidate B
-    passed it (rows of ``storage.compare_queries.pair_evaluations``)."""
+def pass_rates(rows: list[dict], split: str, names: tuple[str, str] = ("seed", "best")) -> pd.DataFrame:
+    """Per assertion, the share of ``split``'s examples on which candidate a and candidate b
+    passed it (rows of ``storage.compare_queries.pair_evaluations``), in columns named ``names``."""
     counts: dict[str, list[int]] = {}
     for r in rows:
         if r["split"] != split:
@@ -38,11 +38,18 @@ def pass_rates(rows: list[dict], split: str) -> pd.DataFrame:
         for i, which in enumerate(("a", "b")):
             side = r[f"side_{which}"] or {}
             for x in side.get("assertions") or [] if is_prompt_side_info(side) else []:
-                c = counts.setdefault(x["assertion"], [0, 0, 0, 0])  # passed A, seen A, passed B, seen B
+                c = counts.setdefault(x["assertion"], [0, 0, 0, 0])  # passed a, seen a, passed b, seen b
                 c[2 * i] += bool(x["passed"])
                 c[2 * i + 1] += 1
-    return pd.DataFrame([{"assertion": name, "seed": c[0] / c[1] if c[1] else None, "best": c[2] / c[3] if c[3] else None}
-                         for name, c in counts.items()])
+    return pd.DataFrame([{"assertion": name, names[0]: c[0] / c[1] if c[1] else None,
+                          names[1]: c[2] / c[3] if c[3] else None} for name, c in counts.items()])
+
+
+def show_pass_rate_table(table: pd.DataFrame) -> None:
+    """``pass_rates`` drawn as bars, one column per candidate."""
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        name: st.column_config.ProgressColumn(name, min_value=0.0, max_value=1.0, format="percent")
+        for name in table.columns if name != "assertion"})
 
 
 def show_pass_rates(db, run: dict, seed_id: str) -> None:
@@ -57,6 +64,4 @@ def show_pass_rates(db, run: dict, seed_id: str) -> None:
     if table.empty:
         st.caption("No validated evaluation yet.")
         return
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
-        "seed": st.column_config.ProgressColumn("seed", min_value=0.0, max_value=1.0, format="percent"),
-        "best": st.column_config.ProgressColumn("best", min_value=0.0, max_value=1.0, format="percent")})
+    show_pass_rate_table(table)

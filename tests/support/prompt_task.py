@@ -23,3 +23,16 @@ def script(messages: list[dict], params: dict) -> str:
         bare = messages[-1]["content"].rsplit("The answer:\n", 1)[1].strip() in LABELS
         return "SCORE: 10\nREASON: terse." if bare else "SCORE: 3\nREASON: too wordy."
     return f"Asking for the bare label.\n```\n{BETTER}\n```"
+
+
+def config(*assertions: dict, **over) -> dict:
+    """A prompt run's config over ``ROWS`` with this LM as every model (``assertions``, or one
+    icontains of the label); ``over`` replaces top-level entries."""
+    data = {"name": "tickets", "seed_candidate": "Classify the support ticket.", "dataset": ROWS,
+            "prompt_evaluator": {"user": "Ticket: {text}", "assert": list(assertions) or [{"type": "icontains", "value": "{label}"}]},
+            "task_lm": {"model": "scripted/task", "num_retries": 0, "temperature": 0.0},
+            "reflection_lm": {"model": "scripted/reflect", "num_retries": 0},
+            "search": {"parents_per_step": 1, "proposals_per_parent": 1, "minibatch_size": 2},
+            "budget": {"max_metric_calls": 40}, "executor": {"workers": 2, "timeout_seconds": 20}}
+    data.update(over)
+    return data
