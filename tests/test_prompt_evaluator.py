@@ -212,15 +212,20 @@ def test_the_new_run_page_loads_the_prompt_example_shows_its_evaluator_and_eject
 
 
 README_TOML = re.compile(r"## Tuning a prompt\n.*?```toml\n(.*?)```", re.S)
+TICKETS_CSV = "text,label\nI was charged twice,billing\nThe app crashes,bug\n"  # the columns the README names
+
+
+def _readme_config(tmp_path):
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    (tmp_path / "config.toml").write_text(README_TOML.search(readme).group(1))
+    (tmp_path / "tickets.csv").write_text(TICKETS_CSV)
+    return load_config(tmp_path / "config.toml")
 
 
 def test_the_readme_example_loads_and_says_what_it_does(tmp_path):
     from engine.lm.params import evaluator_lm
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    (tmp_path / "config.toml").write_text(README_TOML.search(readme).group(1))
-    (tmp_path / "tickets.csv").write_text("text,label\nI was charged twice,billing\nThe app crashes,bug\n")
-    cfg = load_config(tmp_path / "config.toml")
+    cfg = _readme_config(tmp_path)
     assert [a.type for a in cfg.prompt_evaluator.assertions] == ["icontains", "max_length", "llm_rubric"]
     assert cfg.task_lm.model == "openai/gpt-4.1-mini" and "from refract_prompt import PromptEvaluator" in cfg.evaluator
     assert evaluator_lm(cfg, "judge", {})[0].model == cfg.reflection_lm.model  # no [judge_lm]: the reflection LM
@@ -233,6 +238,23 @@ def test_the_readme_example_loads_and_says_what_it_does(tmp_path):
     # braces that are not {identifier} are no placeholders; a graded python check scores between 0 and 1
     assert _score({"type": "regex", "value": r"^[a-z]{3,}$"}, "billing")[0] == 1.0
     assert _score({"type": "python", "value": "len(output) / 20"}, "0123456789")[0] == 0.5
+
+
+def test_the_readme_example_runs(sqlite_db, tmp_path):
+    """The README's config as written, only its models swapped for the scripted ones (no key here)."""
+    stored = {k: v for k, v in _readme_config(tmp_path).stored().items() if v is not None and k not in ("evaluator", "dataset")}
+    install_script(script)
+    cfg = parse_config({**stored, "task_lm": {"model": "scripted/task"}, "reflection_lm": {"model": "scripted/reflect"},
+                        "budget": {"max_steps": 1}}, base_dir=tmp_path)
+    run_id = submit_run(sqlite_db, cfg)
+    assert run_optimizer(sqlite_db, run_id, tmp_path) == "completed"
+    seed = next(c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "seed")
+    verdicts = {(e.side_info["output"], a["assertion"]): a["passed"]
+                for e in repo.evaluations_for(sqlite_db, run_id, [seed.id]) for a in e.side_info["assertions"]}
+    assert verdicts == {("Category: refund request ticket", "icontains"): False, ("Category: bug ticket", "icontains"): True,
+                        ("Category: refund request ticket", "max_length"): False, ("Category: bug ticket", "max_length"): True,
+                        ("Category: refund request ticket", "llm_rubric"): False, ("Category: bug ticket", "llm_rubric"): False}
+    assert queries.run_overview(sqlite_db, run_id)["best_val_mean"] == 1.0  # the reflection's "label only" prompt
 
 
 def test_a_later_row_without_a_field_is_an_evaluation_error_that_names_it():

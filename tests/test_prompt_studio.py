@@ -100,3 +100,64 @@ def test_changed_answers_come_first_the_biggest_score_change_first():
     table = compare.changed_first(compare.pair_table(rows, "val", names), names)
     assert list(table["example"]) == ["worse", "better", "reworded", "same", "new"]
     assert list(table["changed"]) == ["score down", "score up", "answer only", "", "not comparable"]
+
+
+# ---------------------------------------------------------------- New run, the prompt path
+
+
+def _ticket_routing_form(tmp_path, monkeypatch):
+    """The New run page with the built-in prompt example loaded (two assertions: icontains, max_length)."""
+    db = studio_database(tmp_path, monkeypatch)
+    at = open_page("pages/new_run.py")
+    name = next(o for o in at.selectbox(key=K.NEW_TEMPLATE).options if "ticket_routing" in o)
+    at.selectbox(key=K.NEW_TEMPLATE).set_value(name).run()
+    at.button(key=K.NEW_LOAD_TEMPLATE).click().run()
+    assert not at.exception and at.radio(key=K.NEW_EVAL_KIND).value == "prompt"
+    return db, at
+
+
+def test_deleting_a_row_of_the_assertions_table_drops_that_assertion_from_the_run(tmp_path, monkeypatch):
+    db, at = _ticket_routing_form(tmp_path, monkeypatch)
+    editor = at.data_editor[0]
+    assert list(editor.value["type"]) == ["icontains", "max_length"] and editor.editing_mode == "dynamic"
+    at.session_state[editor.key] = {"edited_rows": {}, "added_rows": [], "deleted_rows": [1]}  # what the grid sends
+    at.run()
+    assert not at.exception
+    assert [r["type"] for r in at.session_state[K.NEW_PROMPT_ASSERTS]] == ["icontains"]
+    at.button(key=K.NEW_SUBMIT).click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (run,) = repo.list_runs(db)
+    assert [a["type"] for a in run.config["prompt_evaluator"]["assert"]] == ["icontains"]
+    assert "max_length" not in run.config["evaluator"]
+
+
+def _after(at, find) -> int:
+    """The position of the first element ``find`` accepts, in the page's order."""
+    return next(i for i, node in enumerate(at.main) if find(node))
+
+
+def test_the_task_models_connection_test_answers_or_says_why_not_at_its_field(tmp_path, monkeypatch):
+    db, at = _ticket_routing_form(tmp_path, monkeypatch)
+    install_script(lambda messages, params: "ready")
+    try:
+        at.text_input(key=K.NEW_TASK_MODEL).set_value("scripted/task").run()
+        at.button(key=K.NEW_TEST_TASK_LM).click().run()
+        assert JobRunner(db, "w").run_once() is not None
+        at.run()
+    finally:
+        uninstall_script()
+    assert [s.value for s in at.success] == ["The model answered."] and not at.error
+    assert any("'ready'" in c.value for c in at.code)
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    at.text_input(key=K.NEW_TASK_MODEL).set_value("openai/gpt-4.1-mini").run()
+    at.button(key=K.NEW_TEST_TASK_LM).click().run()
+    assert JobRunner(db, "w").run_once() is not None
+    at.run()
+    (error,) = [e.value for e in at.error]
+    assert error.startswith("task_lm.model: no answer after ") and "OPENAI_API_KEY not set" in error, error
+    field = _after(at, lambda n: n.type == "text_input" and n.key == K.NEW_TASK_MODEL)
+    shown = _after(at, lambda n: n.type == "error" and n.value == error)
+    dataset = _after(at, lambda n: n.type == "subheader" and n.value == "3 · Dataset")
+    assert field < shown < dataset  # under the task model, before the next section
+    assert K.NEW_LM_RESULT not in at.session_state  # the reflection LM's own test shows nothing
