@@ -41,4 +41,4 @@ st.code(compare.unified_diff(text_a, text_b, f"A {a}", f"B {b}"), language="diff
 rows = pair_evaluations(data.get_db(), run_id, a, b)
 st.subheader("Per example")
 for split in (compare.validation_split(rows), "test"):
-    compare.show_split(rows, split)
+    compare.show_split(rows, split, split != "test" or bool(data.example_keys(url, run_id, "test")))

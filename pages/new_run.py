@@ -366,4 +366,4 @@ if errors_now:
     st.error(f"Not started: {sum(map(len, errors_now.values()))} problem(s) to fix, each shown under its field above: "
              + "; ".join(form_checks.field_label(k) for k in errors_now), icon=":material/arrow_upward:")
 
-jobs.show_try(PREVIEW_EXAMPLES if preview else TRY_EXAMPLES)
+jobs.show_try(PREVIEW_EXAMPLES if preview else TRY_EXAMPLES, prompt=preview)

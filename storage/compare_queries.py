@@ -14,17 +14,17 @@ from storage.models import Evaluation, Example
 
 def pair_evaluations(db: Database, run_id: str, a: str, b: str) -> list[dict]:
     """Every example that ``a`` or ``b`` was evaluated on, in the order of the run's examples:
-    ``{"example", "split", "score_a", "score_b", "side_a", "side_b", "error_a", "error_b"}``
+    ``{"example", "split", "payload", "score_a", "score_b", "side_a", "side_b", "error_a", "error_b"}``
     (None where that candidate has no evaluation of the example). One statement."""
     with db.read() as s:
         rows = s.execute(select(Evaluation.candidate_id, Evaluation.score, Evaluation.side_info, Evaluation.error,
-                                Example.key, Example.split, Example.pk)
+                                Example.key, Example.split, Example.pk, Example.payload)
                          .join(Example, Example.pk == Evaluation.example_pk)
                          .where(Evaluation.run_id == run_id, Evaluation.candidate_id.in_((a, b)))
                          .order_by(Example.pk)).all()
     out: dict[int, dict] = {}
-    for cand, score, side, error, key, split, pk in rows:
-        row = out.setdefault(pk, {"example": key, "split": split, "score_a": None, "score_b": None,
+    for cand, score, side, error, key, split, pk, payload in rows:
+        row = out.setdefault(pk, {"example": key, "split": split, "payload": payload, "score_a": None, "score_b": None,
                                   "side_a": None, "side_b": None, "error_a": None, "error_b": None})
         for which in ("a", "b") if a == b else (("a",) if cand == a else ("b",)):
             row[f"score_{which}"], row[f"side_{which}"], row[f"error_{which}"] = score, side or {}, error

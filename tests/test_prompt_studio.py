@@ -58,6 +58,7 @@ def test_a_candidate_page_shows_its_answers_beside_its_parents_changed_first(pro
     assert list(answers["changed"]) == ["score up"] * len(ROWS)
     assert list(answers["example"]) == ["train-0", "train-3", "train-1", "train-2"]  # rows 1 and 4 are billing
     assert list(answers["output this"]) == [ROWS[int(k[-1])]["label"] for k in answers["example"]]
+    assert answers["input"].iloc[0] == "text: I was charged twice · label: billing"  # what the ticket was
     assert answers["output parent"].iloc[0] == "Category: refund request ticket"
     assert answers["failed parent"].iloc[0] == "icontains, llm_rubric" and answers["failed this"].iloc[0] == ""
     assert answers["this − parent"].iloc[0] == pytest.approx(0.9) and answers["this − parent"].iloc[-1] == pytest.approx(0.7 / 3)
@@ -68,6 +69,8 @@ def test_a_candidate_page_shows_its_answers_beside_its_parents_changed_first(pro
 
     at = open_page("pages/candidate.py", run=run_id, candidate=seed.id)
     assert any("A seed has no parent" in c for c in _texts(at))
+    at = open_page("pages/compare.py", run=run_id, candidate=child.id)  # the link "Compare with its parent"
+    assert "This run has no held-out test set." in _texts(at)
 
 
 # ---------------------------------------------------------------- dashboard

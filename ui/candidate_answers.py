@@ -13,6 +13,11 @@ from ui import compare, keys as K
 from ui.prompt_view import pass_rates, show_pass_rate_table
 
 NAMES = ("parent", "this")
+# the answers side by side before the numbers (the table is wider than the page: what matters first)
+ORDER = ("example", "changed", "input", "output parent", "output this", "this − parent", "failed parent", "failed this",
+         "score parent", "score this")
+WIDTHS = {"example": "small", "changed": "small", "input": "medium", "output parent": "medium", "output this": "medium",
+          "this − parent": "small", "failed parent": "small", "failed this": "small"}
 # a pale background per kind of change, so that the changed rows stand out in the table
 SHADES = {"score up": "#dcfce7", "score down": "#fee2e2", "answer only": "#fef9c3"}
 
@@ -53,10 +58,12 @@ def _show_split(rows: list[dict], split: str, heading: str) -> None:
         return
     st.markdown(f"**{heading}** · {summary(table)}")
     show_pass_rate_table(pass_rates(rows, split, NAMES))
+    table = table[[c for c in ORDER if c in table]]
     scores = [c for c in ("score parent", "score this") if c in table]
     styled = table.style.apply(_shade, axis=1).format({**{c: "{:.3f}" for c in scores}, "this − parent": "{:+.3f}"},
                                                       na_rep="—")
-    st.dataframe(styled, hide_index=True, width="stretch")
+    st.dataframe(styled, hide_index=True, width="stretch",
+                 column_config={c: st.column_config.Column(width=w) for c, w in WIDTHS.items() if c in table})
 
 
 def render(db, run_id: str, cand_id: str, parent_ids: list[str], has_val: bool) -> None:

@@ -36,14 +36,15 @@ def unified_diff(a: str, b: str, name_a: str, name_b: str) -> str:
 
 def pair_table(rows: list[dict], split: str, names: tuple[str, str] = ("A", "B")) -> pd.DataFrame:
     """One split of ``storage.compare_queries.pair_evaluations`` as a table, its columns named
-    after ``names`` (the a and b candidates): both scores and their difference, and the outputs of
-    a prompt evaluator with the assertions each failed, when there are any."""
+    after ``names`` (the a and b candidates): the example's fields, both scores and their
+    difference, and the outputs of a prompt evaluator with the assertions each failed, when there
+    are any."""
     na, nb = names
     out = []
     for r in rows:
         if r["split"] != split:
             continue
-        item = {"example": r["example"], f"score {na}": r["score_a"], f"score {nb}": r["score_b"],
+        item = {"example": r["example"], "input": input_text(r.get("payload")), f"score {na}": r["score_a"], f"score {nb}": r["score_b"],
                 f"{nb} − {na}": None if r["score_a"] is None or r["score_b"] is None else r["score_b"] - r["score_a"]}
         for which, name in (("a", na), ("b", nb)):
             side = r[f"side_{which}"]
@@ -54,6 +55,15 @@ def pair_table(rows: list[dict], split: str, names: tuple[str, str] = ("A", "B")
                 item[f"output {name}"] = "error: " + r[f"error_{which}"].strip().splitlines()[-1]
         out.append(item)
     return pd.DataFrame(out)
+
+
+def input_text(payload, limit: int = 160) -> str:
+    """An example's fields on one line (``text: The app crashes · label: bug``), cut at ``limit``."""
+    if payload is None:
+        return ""
+    text = " · ".join(f"{k}: {v}" for k, v in payload.items()) if isinstance(payload, dict) else str(payload)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 RANK = {"score up": 0, "score down": 0, "answer only": 1, "": 2, "not comparable": 3}  # how changed_first sorts
@@ -75,7 +85,7 @@ def changed_first(table: pd.DataFrame, names: tuple[str, str]) -> pd.DataFrame:
     out = table.assign(changed=change)
     order = out.assign(_rank=[RANK[c] for c in change], _size=-delta.abs().fillna(0))
     out = out.loc[order.sort_values(["_rank", "_size"], kind="stable").index]
-    return out[["example", "changed"] + [c for c in table.columns if c != "example"]]
+    return out[["example", "changed"] + [c for c in table.columns if c not in ("example", "changed")]]
 
 
 def means(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> tuple[Optional[float], Optional[float], int]:
@@ -94,10 +104,14 @@ def validation_split(rows: list[dict]) -> str:
     return "val" if any(r["split"] == "val" for r in rows) else "train"
 
 
-def show_split(rows: list[dict], split: str) -> None:
+def show_split(rows: list[dict], split: str, has_examples: bool = True) -> None:
+    """One split's table; ``has_examples``: the run has examples in that split at all."""
     table = pair_table(rows, split)
     if split == "train":
         split = "val"  # a multi-task run validates on its dataset
+    if not has_examples:
+        st.caption(f"This run has no {SPLITS[split]} set.")
+        return
     if table.empty:
         st.caption(f"Neither candidate was evaluated on the {SPLITS[split]} set"
                    + (" (the test pass runs on the seed and the final best, when the run ends)." if split == "test" else "."))

@@ -19,7 +19,7 @@ from engine.jobs import CHECK_LM, TRY_EVALUATOR, TRY_EXAMPLES, request_job
 from storage import jobs
 from ui import data, identity, keys as K
 from ui.errors import shows_storage_errors
-from ui.prompt_view import show_evaluation
+from ui.prompt_view import is_prompt_side_info, show_evaluation
 from ui.render import fmt_seconds, md, show_text
 from ui.sidebar import STALE_AFTER_S
 
@@ -83,8 +83,10 @@ def _request(kind: str, payload: dict, key: str) -> None:
         st.error(str(exc), icon=":material/block:")
 
 
-def show_try(examples: int = TRY_EXAMPLES) -> None:
-    _show(K.NEW_TRY_RESULT, "Evaluator on the seed",
+def show_try(examples: int = TRY_EXAMPLES, prompt: bool = False) -> None:
+    """The try's panel; ``prompt``: it is the prompt path's Preview (the seed prompt's answers)."""
+    title = "Preview: the seed prompt's answers" if prompt else "Evaluator on the seed"
+    _show(K.NEW_TRY_RESULT, title,
           f"waiting for the engine to run the evaluator on up to {examples} examples in the sandbox…", _try_result)
 
 
@@ -142,15 +144,28 @@ def _try_result(job: dict) -> None:
     rows = res.get("results") or []
     if not rows:
         return
-    table = pd.DataFrame([{"example": r["example"], "score": r["score"], "seconds": r["seconds"],
-                           "error": (r["error"] or "").strip().splitlines()[-1] if r["error"] else ""} for r in rows])
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame([_try_row(r) for r in rows]), hide_index=True, width="stretch",
+                 column_config={"score": st.column_config.NumberColumn(format="%.3f"),
+                                "seconds": st.column_config.NumberColumn(format="%.2f")})
     for r in rows:
         label = f"{md(r['example'])} · score {r['score']:.3f} · {r['seconds']:.2f} s" + (" · failed" if r["error"] else "")
         with st.expander(label, expanded=bool(r["error"])):
             if r["error"]:
                 show_text(r["error"])
             show_evaluation(r["side_info"])
+
+
+def _try_row(r: dict) -> dict:
+    """One example of a try as a table row; a prompt evaluator's answer and failed assertions
+    in it, so that they show without opening each example."""
+    row = {"example": r["example"], "score": r["score"]}
+    side = r.get("side_info") or {}
+    if is_prompt_side_info(side):
+        row["answer"] = side["output"]
+        row["failed assertions"] = ", ".join(a["assertion"] for a in side["assertions"] if not a["passed"])
+    row["seconds"] = r["seconds"]
+    row["error"] = (r["error"] or "").strip().splitlines()[-1] if r["error"] else ""
+    return row
 
 
 def _check_result(job: dict, field: str) -> None:

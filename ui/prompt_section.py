@@ -58,6 +58,10 @@ def render(draft_key: str, version_key: str, errors: Callable[[str], None]) -> N
     rows, _ = run_form.dataset_rows(snapshot, require=False)
     if rows:
         st.caption(prompt_form.placeholders_hint(rows))
+    else:
+        st.caption(":material/info: First give the examples under **3 · Dataset** (upload or paste a table with, say, "
+                   "`text` and `label` columns): their columns become the `{placeholders}` of this message and of "
+                   "the assertions. Without examples, the prompt is tuned for this one fixed message.")
     errors(K.NEW_PROMPT_USER)
     st.markdown("**Assertions** (add a row at the bottom; select rows to delete them)")
     _assertions_table(st.session_state.get(version_key, 0))

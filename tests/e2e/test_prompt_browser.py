@@ -56,12 +56,13 @@ def test_from_an_empty_form_to_a_previewed_running_prompt_run(studio, page):
     shot(page, "prompt-form")
     page.get_by_role("button", name="Preview on three examples").click()
     expect(page.get_by_text("Task LM output").first).to_be_attached(timeout=90_000)
-    panel = page.get_by_text("Evaluator on the seed").locator("xpath=ancestor::div[@data-testid='stVerticalBlock'][1]")
+    panel = page.get_by_text("Preview: the seed prompt's answers").locator("xpath=ancestor::div[@data-testid='stVerticalBlock'][1]")
     expect(panel.get_by_text("· score 1.000").first).to_be_visible(timeout=60_000)  # a "bug" ticket passes icontains
     expect(panel.get_by_text("· score 0.000").first).to_be_visible()  # a billing ticket answered "refund request"
     for label in panel.get_by_text("· score 0.000").all():  # open each failed example
         label.click()
-    expect(page.get_by_text("Category: refund request ticket").first).to_be_visible()
+    answers = panel.locator('[data-testid="stExpander"]').get_by_text("Category: refund request ticket")
+    expect(answers.first).to_be_visible()
     shot(page, "prompt-preview")
 
     page.get_by_role("button", name="Start run").click()
