@@ -1,6 +1,7 @@
 """The prompt path in a real browser: from an empty New run form to a preview of the seed prompt
-on three examples and a running prompt run, then the compare view of that run. A real engine
-worker with the scripted LM of tests/support/prompt_task.py as task LM, judge and reflection LM."""
+on three examples and a running prompt run, then the compare view of that run and the best
+candidate's answers beside its parent's. A real engine worker with the scripted LM of
+tests/support/prompt_task.py as task LM, judge and reflection LM."""
 
 from __future__ import annotations
 
@@ -90,3 +91,10 @@ def test_from_an_empty_form_to_a_previewed_running_prompt_run(studio, page):
     expect(page.get_by_text(f"+{BETTER}").first).to_be_visible(timeout=30_000)  # the diff: the seed against the best
     expect(page.get_by_text(re.compile(r"A 0\.\d+ · B 1\.000 · B − A \+0\.\d+ over the \d example")).first).to_be_visible(timeout=30_000)
     shot(page, "prompt-compare")
+    best = repo.get_run(studio.db, run_id).best_candidate_id
+    page.goto(f"{studio.url}/candidate?run={run_id}&candidate={best}")  # its answers beside its parent's
+    ready(page)
+    heading = page.get_by_text("Answers against the parent")
+    heading.scroll_into_view_if_needed(timeout=30_000)
+    expect(page.get_by_text(re.compile(r"score up on [1-9]")).first).to_be_visible(timeout=30_000)
+    shot(page, "prompt-candidate-answers")
