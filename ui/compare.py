@@ -44,7 +44,8 @@ def pair_table(rows: list[dict], split: str, names: tuple[str, str] = ("A", "B")
     for r in rows:
         if r["split"] != split:
             continue
-        item = {"example": r["example"], "input": input_text(r.get("payload")), f"score {na}": r["score_a"], f"score {nb}": r["score_b"],
+        item = {"example": r["example"], "input": input_text(r.get("payload")),
+                f"score {na}": r["score_a"], f"score {nb}": r["score_b"],
                 f"{nb} − {na}": None if r["score_a"] is None or r["score_b"] is None else r["score_b"] - r["score_a"]}
         for which, name in (("a", na), ("b", nb)):
             side = r[f"side_{which}"]
