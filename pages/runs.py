@@ -16,6 +16,8 @@ if table.empty:
     nav.link("new", "New run", icon=":material/add_circle:")
     st.stop()
 
+# a run submitted with no owner gets a name in the filter (an empty one drew an empty chip)
+table["owner"] = table["owner"].fillna("").replace("", "(no owner)")
 f1, f2, f3 = st.columns([2, 2, 3])
 with f1:
     status = filters.following_multiselect("Status", sorted(table["status"].unique()), keys.RUNS_STATUS)
