@@ -11,12 +11,16 @@ Roles (each includes the ones before it):
 - **viewer**: read everything, comment.
 - **editor**: also create runs (which runs their evaluator code), steer runs, approve candidates,
   try an evaluator, test an LM connection.
-- **admin**: everything.
+- **admin**: everything, including deleting runs and managing roles.
 
-Who is what is configured in one place, the ``[roles]`` table of ``.streamlit/secrets.toml``
-(next to ``[auth]``), parsed by ``RoleMap.from_config``. Without sign-in the studio is in local
-mode and everyone who reaches it acts as an admin; the CLI and the Python API act as admin too
-(whoever can run them can write the database directly).
+Who is what, in one resolution order (README "Sign-in and roles"): a person gets the highest role
+that any rule gives them, whether the rule is in the ``[roles]`` table of
+``.streamlit/secrets.toml`` (the bootstrap, parsed by ``RoleMap.from_config``) or a grant an admin
+made in the studio or with ``python -m engine grant`` (``engine.roles``, table ``rolegrant``);
+else the table's ``default``. Grants only add: nobody the file names can be lowered or locked out
+from the studio. Without sign-in the studio is in local mode and everyone who reaches it acts as
+an admin; the CLI and the Python API act as admin too (whoever can run them can write the
+database directly).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ NEEDS: dict[str, Role] = {
     "create_run": Role.EDITOR, "try_evaluator": Role.EDITOR, "check_lm": Role.EDITOR, "approve": Role.EDITOR,
     **{kind: Role.EDITOR for kind in ("pause", "resume", "step", "stop", "pin", "unpin", "veto", "unveto",
                                       "edit", "inject", "feedback", "budget")},
+    "delete_run": Role.ADMIN, "manage_roles": Role.ADMIN,
 }
 # actions that run code or spend money, limited per person and hour (``RoleMap`` holds the numbers)
 RATE_LIMITED = {"create_run": "runs", "try_evaluator": "try_evaluator"}
@@ -112,6 +117,15 @@ class RoleMap:
             per_hour[limit] = value
         return cls(rules=rules, default=Role[default.upper()], claim=str(section.get("claim", "")), per_hour=per_hour)
 
+    def with_grants(self, grants: Iterable[tuple[str, str]]) -> "RoleMap":
+        """This map plus the database's grants, ``(rule, role label)`` pairs: each grant is one
+        more rule, so a person still gets the highest role any rule gives."""
+        rules = {role: list(self.rules.get(role, ())) for role in (Role.ADMIN, Role.EDITOR, Role.VIEWER)}
+        for rule, label in grants:
+            rules[Role[label.upper()]].append(rule)
+        return RoleMap(rules={r: tuple(v) for r, v in rules.items()}, default=self.default, claim=self.claim,
+                       per_hour=dict(self.per_hour))
+
     def role_of(self, email: str, claims: Optional[Mapping[str, Any]] = None) -> Role:
         email = (email or "").strip().lower()
         domain = "@" + email.rsplit("@", 1)[1] if "@" in email else None
@@ -139,8 +153,8 @@ def check(db: Database, actor: Actor, action: str, run_id: Optional[str] = None,
     if actor.role < need:
         article = "an" if need.label[0] in "ae" else "a"
         _refuse(db, actor, action, run_id, f"role: {actor.name or 'you'} is {_role_phrase(actor.role)}; "
-                f"{action.replace('_', ' ')} needs {article} {need.label}. An admin grants roles in the [roles] "
-                "table of .streamlit/secrets.toml.")
+                f"{action.replace('_', ' ')} needs {article} {need.label}. An admin grants roles on the studio's "
+                "Roles page (or with `python -m engine grant`).")
     limit_name = RATE_LIMITED.get(action)
     if limit_name:
         limit = (roles.per_hour if roles else DEFAULT_PER_HOUR)[limit_name]

@@ -268,3 +268,28 @@ class Refusal(SQLModel, table=True):
     action: str = Field(max_length=30)
     run_id: Optional[str] = Field(default=None, index=True, max_length=32)
     reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+
+
+class RoleGrant(SQLModel, table=True):
+    """A role an admin granted in the studio or with ``python -m engine grant`` (engine/roles.py):
+    one rule (an e-mail address, an @domain or a claim value) and the role it gives. Grants only
+    add to the ``[roles]`` table of the secrets file, which stays the bootstrap (engine/access.py)."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    rule: str = Field(max_length=200, unique=True)
+    role: str = Field(max_length=20)  # viewer | editor | admin
+    granted_by: str = Field(default="", max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class AdminAction(SQLModel, table=True):
+    """An admin's action whose subject may be gone afterwards: a run deleted (its rows with it), a
+    role granted or revoked. Holds no foreign key, so it outlives what it names."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    created_at: datetime = Field(default_factory=utcnow, index=True)
+    actor: str = Field(default="", max_length=200)
+    action: str = Field(max_length=30)  # delete_run | grant | revoke
+    subject: str = Field(default="", max_length=200)  # the run id, or the rule of a grant
+    detail: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))  # what it was
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))

@@ -170,3 +170,34 @@ def test_no_api_key_anywhere(db, finished_run, tmp_path):
 def test_import_refuses_a_document_that_is_not_an_export(db):
     with pytest.raises(ValueError, match="not a Refract export"):
         import_run(db, {"format": "something-else/1", "run": {}})
+
+
+def test_import_restores_the_approved_candidate_and_its_reason(db, target, tmp_path, capsys):
+    from engine.cli import main as cli
+    from tests.support.synthetic import generate_run
+
+    run_id = generate_run(db, n_candidates=12, n_val=4, n_train=4)
+    first, second = [c for c in repo.list_candidates(db, run_id) if c.content][1:3]
+    send_command(db, run_id, "approve", {"candidate_id": first.id}, author="ana", reason="first look")
+    send_command(db, run_id, "approve", {"candidate_id": second.id}, author="bo", reason="best on the hard cases")
+    path = tmp_path / "run.json"
+    assert cli(["export", run_id, "--out", str(path), "--db", db.url]) == 0
+    assert cli(["import", str(path), "--db", target.url]) == 0
+    assert repo.get_run(target, run_id).approved_candidate_id == second.id
+    approval = [c for c in repo.list_commands(target, run_id) if c.kind == "approve"][-1]
+    assert (approval.author, approval.reason, approval.status) == ("bo", "best on the hard cases", "applied")
+    out = tmp_path / "prompt.txt"
+    assert cli(["export", run_id, "--approved", "--out", str(out), "--db", target.url]) == 0
+    assert json.loads(out.read_text()) == second.content  # two components: a JSON object
+    # a document naming a candidate it lacks is refused before anything is written
+    doc = json.loads(path.read_text())
+    last = doc["commands"][-1]
+    broken = dict(doc, commands=doc["commands"] + [dict(last, payload={"candidate_id": "cnothere"})])
+    with pytest.raises(ValueError, match="commands: the approved candidate cnothere is not among"):
+        import_run(target, broken)
+    # a withdrawn approval stays withdrawn (the run deleted first: an import keeps its ids)
+    from engine.admin import delete_run
+
+    delete_run(target, run_id)
+    withdrawn = dict(doc, commands=doc["commands"] + [dict(last, payload={"candidate_id": None})])
+    assert repo.get_run(target, import_run(target, withdrawn)).approved_candidate_id is None

@@ -195,7 +195,18 @@ def _run_row(doc: dict) -> Run:
                best_candidate_id=doc["best"]["candidate_id"], best_val_mean=doc["best"]["val_mean"],
                test_mean=doc["best"]["test_mean"], seed_test_mean=doc["best"].get("seed_test_mean"),
                test_cost_usd=doc["best"].get("test_cost_usd") or 0.0, created_at=_when(r, "created_at"),
-               started_at=parse_iso(r.get("started_at")), finished_at=parse_iso(r.get("finished_at")))
+               started_at=parse_iso(r.get("started_at")), finished_at=parse_iso(r.get("finished_at")),
+               approved_candidate_id=_approved(doc))
+
+
+def _approved(doc: dict) -> Optional[str]:
+    """The approved candidate, as the document's last applied ``approve`` command left it (who
+    approved it and why stay on that command); None when nothing is approved."""
+    approvals = [c for c in doc["commands"] if c["kind"] == "approve" and c["status"] == "applied"]
+    candidate = (approvals[-1]["payload"] or {}).get("candidate_id") if approvals else None
+    if candidate is not None and candidate not in {c["id"] for c in doc["candidates"]}:
+        raise ValueError(f"commands: the approved candidate {candidate} is not among the document's candidates")
+    return candidate
 
 
 def _lm_call_row(run_id: str, c: dict) -> LMCall:
