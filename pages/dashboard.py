@@ -16,7 +16,7 @@ from engine.test_pass import audit_line
 from storage.attached import waiting_note
 from storage.queries import elapsed_seconds
 from storage.states import ACTIVE
-from ui import analysis, charts, data, filters, keys, nav, prompt_view, review, steering, step_links
+from ui import admin, analysis, charts, data, filters, keys, nav, prompt_view, review, steering, step_links
 from ui.errors import shows_storage_errors
 from ui.lm_health import lm_failures_caption
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
@@ -302,3 +302,4 @@ steering.intervention_log(run_id)
 
 st.subheader("Activity", help="Commands, comments and refused actions of everyone on this run, newest first.")
 review.activity_feed(run_id)
+admin.delete_box(run)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import analysis, charts, data, filters, keys, nav
+from ui import admin, analysis, charts, data, filters, keys, nav
 from ui.render import fmt_seconds
 from ui.sidebar import STALE_AFTER_S
 
 url = data.db_url()
 st.title("Runs")
+admin.deleted_note()
 table = data.runs_table(url)
 if table.empty:
     st.info("No runs yet. Create one from a built-in example in a click.")

@@ -27,12 +27,14 @@ def record_refusal(db: Database, actor: str, role: str, action: str, run_id: Opt
         return row.id
 
 
-def list_refusals(db: Database, run_id: Optional[str] = None) -> list[Refusal]:
-    """Newest first; those of one run when ``run_id`` is given."""
+def list_refusals(db: Database, run_id: Optional[str] = None, limit: Optional[int] = None) -> list[Refusal]:
+    """Newest first; those of one run when ``run_id`` is given; the newest ``limit`` when given."""
     with db.read() as s:
         q = select(Refusal).order_by(Refusal.id.desc())
         if run_id is not None:
             q = q.where(Refusal.run_id == run_id)
+        if limit is not None:
+            q = q.limit(limit)
         return list(s.exec(q).all())
 
 

@@ -97,6 +97,14 @@ def run_config(url: str, run_id: str) -> dict | None:
 
 
 @st.cache_data(ttl=2.0, show_spinner=False)
+def role_grants(url: str) -> list[tuple[str, str]]:
+    """The database's role grants as (rule, role): a change reaches every session within 2 s."""
+    from engine.admin import grant_pairs
+
+    return grant_pairs(_db(url))
+
+
+@st.cache_data(ttl=2.0, show_spinner=False)
 def worker_status(url: str) -> dict | None:
     return queries.worker_status(_db(url))
 

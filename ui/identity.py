@@ -4,7 +4,7 @@ Two modes, chosen by ``.streamlit/secrets.toml``:
 
 - **signed in**: an ``[auth]`` table is configured, so people sign in with OpenID Connect
   (``st.login``; Streamlit keeps the identity in a signed cookie) and their role comes from the
-  ``[roles]`` table (``engine.access.RoleMap``). The identity is the ID token's e-mail; nothing a
+  ``[roles]`` table plus the database's grants (``engine.access.RoleMap.with_grants``). The identity is the ID token's e-mail; nothing a
   person types can change it.
 - **local mode**: no ``[auth]``. The studio serves on the loopback address only (``ui.serving``),
   everyone who reaches it is an admin, and the name comes from the sidebar's "Who am I".
@@ -21,7 +21,7 @@ from urllib.parse import unquote
 
 import streamlit as st
 
-from engine.access import Actor, Role, RoleMap, local_actor
+from engine.access import NEEDS, Actor, Role, RoleMap, local_actor
 from ui import keys
 
 LOCAL_MODE = "local mode: everyone who reaches this port is an admin"
@@ -35,14 +35,21 @@ def auth_configured() -> bool:
         return False
 
 
-def role_map() -> RoleMap:
-    """The ``[roles]`` table; a bad one stops the page with its ``roles.key: reason``."""
+def file_roles() -> RoleMap:
+    """The ``[roles]`` table alone (the bootstrap); a bad one stops the page with its ``roles.key: reason``."""
     try:
         section = st.secrets.get("roles") if st.secrets.load_if_toml_exists() else None
         return RoleMap.from_config(section.to_dict() if hasattr(section, "to_dict") else section)
     except ValueError as exc:
         st.error(f"The [roles] table of .streamlit/secrets.toml is wrong: {exc}", icon=":material/error:")
         st.stop()
+
+
+def role_map() -> RoleMap:
+    """Who is what: the ``[roles]`` table and the database's grants (``engine.access``)."""
+    from ui import data
+
+    return file_roles().with_grants(data.role_grants(data.db_url()))
 
 
 def _claims() -> dict[str, Any]:
@@ -82,7 +89,9 @@ def refusal_note(action: str) -> Optional[str]:
     actor = current_actor()
     if actor is None or actor.may(action):
         return None
-    return f"You are signed in as a {actor.role.label}: this needs an editor (an admin grants roles)."
+    need = NEEDS.get(action, Role.ADMIN).label
+    return f"You are signed in as {'an' if actor.role.label[0] in 'ae' else 'a'} {actor.role.label}: this needs " \
+           f"{'an' if need[0] in 'ae' else 'a'} {need} (an admin grants roles on the Roles page)."
 
 
 def sign_in_gate(page_path: str) -> None:

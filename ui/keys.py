@@ -160,3 +160,18 @@ APPROVE_SEND = "approve_send_{cand}"
 APPROVE_OUTCOME = "_approve_outcome_{cand}"
 REPORT_DOWNLOAD = "report_download"
 ACTIVITY_PERSON = "activity_person"
+
+# admin: deleting a run (dashboard) and the Roles page
+DELETE_CONFIRM = "delete_confirm_{run}"
+DELETE_REASON = "delete_reason_{run}"
+DELETE_SEND = "delete_send_{run}"
+DELETE_OUTCOME = "_delete_outcome_{run}"
+DELETED_NOTE = "_deleted_note"  # shown once on the Runs page after a deletion
+ROLES_RULE = "roles_rule"
+ROLES_ROLE = "roles_role"
+ROLES_REASON = "roles_reason"
+ROLES_GRANT = "roles_grant"
+ROLES_REVOKE_PICK = "roles_revoke_pick"
+ROLES_REVOKE = "roles_revoke"
+ROLES_OUTCOME = "_roles_outcome"
+ROLES_CHECK = "roles_check"

@@ -22,6 +22,7 @@ PAGE_FILES = {
     "compare": ("pages/compare.py", "Compare candidates", ":material/compare:"),
     "explain": ("pages/explain.py", "Step explained", ":material/school:"),
     "playground": ("pages/playground.py", "Runtime playground", ":material/tune:"),
+    "roles": ("pages/roles.py", "Roles", ":material/admin_panel_settings:"),
 }
 
 
