@@ -7,8 +7,12 @@ secrets file, and two browser contexts signed in as an editor and as a viewer on
   forged click (the server's "disabled" flag flipped in the websocket stream before the page
   draws it, so the button is enabled in the tampered page) queues nothing: Streamlit discards
   a disabled widget's click on the server, before the command layer would refuse it.
+- The viewer, signed in, opens a link to a candidate the editor was looking at and sees that
+  same candidate: a link stays valid for another signed-in person.
 - The editor, over the hourly limit of evaluator tries, is refused by the command layer: the
   refusal is shown at the control and recorded.
+- An admin (named by the secrets file) opens a link to the Roles page, signs in, lands on it and
+  grants the viewer editor.
 
 Screenshots: test-artifacts/sign-in-*.png.
 """
@@ -21,6 +25,7 @@ import secrets
 import pytest
 from playwright.sync_api import expect
 
+from engine.admin import grants
 from storage import access as store, repo
 from storage.db import Database
 from tests.support.synthetic import generate_run
@@ -30,7 +35,7 @@ from .conftest import by_key, new_page, ready, shot, start_studio, stop_studio
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 expect.set_options(timeout=20_000)  # a cold studio on a shared CPU draws its first page slowly
-EDITOR, VIEWER = "ed@lab.example.com", "vera@example.com"
+EDITOR, VIEWER, ADMIN = "ed@lab.example.com", "vera@example.com", "boss@example.com"
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +43,7 @@ def team_studio(tmp_path_factory):
     from oidc_provider_mock import User, run_server_in_thread
 
     tmp = tmp_path_factory.mktemp("sign-in")
-    users = [User(sub=EDITOR, claims={"email": EDITOR}), User(sub=VIEWER, claims={"email": VIEWER})]
+    users = [User(sub=who, claims={"email": who}) for who in (EDITOR, VIEWER, ADMIN)]
     with run_server_in_thread(user_claims=users) as provider:
         issuer = f"http://localhost:{provider.server_port}"
         secrets_file = tmp / "secrets.toml"
@@ -51,6 +56,7 @@ client_secret = "{secrets.token_hex(16)}"
 server_metadata_url = "{issuer}/.well-known/openid-configuration"
 
 [roles]
+admins = ["{ADMIN}"]
 editors = ["{EDITOR}"]
 viewers = ["@example.com"]
 default = "none"
@@ -68,10 +74,10 @@ try_evaluator_per_hour = 0
             stop_studio(proc)
 
 
-def _sign_in(page, studio, who: str, screenshot: str | None = None):
-    """Open a link to the run's dashboard, sign in, and land on that dashboard."""
+def _sign_in(page, studio, who: str, screenshot: str | None = None, link: str | None = None):
+    """Open a link (default: to the run's dashboard), sign in, and land on that view."""
     page.set_default_timeout(45_000)  # clicks wait for a renderer that shares 2 cores with other tests
-    link = f"{studio.url}/dashboard?run={studio.run_id}"
+    link = link or f"{studio.url}/dashboard?run={studio.run_id}"
     page.goto(link)
     ready(page)
     expect(page.get_by_text("sign in to see its runs")).to_be_visible()
@@ -131,6 +137,20 @@ def test_an_editor_steers_and_a_viewer_is_refused_at_the_command_layer(team_stud
     expect(viewer.get_by_text("You are signed in as a viewer").first).to_be_visible()
     shot(viewer, "sign-in-viewer-disabled")
 
+    # the link to a candidate the editor has open opens that same candidate for the viewer
+    cand = next(c for c in repo.list_candidates(db, studio.run_id) if c.content and c.origin == "reflection")
+    editor.goto(f"{studio.url}/candidate?run={studio.run_id}&candidate={cand.id}")
+    ready(editor)
+    viewer.goto(editor.url)
+    ready(viewer)
+    for page in (editor, viewer):
+        expect(page.get_by_role("heading", name=re.compile(cand.id)).first).to_be_visible()
+    approve = viewer.get_by_text("Approve this candidate")
+    approve.click()  # the expander opens; its button is disabled, the reason beside it
+    expect(viewer.get_by_text("You are signed in as a viewer: this needs an editor").first).to_be_visible()
+    approve.scroll_into_view_if_needed()
+    shot(viewer, "sign-in-viewer-refused")
+
     _enable_disabled_pause(viewer)
     viewer.goto(f"{studio.url}/dashboard?run={studio.run_id}")  # a new session, drawn through the tampered stream
     ready(viewer)
@@ -143,7 +163,7 @@ def test_an_editor_steers_and_a_viewer_is_refused_at_the_command_layer(team_stud
     # Streamlit itself discards a click on a widget it drew disabled, before any callback: nothing
     # queued, nothing reached the command layer (whose own refusal tests/test_access.py exercises)
     assert len(repo.list_commands(db, studio.run_id)) == before
-    viewer.context.close()
+
 
     # a refusal by the command layer, shown at the control: the editor is over the hourly limit of
     # evaluator tries (0 in this studio's [roles])
@@ -162,3 +182,25 @@ def test_an_editor_steers_and_a_viewer_is_refused_at_the_command_layer(team_stud
     shot(editor, "sign-in-refused-at-the-control")
     assert [(r.actor, r.action) for r in store.list_refusals(db)] == [(EDITOR, "try_evaluator")]
     editor.context.close()
+
+    viewer.context.close()
+
+
+def test_an_admin_grants_a_role_on_the_roles_page(team_studio, browser):
+    """The admin the secrets file names opens a link to the Roles page, signs in, lands on it and
+    grants the viewer editor: recorded, and the page's check of the address says editor."""
+    studio, db = team_studio, team_studio.db
+    admin = new_page(browser)
+    _sign_in(admin, studio, ADMIN, link=f"{studio.url}/roles")
+    expect(admin.get_by_text(f"You: {ADMIN} · admin")).to_be_visible()
+    admin.get_by_label("E-mail address, @domain or claim value").fill(VIEWER)
+    admin.get_by_label("Why (recorded)").fill("reviews prompts now")
+    admin.get_by_role("button", name="Grant").click()
+    expect(admin.get_by_text(f"{VIEWER} is now editor.")).to_be_visible()
+    assert [(g.rule, g.role, g.granted_by) for g in grants(db)] == [(VIEWER, "editor", ADMIN)]
+    admin.get_by_label("Check an address").fill(VIEWER)
+    admin.get_by_label("Check an address").press("Enter")
+    expect(admin.get_by_text(re.compile(rf"{re.escape(VIEWER)} → editor"))).to_be_visible()
+    admin.get_by_role("heading", name="Who is what").scroll_into_view_if_needed()
+    shot(admin, "sign-in-admin-roles")
+    admin.context.close()
