@@ -57,6 +57,7 @@ def test_the_report_escapes_every_text_and_loads_nothing(reviewed, tmp_path):
     assert page.count("&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;") >= 4  # name, text, diff, comment, reason
     assert not re.search(r"""<(script|link|img|iframe)[^>]+(src|href)=["']?(https?:)?//""", page)  # nothing external
     assert "The approved candidate" in page and cand_id in page
+    assert re.search(r"Approved by ed@example.com on \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: because &lt;script&gt;", page)
     assert "Content-Security-Policy" in page
 
 

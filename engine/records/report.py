@@ -41,9 +41,10 @@ def _num(value: Optional[float], fmt: str = ".4f") -> str:
 
 
 def _table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
+    """An HTML table; no header row when ``header`` is empty."""
     head = "".join(f"<th>{e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<table>{f'<thead><tr>{head}</tr></thead>' if head else ''}<tbody>{body}</tbody></table>"
 
 
 def build_report(db: Database, run_id: str) -> str:
@@ -58,7 +59,7 @@ def build_report(db: Database, run_id: str) -> str:
     parts.append(_section("Score over the budget", _figure(score_over_budget(doc), first=True)))
     parts.append(_section("Pareto frontier", _frontier(doc)))
     parts.append(_section("Lineage", _figure(lineage_tree(doc, shown_id), first=False)))
-    parts.append(_section(f"The {which} candidate", _candidate(shown, seed, which)))
+    parts.append(_section(f"The {which} candidate", _approval(doc, approved) + _candidate(shown, seed, which)))
     parts.append(_section("Per-example scores", _per_example(doc, shown, seed)))
     parts.append(_section("Intervention log", _commands(doc)))
     parts.append(_section("Comments", _comments(doc)))
@@ -81,13 +82,13 @@ def _figure(fig, first: bool) -> str:
 def _summary(doc: dict, approved: Optional[str]) -> str:
     run, t, best = doc["run"], doc["run"]["totals"], doc["best"]
     rows = [("status", f"{run['status']}" + (f" — {run['status_reason']}" if run["status_reason"] else "")),
-            ("owner", run["owner"]), ("created", run["created_at"]), ("finished", run["finished_at"]),
+            ("owner", run["owner"]), ("created", _when(run["created_at"])), ("finished", _when(run["finished_at"])),
             ("metric calls", t["metric_calls"]), ("cost", f"${t['cost_usd']:.4f}"), ("steps", t["steps"]),
             ("proposals", f"{t['proposals']['total']} ({t['proposals']['improved']} improved)"),
             ("best candidate", f"{best['candidate_id']} (validation mean {_num(best['val_mean'])})"),
             ("test mean", f"{_num(best['test_mean'])} (seed {_num(best['seed_test_mean'])})"),
             ("approved candidate", approved or "none")]
-    return _section("Summary", _table(("", "value"), rows))
+    return _section("Summary", _table((), rows))
 
 
 def _frontier(doc: dict) -> str:
@@ -104,6 +105,20 @@ def _frontier(doc: dict) -> str:
                          ((x.get("example_id") or x.get("objective"), _num(x["best_score"]), ", ".join(x["candidate_ids"]))
                           for x in doc["frontier"]))
     return f"<p>{doc['frontier_type']} frontier: {len(counts)} member(s).</p>{members}{per_example}"
+
+
+def _approval(doc: dict, approved: Optional[str]) -> str:
+    """Who approved the candidate, when and why (the last applied ``approve`` command)."""
+    last = [c for c in doc["commands"] if c["kind"] == "approve" and c["status"] == "applied"]
+    if not approved or not last:
+        return ""
+    c = last[-1]
+    return f"<p>Approved by {e(c['author'] or 'someone')} on {e(_when(c['applied_at']))}: {e(c['reason'])}</p>"
+
+
+def _when(stamp: Optional[str]) -> str:
+    """An export timestamp (``…T08:59:55.000000Z``) as people read it."""
+    return f"{stamp[:10]} {stamp[11:19]} UTC" if stamp else "n/a"
 
 
 def _candidate(cand: Optional[dict], seed: Optional[dict], which: str) -> str:
