@@ -35,8 +35,7 @@ if not signed_in:
 file_rules = identity.file_roles()
 grants = list_grants(data.get_db())
 st.subheader("Who is what")
-st.dataframe(admin.rules_table(file_rules, grants), hide_index=True, width="stretch",
-             column_config={"when": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm")})
+st.dataframe(admin.rules_table(file_rules, grants), hide_index=True, width="stretch")
 st.caption(f"Anyone no rule names: **{file_rules.default.label if file_rules.default.value else 'turned away'}**"
            + (f" · rules without @ match values of the ID-token claim `{file_rules.claim}`" if file_rules.claim else ""))
 admin.check_person(file_rules.with_grants((g.rule, g.role) for g in grants))

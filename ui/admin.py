@@ -101,9 +101,10 @@ def _act(action, message) -> None:
 
 def rules_table(file_rules, grants: list) -> pd.DataFrame:
     """Every rule that gives a role: the secrets file's and the database's grants."""
-    rows = [{"rule": rule, "role": role.label, "from": "secrets file", "by": "", "when": pd.NaT}
+    rows = [{"rule": rule, "role": role.label, "from": "secrets file", "by": "", "when": ""}
             for role, rules in file_rules.rules.items() for rule in rules]
-    rows += [{"rule": g.rule, "role": g.role, "from": "grant", "by": g.granted_by, "when": g.created_at} for g in grants]
+    rows += [{"rule": g.rule, "role": g.role, "from": "grant", "by": g.granted_by,
+              "when": f"{g.created_at:%Y-%m-%d %H:%M} UTC"} for g in grants]
     return pd.DataFrame(rows, columns=["rule", "role", "from", "by", "when"])
 
 
