@@ -8,6 +8,7 @@ held-out test pass, and the final status — every fact written to the database 
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Callable, Optional
@@ -29,6 +30,7 @@ from engine.executor import EvalTask, Executor, LazyExecutor
 from engine.fair_share import FairExecutor, FairShare
 from engine.interrupt import INTERRUPTED, stopping_status, watch
 from engine.lm.journal import recover_interrupted, run_lm_failures
+from engine.lm.starting import StartingLM
 from engine.search.merge import try_merge
 from engine.search.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
@@ -47,8 +49,10 @@ OPT_STATE_K = 30  # GEPA's best_example_evals_k: evaluations per example an eval
 
 class Optimizer:
     def __init__(self, db: Database, run_id: str, lm=None, executor_factory: Optional[Callable[..., Executor]] = None,
-                 on_step: Optional[Callable[[RunContext], None]] = None, share: Optional[FairShare] = None) -> None:
+                 on_step: Optional[Callable[[RunContext], None]] = None, share: Optional[FairShare] = None,
+                 stock=None) -> None:
         self.db, self.run_id = db, run_id
+        self.stock = stock  # the worker's engine.sandbox.warm.WarmStock, if it keeps one
         self.share = share  # the worker's evaluation share, when it runs several runs at once
         self.lm = lm
         self.executor_factory = executor_factory
@@ -59,7 +63,6 @@ class Optimizer:
     # -- setup ---------------------------------------------------------------------------
 
     def _context(self) -> RunContext:
-        from engine.lm.client import LMClient
         from engine.sandbox import make_executor
 
         recover_interrupted(self.db, self.run_id)  # before the totals are read: their estimates count
@@ -71,7 +74,7 @@ class Optimizer:
         train_keys = by_split["train"] or val_keys
         single = not cfg.is_multi_component
         components = [SINGLE] if single else list(cfg.seed_candidate)
-        lm = self.lm or LMClient()
+        lm = self.lm or StartingLM()  # built while the pool starts and the seed is evaluated
         budget = Budget(cfg.budget, run.metric_calls, run.cost_usd, run.seconds)
         timeline = Timeline()
         steps_done = repo.completed_steps(self.db, self.run_id)
@@ -80,7 +83,7 @@ class Optimizer:
                          timeline=timeline, examples=examples, train_keys=train_keys, val_keys=val_keys,
                          test_keys=by_split["test"], single_text=single, components=components,
                          step_index=steps_done, stop_event=self.stop_event)
-        factory = self.executor_factory or make_executor
+        factory = self.executor_factory or functools.partial(make_executor, stock=self.stock)
         handler = self._task_lm_handler(ctx)
         make = lambda: factory(cfg.executor, cfg.evaluator, handler)  # noqa: E731
         if self.share is not None:

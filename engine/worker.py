@@ -11,10 +11,16 @@ claims the run and resumes it from the database. A worker that finds its lease t
 touching the run at the next step boundary. A worker asked to stop (SIGTERM) leaves its runs
 at the next step boundary, still running, and releases the leases: the next worker resumes
 them at once.
+
+A long-lived worker (``run_forever`` without ``once``) gets ready for runs before it claims
+one: it imports the LM client (litellm takes seconds) and keeps a warm stock of sandbox
+processes between runs (``engine.sandbox.warm``, which says why runs stay isolated), so that a
+claimed run's first seed evaluation starts within a second.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import socket
@@ -26,6 +32,7 @@ from typing import Callable, Optional
 from storage import leases
 from storage.db import Database
 
+from engine.config import ExecutorConfig
 from engine.fair_share import FairShare, machine_capacity
 from engine.jobs import JobRunner
 from engine.optimizer import Optimizer
@@ -46,7 +53,7 @@ def default_max_runs() -> int:
 class Worker:
     def __init__(self, db: Database, lease_seconds: float = 15.0, poll_seconds: float = 1.0, lm=None,
                  executor_factory: Optional[Callable] = None, worker_id: Optional[str] = None,
-                 max_runs: Optional[int] = None) -> None:
+                 max_runs: Optional[int] = None, warm: bool = True) -> None:
         self.db = db
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
@@ -55,6 +62,8 @@ class Worker:
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.max_runs = max_runs or default_max_runs()
         self.share = FairShare()
+        self.warm = warm and executor_factory is None  # a custom factory starts its own executors
+        self.stock = None  # the engine.sandbox.warm.WarmStock of a long-lived worker
         self._active: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
 
@@ -76,6 +85,8 @@ class Worker:
         jobs_done = threading.Event()
         runner = threading.Thread(target=JobRunner(self.db, self.id).loop, args=(jobs_done,), daemon=True, name="jobs")
         runner.start()
+        if self.warm and not once:
+            self._warm_up()
         try:
             self._claim_and_run(stop, once)
         finally:
@@ -83,6 +94,17 @@ class Worker:
                 thread.join()
             jobs_done.set()
             runner.join(timeout=5)
+            if self.stock is not None:  # after every run's pool has closed (see engine.sandbox.warm)
+                self.stock.close()
+
+    def _warm_up(self) -> None:
+        """Ready what every run needs before the first claim: the LM client's imports (in a
+        thread: a run claimed meanwhile starts anyway) and the stock of sandbox processes."""
+        from engine.sandbox.warm import WarmStock
+
+        threading.Thread(target=importlib.import_module, args=("engine.lm.client",), daemon=True,
+                         name="warm-imports").start()
+        self.stock = WarmStock(size=ExecutorConfig().workers)
 
     def _claim_and_run(self, stop: threading.Event, once: bool) -> None:
         while not stop.is_set():
@@ -114,7 +136,8 @@ class Worker:
         """Run a run this worker has claimed, keeping the lease alive; release it at the end.
         When ``stop`` is set (SIGTERM) the run is left at the next step boundary, still
         running and with its lease released, so that the next worker resumes it at once."""
-        opt = Optimizer(self.db, run_id, lm=self.lm, executor_factory=self.executor_factory, share=self.share)
+        opt = Optimizer(self.db, run_id, lm=self.lm, executor_factory=self.executor_factory, share=self.share,
+                        stock=self.stock)
         done = threading.Event()
         beat = threading.Thread(target=self._keep_lease, args=(run_id, opt, done, stop), daemon=True, name="lease")
         beat.start()

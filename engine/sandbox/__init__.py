@@ -66,9 +66,11 @@ def spec_from_config(cfg: ExecutorConfig) -> SandboxSpec:
     return SandboxSpec(timeout_seconds=cfg.timeout_seconds, memory_mb=cfg.memory_mb, network=cfg.network)
 
 
-def make_executor(cfg: ExecutorConfig, evaluator_source: str, lm_handler: Optional[LMHandler] = None) -> Executor:
+def make_executor(cfg: ExecutorConfig, evaluator_source: str, lm_handler: Optional[LMHandler] = None,
+                  stock=None) -> Executor:
     """Start the executor for ``cfg``; the caller must ``close()`` it. Raises EvaluatorCompileError
-    before starting anything if the source is not a usable evaluator file."""
+    before starting anything if the source is not a usable evaluator file. ``stock``: an
+    ``engine.sandbox.warm.WarmStock`` a local pool takes its processes from (Dask ignores it)."""
     check_evaluator_source(evaluator_source)
     spec = spec_from_config(cfg)
     if cfg.backend == "dask":
@@ -77,4 +79,4 @@ def make_executor(cfg: ExecutorConfig, evaluator_source: str, lm_handler: Option
         return DaskExecutor(spec, evaluator_source, cfg.address or "local", cfg.workers, lm_handler)
     from engine.sandbox.pool import LocalPool
 
-    return LocalPool(spec, evaluator_source, cfg.workers, lm_handler)
+    return LocalPool(spec, evaluator_source, cfg.workers, lm_handler, stock)

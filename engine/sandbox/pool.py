@@ -17,10 +17,13 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from engine.executor import BusyMeter, EvalOutcome, EvalTask, LMHandler
 from engine.sandbox.worker_process import LoadError, SandboxSpec, TaskNotSendable, WorkerFailed, WorkerProcess
+
+if TYPE_CHECKING:
+    from engine.sandbox.warm import WarmStock
 
 log = logging.getLogger(__name__)
 _CLOSE = None
@@ -76,13 +79,16 @@ class LocalPool:
     """A warm pool of ``workers`` sandboxed processes running ``source`` (the evaluator file).
 
     Thread-safe: ``submit``/``validate`` may be called from any number of threads. Workers start
-    eagerly in the background; ``wait_ready`` blocks until each has started (or failed to).
+    eagerly in the background; ``wait_ready`` blocks until each has started (or failed to). A
+    task starts as soon as one worker is up. With a ``stock``, workers are taken from it
+    already spawned (only the evaluator is loaded here); they are never given back.
     """
 
-    def __init__(self, spec: SandboxSpec, source: str, workers: int, lm_handler: Optional[LMHandler] = None) -> None:
+    def __init__(self, spec: SandboxSpec, source: str, workers: int, lm_handler: Optional[LMHandler] = None,
+                 stock: Optional["WarmStock"] = None) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
-        self.spec, self.source, self.lm_handler = spec, source, lm_handler
+        self.spec, self.source, self.lm_handler, self._stock = spec, source, lm_handler, stock
         self._n = workers
         self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -93,6 +99,7 @@ class LocalPool:
         self._closed = False
         self._started = threading.Semaphore(0)
         self.cold_starts: list[float] = []
+        self.warm_starts = 0  # workers whose process came from the stock
         # Each worker is spawned by its own long-lived thread: bubblewrap's --die-with-parent
         # follows the *thread* that forked it, so a short-lived spawner would kill the worker.
         self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"refract-pool-{i}", daemon=True)
@@ -132,8 +139,9 @@ class LocalPool:
     def _start(self, slot: int) -> tuple[Optional[WorkerProcess], Optional[str]]:
         if self._load_error is not None:
             return None, str(self._load_error)
+        spawned = self._stock.take(self.spec) if self._stock is not None else None
         try:
-            proc = WorkerProcess(self.spec, self.source)
+            proc = WorkerProcess(self.spec, self.source, spawned)
         except LoadError as exc:
             self._load_error = exc  # the evaluator file itself is broken: don't respawn for every task
             return None, str(exc)
@@ -144,6 +152,7 @@ class LocalPool:
         with self._lock:
             self._procs[slot] = proc
             self.cold_starts.append(proc.cold_start_seconds)
+            self.warm_starts += spawned is not None
         if self._closed:
             proc.close()
             return None, "the executor is closed"

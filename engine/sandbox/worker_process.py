@@ -74,27 +74,70 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-class WorkerProcess:
-    """A started, evaluator-loaded worker. Not thread-safe: one caller thread at a time."""
+class SpawnedProcess:
+    """A sandboxed worker process that has started (interpreter, bubblewrap, the worker's own
+    runtime) and loaded nothing: no evaluator, no limits, no user input. ``WorkerProcess`` sends
+    it its evaluator; ``engine.sandbox.warm`` keeps a few ready between runs. ``key`` says
+    which specs it can serve (what is fixed at spawn time). The thread that creates one must
+    outlive it: bubblewrap's --die-with-parent follows the thread that forked it."""
 
-    def __init__(self, spec: SandboxSpec, source: str) -> None:
-        self.spec = spec
+    def __init__(self, spec: SandboxSpec) -> None:
+        self.key = spawn_key(spec)
         self.started = time.monotonic()
-        self._host_dir = tempfile.mkdtemp(prefix="refract-worker-")
-        self._log = open(os.path.join(self._host_dir, "worker.log"), "w+b")
+        self.host_dir = tempfile.mkdtemp(prefix="refract-worker-")
+        self.log = open(os.path.join(self.host_dir, "worker.log"), "w+b")
         try:
-            argv, env, cwd, user = isolation.command(spec, RUNTIME_DIR / "worker.py", self._host_dir)
+            argv, env, cwd, user = isolation.command(spec, RUNTIME_DIR / "worker.py", self.host_dir)
             self.sandboxed = argv[0].endswith("bwrap")
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=cwd,
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, cwd=cwd,
                 start_new_session=True, user=user, group=user, extra_groups=[] if user is not None else None,
             )
         except BaseException:
-            self._log.close()
-            shutil.rmtree(self._host_dir, ignore_errors=True)
+            self.log.close()
+            shutil.rmtree(self.host_dir, ignore_errors=True)
             raise
         if self.sandboxed:  # the open log is all bubblewrap mode needs: nothing can leak on disk
-            shutil.rmtree(self._host_dir, ignore_errors=True)
+            shutil.rmtree(self.host_dir, ignore_errors=True)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def discard(self) -> None:
+        """Kill it unused (its whole process group) and remove its files."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdin, self.proc.stdout, self.log):
+            f.close()
+        shutil.rmtree(self.host_dir, ignore_errors=True)
+
+
+def spawn_key(spec: SandboxSpec) -> tuple:
+    """What a spawned process is bound to before it loads anything (the interpreter, the
+    isolation level, the network namespace, the size of its private /tmp); everything else
+    (limits, timeout) is applied when it loads its evaluator."""
+    return (spec.python, spec.isolation, spec.network, spec.file_mb)
+
+
+class WorkerProcess:
+    """A started, evaluator-loaded worker. Not thread-safe: one caller thread at a time.
+    ``spawned``: a fresh ``SpawnedProcess`` for this spec to load the evaluator into (it must
+    never have served anything); without it a new process is spawned here."""
+
+    def __init__(self, spec: SandboxSpec, source: str, spawned: Optional[SpawnedProcess] = None) -> None:
+        self.spec = spec
+        self.started = time.monotonic()
+        if spawned is None:
+            spawned = SpawnedProcess(spec)
+        elif spawned.key != spawn_key(spec):
+            raise ValueError("this spawned process was started for another sandbox spec")
+        self.proc, self.sandboxed, self._log, self._host_dir = spawned.proc, spawned.sandboxed, spawned.log, spawned.host_dir
         self._rfd, self._wfd = self.proc.stdout.fileno(), self.proc.stdin.fileno()
         os.set_blocking(self._wfd, False)
         self._reader = wire.FrameReader()
