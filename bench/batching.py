@@ -39,8 +39,9 @@ sys.path.insert(0, str(ROOT))
 from engine.lm.client import LMClient  # noqa: E402  (first: offline price map)
 
 from bench import incremental_task as task  # noqa: E402
-from bench.time_to_quality import GepaRecorder, add_time_to_quality, refract_trajectory, ttq_table  # noqa: E402
-from engine.config import ConfigWarning, parse_config  # noqa: E402
+from bench.time_to_quality import (GepaRecorder, add_predictions, add_time_to_quality, prediction_table,  # noqa: E402
+                                   refract_trajectory, ttq_table)
+from engine.config import ConfigWarning, SearchConfig, parse_config  # noqa: E402
 from engine.optimizer import Optimizer  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
 from engine.runtime.model import Latencies, predict_run_seconds, shape_of  # noqa: E402
@@ -93,6 +94,8 @@ CONFIGS = [
 # The overlapping task: the same, with the rules grouped on one line per action (time to quality only).
 OVERLAP_CONFIGS = [Config(c.name, c.search, task="grouped") for c in CONFIGS
                    if c.name in ("1×1", "4×1 all", "4×1 merge", "async C=4", "async C=4 merge", "async C=4 rebase")]
+# The runtime model's shape of each Refract configuration (its time-to-quality prediction).
+SHAPES = {c.name: shape_of(SearchConfig(minibatch_size=MINIBATCH, **c.search)) for c in CONFIGS if c.gepa is None}
 # Dollar caps: the cost budget binds (metric calls are plentiful), LM priced per token.
 DOLLAR_CONFIGS = [
     Config("$ cap, 4×1 all", _shape(4, 1), budget={"max_metric_calls": 100_000, "max_cost_usd": 0.25}, price=2e-5),
@@ -352,10 +355,12 @@ def main(argv: Optional[list[str]] = None) -> int:
                 for cfg in DOLLAR_CONFIGS:
                     dollars.append(_run(cfg, seed))
     add_time_to_quality(results)
+    add_predictions(results, SHAPES, BUDGET)
     main_rows = [r for r in results if r.get("task", "lines") == "lines"]
     print("\n".join(table(main_rows)))
     for t in dict.fromkeys(r.get("task", "lines") for r in results):
         print(f"\ntime to quality, task {t}:\n" + "\n".join(ttq_table(results, t)))
+        print(f"\npredicted vs measured time to quality, task {t}:\n" + "\n".join(prediction_table(results, t)))
     if dollars:
         print("\n".join(dollar_table(dollars)))
     if not args.no_write:
@@ -364,7 +369,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         plot(main_rows)
         write_doc(DOC, table(main_rows), dollar_table(dollars), summarize(main_rows), results, dollars, SETUP,
-                  analysis(results))
+                  analysis(results), SHAPES)
     return 0
 
 

@@ -6,6 +6,11 @@ candidate finished a full validation pass (a pass cut short never makes a best, 
 engine). The target of a configuration's run is 0.95 × the final best of the 1×1 run on the same
 task and seed, so "time to quality" asks how soon each shape gets where one proposal at a time
 gets with the whole budget.
+
+The runtime model predicts each run's time to quality (``add_predictions``), in improvements
+that reached the best: how many the 1×1 run needed is measured once per task and seed, and
+the model replays each shape's schedule with the run's own latencies until its best has taken
+that many (``engine.runtime.model.predict_time_to_quality``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import time
 from datetime import datetime
 from typing import Optional
 
+from engine.runtime.model import Latencies, Shape, improvements_to_quality, predict_run_seconds, predict_time_to_quality
 from storage import repo
 from storage.db import Database
 
@@ -93,6 +99,49 @@ def add_time_to_quality(results: list[dict]) -> None:
         r["ttq"], r["ttq_calls"] = (hit if hit else (None, None))
 
 
+def base_model(base: dict) -> tuple[int, float]:
+    """(improvements to the target, engine overhead per step) measured on a 1×1 row: the
+    improvements from its metric calls by the time it reached the target, the overhead from its
+    wall-clock the model's latencies do not account for (database writes, prompt building)."""
+    lat = Latencies(**base["latencies"])
+    modelled, _ = predict_run_seconds(Shape(), lat, base["metric_calls"])
+    return improvements_to_quality(base["ttq_calls"], lat), max(0.0, (base["wall"] - modelled) / max(base["steps"], 1))
+
+
+def add_predictions(results: list[dict], shapes: dict[str, Shape], budget: int) -> None:
+    """Set ``ttq_predicted`` (seconds, or None if the model says the budget runs out first) on
+    every row of a configuration in ``shapes``, from its own measured latencies and the
+    improvements and overhead of the 1×1 row of its task and seed (``base_model``)."""
+    ref = {(r.get("task", "lines"), r["seed"]): r for r in results if r["config"] == "1×1"}
+    for r in results:
+        base = ref.get((r.get("task", "lines"), r["seed"]))
+        shape = shapes.get(r["config"])
+        if shape is None or not r.get("latencies") or not base or not base.get("ttq_calls"):
+            continue
+        improvements, overhead = base_model(base)
+        lat = Latencies(**{**r["latencies"], "overhead": overhead})
+        r["ttq_predicted"] = predict_time_to_quality(shape, lat, budget, improvements)
+
+
+def prediction_table(results: list[dict], task: str) -> list[str]:
+    """Predicted against measured time to quality per configuration of ``task``; the error of
+    the mean over the seeds where both reached the quality."""
+    lines = ["| configuration | measured per seed (s) | predicted per seed (s) | measured mean (s) | predicted mean (s) "
+             "| error |", "|---|---|---|---|---|---|"]
+    fmt = lambda v: "—" if v is None else f"{v:.1f}"  # noqa: E731
+    for name, agg in ttq_summary(results, task).items():
+        rows = [r for r in agg["rows"] if "ttq_predicted" in r]
+        if not rows:
+            continue
+        both = [r for r in rows if r.get("ttq") is not None and r["ttq_predicted"] is not None]
+        m = statistics.mean(r["ttq"] for r in both) if both else None
+        p = statistics.mean(r["ttq_predicted"] for r in both) if both else None
+        error = f"{(p / m - 1) * 100:+.0f} % ({len(both)} seeds)" if both else "—"
+        lines.append(f"| {name} | {' / '.join(fmt(r.get('ttq')) for r in rows)} | "
+                     f"{' / '.join(fmt(r['ttq_predicted']) for r in rows)} | {fmt(m)} | {fmt(p)} | {error} |")
+    return lines
+
+
 def ttq_summary(results: list[dict], task: str) -> dict[str, dict]:
     """Per configuration of ``task``: mean time to quality over the seeds that reached it."""
     out: dict[str, dict] = {}
@@ -122,4 +171,43 @@ def ttq_table(results: list[dict], task: str) -> list[str]:
         paths = (f"{sum(x.get('three_way', 0) for x in m)} / {sum(x.get('lm', 0) for x in m)}"
                  if any(x for x in m) else "—")
         lines.append(f"| {name} | {agg['reached']}/{agg['seeds']} | {per} | {mean} | {ratio} | {calls} | {val:.3f} | {paths} |")
+    return lines
+
+
+# What the runtime model says limits the 4× target: the measured 1×1 latencies (merges
+# three-way and keeping every gain), then one limit lifted after another.
+SCENARIOS = [
+    ("as measured on 1×1 (merges three-way, every merge kept)", {}),
+    ("every proposal improves", {"accept": 1.0}),
+    ("… and no engine overhead", {"accept": 1.0, "overhead": 0.0}),
+    ("… and W = 16 workers", {"accept": 1.0, "overhead": 0.0, "workers": 16}),
+    ("… and evaluations take no time", {"accept": 1.0, "overhead": 0.0, "workers": 16, "eval": 1e-4}),
+]
+MOONSHOT_SHAPES = ["4×1 merge", "async C=4 merge", "async C=8 merge"]
+
+
+def moonshot_table(results: list[dict], shapes: dict[str, Shape], task: str = "lines") -> list[str]:
+    """Predicted 1×1 time to quality over each wide shape's, under ``SCENARIOS``, at the mean of
+    the 1×1 rows' latencies, improvements to the target and overhead; also with twice the
+    improvements (a target further away)."""
+    import dataclasses
+
+    ones = [r for r in results if r["config"] == "1×1" and r.get("task", "lines") == task and r.get("ttq_calls")]
+    if not ones:
+        return []
+    models = [base_model(r) for r in ones]
+    need = round(statistics.mean(g for g, _ in models))
+    keys = ones[0]["latencies"]
+    lat = Latencies(**{k: statistics.mean(r["latencies"][k] for r in ones) if isinstance(v, float) else v
+                       for k, v in keys.items()})
+    lat = dataclasses.replace(lat, merge_lm=0.0, merge_pass=1.0, overhead=statistics.mean(o for _, o in models))
+    names = [n for n in MOONSHOT_SHAPES if n in shapes]
+    lines = [f"| latencies | improvements to the target | " + " | ".join(f"{n}: sooner than 1×1" for n in names) + " |",
+             "|---|---|" + "---|" * len(names)]
+    for label, change in SCENARIOS:
+        scenario = dataclasses.replace(lat, **change)
+        for target in (need, 2 * need):
+            t1 = predict_time_to_quality(Shape(), scenario, 10**6, target)
+            ratios = [t1 / predict_time_to_quality(shapes[n], scenario, 10**6, target) for n in names]
+            lines.append(f"| {label} | {target} | " + " | ".join(f"{x:.2f}×" for x in ratios) + " |")
     return lines

@@ -52,6 +52,7 @@ class Latencies:
     parent_eval_share: float = 1.0  # fraction of a parent's minibatch that is not already known
     merge_pass: float = MERGE_PASS_RATE
     merge_lm: float = 1.0  # fraction of sibling merges with a real conflict (an LM call); the rest are three-way, free
+    overhead: float = 0.0  # engine seconds per step (per proposal, asynchronously) the latencies above miss
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,31 @@ def predict_run_seconds(shape: Shape, lat: Latencies, budget: int) -> tuple[floa
     if shape.schedule == "async" and shape.k > 1:
         return simulate_async(shape.k, shape.merge_siblings, lat, budget)
     return simulate_sync(shape.parents, shape.per_parent, shape.accept, shape.top_k, shape.merge_siblings, lat, budget)
+
+
+def predict_time_to_quality(shape: Shape, lat: Latencies, budget: int, improvements: int) -> Optional[float]:
+    """Seconds from the seed's validation until the best candidate has taken ``improvements``
+    improvements (``improvements_to_quality``), the schedule replayed by ``engine.runtime.sim``
+    within ``budget`` metric calls; None if the budget runs out first. Merges cost an LM call
+    only in the proportion ``lat.merge_lm`` (real conflicts): three-way merges take no time."""
+    from engine.runtime.sim import Gains, simulate_async, simulate_sync
+
+    gains = Gains(improvements)
+    if shape.schedule == "async" and shape.k > 1:
+        simulate_async(shape.k, shape.merge_siblings, lat, budget, gains)
+    else:
+        simulate_sync(shape.parents, shape.per_parent, shape.accept, shape.top_k, shape.merge_siblings, lat, budget,
+                      gains)
+    return gains.reached_at
+
+
+def improvements_to_quality(calls: int, lat: Latencies) -> int:
+    """The improvements a 1×1 run took to reach a quality it reached after ``calls`` metric
+    calls: the unit of ``predict_time_to_quality``, measured once per task on 1×1. A 1×1
+    proposal spends a minibatch on its parent and one on its child, and the fraction ``accept``
+    that improve a validation pass too: calls = V + G · (m·(1 + share)/a + V)."""
+    per = lat.minibatch * (1 + lat.parent_eval_share) / max(lat.accept, 1e-9) + lat.n_val
+    return max(1, round((calls - lat.n_val) / per))
 
 
 def predict_speedup(shape: Shape, lat: Latencies, budget: Optional[int] = None) -> float:

@@ -8,7 +8,8 @@ workers (minibatch tests ahead of validation passes, as the engine's validation 
 makes them), proposals pass their minibatch test in the measured proportion ``a`` (spread
 evenly, no randomness), merges keep every gain in the proportion ``merge_pass`` and need an LM
 call (a real conflict) in the proportion ``merge_lm`` — a three-way merge takes no time.
-Engine overhead (database writes, prompt building) is not modelled: the measurement includes it.
+Engine overhead (database writes, prompt building) is one measured figure per step (per
+proposal, asynchronously), ``overhead``; 0 unless measured.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from typing import Callable
+from typing import Callable, Optional
 
 MAX_SIBLINGS = 4  # as engine.search.sibling_merge
 
@@ -30,6 +31,23 @@ class _Pattern:
     def __call__(self) -> bool:
         self.n += 1
         return int(self.n * self.a + 1e-9) > int((self.n - 1) * self.a + 1e-9)
+
+
+class Gains:
+    """Improvements that reached the best candidate, counted as the schedule replays, and the
+    time the ``target``-th arrived (time to quality in the model's unit: one improvement).
+    A validated improving child adds one; a sibling merge that keeps every gain adds one per
+    sibling it combined; siblings that are not merged add one between them (only one of them can
+    be the best); an asynchronous child validated against a best that moved on adds one only
+    when it is merged into the best (``merge``) and the merge keeps its gain (``merge_pass``)."""
+
+    def __init__(self, target: int) -> None:
+        self.target, self.count, self.reached_at = target, 0, None
+
+    def add(self, n: int, now: float) -> None:
+        self.count += n
+        if self.reached_at is None and self.count >= self.target:
+            self.reached_at = now
 
 
 class _Sim:
@@ -77,9 +95,12 @@ class _Sim:
         return self.now
 
 
-def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, budget: int) -> tuple[float, int]:
-    """(seconds, metric calls) of a synchronous run of P×K steps until the budget is spent."""
+def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, budget: int,
+                  gains: Optional[Gains] = None) -> tuple[float, int]:
+    """(seconds, metric calls) of a synchronous run of P×K steps until the budget is spent;
+    ``gains`` counts the improvements as they reach the best."""
     sim, m, v = _Sim(lat.workers, lat.eval), lat.minibatch, lat.n_val
+    gains = gains or Gains(0)
     improves, merges_pass, merge_lm = _Pattern(lat.accept), _Pattern(lat.merge_pass), _Pattern(lat.merge_lm)
     spent = [v]
     limit = {"all": p * k, "best": 1, "top_k": top_k}.get(accept, p * k)
@@ -99,33 +120,40 @@ def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, bud
         spent[0] += cost
         parents = -(-slots // k)
         sim.evals(round(parents * m * lat.parent_eval_share), False,
-                  lambda: sim.at(lat.lm, lambda: sim.evals(slots * m, False, lambda: children(slots))))
+                  lambda: sim.at(lat.lm + lat.overhead, lambda: sim.evals(slots * m, False, lambda: children(slots))))
 
     def children(slots: int) -> None:
         n = sum(improves() for _ in range(slots))
         if merge and n >= 2:
             s = min(n, MAX_SIBLINGS)
             spent[0] += s * m
+            kept = merges_pass()
             sim.at(lat.lm if merge_lm() else 0.0,
-                   lambda: sim.evals(s * m, False, lambda: validate(1 if merges_pass() else min(n, limit))))
+                   lambda: sim.evals(s * m, False, lambda: validate(1, s) if kept else validate(min(n, limit))))
         else:
             validate(min(n, limit))
 
-    def validate(n: int) -> None:
+    def validate(n: int, gained: int = 1) -> None:
         if n == 0:
             step()
             return
         calls = min(v, budget - spent[0])
         spent[0] += calls
-        sim.evals(calls, True, lambda: validate(n - 1))
+
+        def passed() -> None:
+            gains.add(gained, sim.now)
+            validate(n - 1, 0)  # the siblings validated after the first add no improvement to the best
+
+        sim.evals(calls, True, passed)
 
     sim.evals(v, True, step)
     return sim.run(), spent[0]
 
 
-def simulate_async(c: int, merge: bool, lat, budget: int) -> tuple[float, int]:
-    """(seconds, metric calls) of an asynchronous run with ``c`` in flight until the budget is spent."""
-    run = _AsyncRun(c, merge, lat, budget)
+def simulate_async(c: int, merge: bool, lat, budget: int, gains: Optional[Gains] = None) -> tuple[float, int]:
+    """(seconds, metric calls) of an asynchronous run with ``c`` in flight until the budget is
+    spent; ``gains`` counts the improvements as they reach the best."""
+    run = _AsyncRun(c, merge, lat, budget, gains or Gains(0))
     run.sim.evals(lat.n_val, True, run.fill)  # the seed's validation pass
     return run.sim.run(), run.spent
 
@@ -136,10 +164,10 @@ class _AsyncRun:
     finished since the proposal started (the best moved on): the merge's test (its m calls and
     the best's, about 2m) and, for a real conflict, an LM call, then one validation pass."""
 
-    def __init__(self, c: int, merge: bool, lat, budget: int) -> None:
-        self.c, self.merge, self.lat, self.budget = c, merge, lat, budget
+    def __init__(self, c: int, merge: bool, lat, budget: int, gains: Gains) -> None:
+        self.c, self.merge, self.lat, self.budget, self.gains = c, merge, lat, budget, gains
         self.sim, self.m, self.v = _Sim(lat.workers, lat.eval), lat.minibatch, lat.n_val
-        self.improves, self.merge_lm = _Pattern(lat.accept), _Pattern(lat.merge_lm)
+        self.improves, self.merge_lm, self.merge_kept = _Pattern(lat.accept), _Pattern(lat.merge_lm), _Pattern(lat.merge_pass)
         self.spent, self.flight, self.version = self.v, 0, 0
 
     def fill(self) -> None:
@@ -151,25 +179,27 @@ class _AsyncRun:
         self.spent += 2 * self.m
         start = self.version
         self.sim.evals(round(self.m * self.lat.parent_eval_share), False,
-                       lambda: self.sim.at(self.lat.lm, lambda: self.sim.evals(self.m, False, lambda: self.tested(start))))
+                       lambda: self.sim.at(self.lat.lm + self.lat.overhead,
+                                           lambda: self.sim.evals(self.m, False, lambda: self.tested(start))))
 
     def tested(self, start: int) -> None:
         if not self.improves():
             return self.done()
         if not (self.merge and self.version != start):
-            return self.validate()
+            return self.validate(self.version == start)
         calls = max(0, min(2 * self.m, self.budget - self.spent))
         self.spent += calls
-        lm = self.lat.lm if self.merge_lm() else 0.0
-        self.sim.at(lm, lambda: self.sim.evals(calls, False, self.validate))
+        lm, kept = self.lat.lm if self.merge_lm() else 0.0, self.merge_kept()
+        self.sim.at(lm, lambda: self.sim.evals(calls, False, lambda: self.validate(kept)))
 
-    def validate(self) -> None:
+    def validate(self, gains: bool) -> None:
         calls = max(0, min(self.v, self.budget - self.spent))
         self.spent += calls
-        self.sim.evals(calls, True, self.validated)
+        self.sim.evals(calls, True, lambda: self.validated(gains))
 
-    def validated(self) -> None:
+    def validated(self, gains: bool) -> None:
         self.version += 1
+        self.gains.add(int(gains), self.sim.now)
         self.done()
 
     def done(self) -> None:
