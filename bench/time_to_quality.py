@@ -202,7 +202,7 @@ def moonshot_table(results: list[dict], shapes: dict[str, Shape], task: str = "l
                        for k, v in keys.items()})
     lat = dataclasses.replace(lat, merge_lm=0.0, merge_pass=1.0, overhead=statistics.mean(o for _, o in models))
     names = [n for n in MOONSHOT_SHAPES if n in shapes]
-    lines = [f"| latencies | improvements to the target | " + " | ".join(f"{n}: sooner than 1×1" for n in names) + " |",
+    lines = ["| latencies | improvements to the target | " + " | ".join(f"{n}: sooner than 1×1" for n in names) + " |",
              "|---|---|" + "---|" * len(names)]
     for label, change in SCENARIOS:
         scenario = dataclasses.replace(lat, **change)
