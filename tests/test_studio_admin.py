@@ -4,7 +4,6 @@ roles that take effect on the next page, and non-admins finding both closed with
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -12,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from engine.admin import grant_pairs
 from storage import admin as admin_store, repo
 from storage.errors import NotFound
-from tests.support.studio import APP, open_page, studio_database
+from tests.support.studio import open_page, studio_database
 from tests.support.synthetic import generate_run
 from ui import keys as K
 
@@ -25,15 +24,7 @@ SIGN_IN = {"auth": {"redirect_uri": "http://127.0.0.1:9/oauth2callback", "cookie
 def signed_in_page(page: str, email: str, **params) -> AppTest:
     """``page`` alone (AppTest runs a switched-to page without app.py's gate and sidebar) as
     ``email``, signed in through the [auth] table above (roles from its [roles])."""
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.secrets = SIGN_IN
-    at.user = {"is_logged_in": True, "email": email}
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page(str(Path(APP).parent / page))
-    at.run()
-    assert not at.exception, at.exception[0].message if at.exception else ""
-    return at
+    return open_page(page, None, secrets=SIGN_IN, user={"is_logged_in": True, "email": email}, **params)
 
 
 def _delete_button(at: AppTest, run_id: str):
