@@ -297,7 +297,7 @@ if cfg.get("prompt_evaluator"):
         st.subheader("Assertions: pass rate of the best candidate vs the seed (validation)")
         prompt_view.show_pass_rates(data.get_db(), run, seeds[0])
 
-st.subheader("Commands and steps")
+st.subheader("Commands")
 steering.intervention_log(run_id)
 
 st.subheader("Activity", help="Commands, comments and refused actions of everyone on this run, newest first.")
