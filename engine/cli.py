@@ -85,7 +85,7 @@ def _summary(db, run_id) -> int:
 
     print("LM calls: " + (run_lm_failures(db, run) or f"{run.lm_calls}, none failed"))  # the dashboard's line
     print(f"proposals {run.proposals_total}: parsed {run.proposals_parsed / p:.0%}, valid {run.proposals_valid / p:.0%}, "
-          f"improved {run.proposals_improved / p:.0%}")
+          f"improved {run.proposals_improved / p:.0%}; {run.proposals_retried} asked the LM again (a retry)")
     pred = [s.predicted_speedup for s in steps if s.predicted_speedup]
     meas = [s.measured_speedup for s in steps if s.measured_speedup]
     if pred and meas:

@@ -60,6 +60,8 @@ class Run(SQLModel, table=True):
     proposals_total: int = 0
     proposals_parsed: int = 0
     proposals_valid: int = 0
+    # proposals whose first answer was unusable and that asked the LM once more (each one more reflection call)
+    proposals_retried: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     # children that beat their parent on the minibatch ("improved"; "accepted" means validated).
     # The database column keeps its first name, so existing databases read unchanged.
     proposals_improved: int = Field(default=0, sa_column=Column("proposals_accepted", Integer, nullable=False, default=0))

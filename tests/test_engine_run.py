@@ -558,6 +558,7 @@ def test_invalid_proposal_gets_one_retry_with_the_message_and_costs_no_evaluatio
     [child] = [c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"]
     evaluated = {ev.candidate_id for ev, _, _ in evaluations(sqlite_db, run_id)}
     run = repo.get_run(sqlite_db, run_id)
+    assert run.proposals_retried == 1  # the retry is a reflection too: counted
     if learns:
         assert child.content == {"text": "start alpha"} and child.status == "accepted"
         assert (run.proposals_total, run.proposals_parsed, run.proposals_valid) == (1, 1, 1)
@@ -585,4 +586,4 @@ def test_a_repeated_answer_gets_one_retry_that_is_told_so(sqlite_db, tmp_path):
     assert child.content == {"text": "start alpha"} and child.status == "accepted"
     assert len(stats.calls) == 2
     run = repo.get_run(sqlite_db, run_id)
-    assert (run.proposals_total, run.proposals_parsed, run.proposals_valid) == (1, 1, 1)
+    assert (run.proposals_total, run.proposals_parsed, run.proposals_valid, run.proposals_retried) == (1, 1, 1, 1)

@@ -115,7 +115,10 @@ def test_an_old_export_reads_in_todays_words():
         new = json.loads((GOLDEN / f"{name}.json").read_text())
         up = upgraded(old)
         assert up["format"] == new["format"]
-        assert up["candidates"] == new["candidates"] and up["run"]["totals"] == new["run"]["totals"]
+        assert up["candidates"] == new["candidates"]
+        # the v1 recordings were made with an earlier reflection prompt: their prompt tokens differ
+        totals, today = ({k: v for k, v in t.items() if k != "tokens_in"} for t in (up["run"]["totals"], new["run"]["totals"]))
+        assert totals == today
 
 
 def test_an_old_export_imports(sqlite_db, tmp_path):

@@ -15,6 +15,7 @@ from engine.lm import local_model
 from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
 from engine.lm.client import LMClient  # noqa: E402
 from engine.lm.local_model import INSTALL_HINT, LocalModelError, ModelSpec, ensure_model_file  # noqa: E402
+from engine.search.reflection import build_prompt  # noqa: E402
 
 CHUNKS = [b"GGUF-fake-part-one|", b"part-two|", b"and the last part"]
 
@@ -139,3 +140,13 @@ def test_real_local_model_answers_through_litellm(tmp_path):
     too_long = [{"role": "user", "content": "word " * (local_lm.context_window() + 100)}]
     overflow = client.complete(cfg, too_long)
     assert "ContextWindowExceededError" in overflow.error and "context window" in overflow.error
+    # two reflections on different parents, one after the other: the runtime reads their common
+    # head (instructions, objective, kind) once and keeps it for the next call
+    first, second = (build_prompt(kind="a regex", objective="Match ISO dates.", background="", component="text",
+                                  components=["text"], current_text=text, feedback=[], human_feedback=[], tried=[],
+                                  compact=True).messages for text in (r"\d+", r"[0-9]{4}"))
+    runtime = local_lm.get_runtime()
+    runtime.chat({"messages": first, "max_tokens": 2, "temperature": 0.0})
+    timings = runtime.chat({"messages": second, "max_tokens": 2, "temperature": 0.0})["timings"]
+    head = local_lm.count_tokens([first[0]])  # the system message (+ the few tokens opening the answer)
+    assert timings["cache_n"] >= head - 5

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine.search.reflection import ExampleFeedback, build_prompt, parse_answer, render_feedback, seed_prompt
+from types import SimpleNamespace
+
+from engine.config import LOCAL_MODEL, LMConfig
+from engine.search.proposal import reflection_lm
+from engine.search.reflection import (MIN_ANSWER_TOKENS, ExampleFeedback, answer_token_cap, build_prompt, parse_answer,
+                                      render_feedback, seed_prompt)
 
 CURRENT = "You are a support bot. Answer politely."
 
@@ -86,6 +91,73 @@ class TestPrompt:
     def test_not_shortened_when_it_fits(self):
         p, _, user = _prompt(max_chars=100_000)
         assert not p.shortened and "shortened" not in user
+
+
+class TestConstantPrefix:
+    """What is the same for every reflection of a run comes first, so that a local runtime can
+    reuse the processed prefix from one call to the next."""
+
+    def _text(self, p) -> str:
+        return "".join(m["content"] for m in p.messages)
+
+    def test_the_instructions_objective_background_and_kind_precede_everything_that_varies(self):
+        one, _, _ = _prompt()
+        other, _, _ = _prompt(current_text="A different parent.", feedback=_feedback(3),
+                              human_feedback=["Be brief."], tried=["Something else."])
+        a, b = self._text(one), self._text(other)
+        shared = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+        prefix = a[:shared]
+        assert one.messages[0]["content"] in prefix  # the whole system message
+        assert "`Change:`" in one.messages[0]["content"] and "Study the feedback" in one.messages[0]["content"]
+        for part in ("## Objective\nResolve tickets in one reply.", "## Background\nCustomers are airline passengers.",
+                     "## What you are improving", "which is a system prompt for a chat model"):
+            assert part in prefix
+        assert a[shared:].startswith(CURRENT[0]) or "## Current version" in prefix[-40:]  # the parent's text differs first
+
+    def test_the_closing_reminder_is_the_same_for_every_reflection(self):
+        _, _, one = _prompt()
+        _, _, other = _prompt(current_text="A different parent.", feedback=_feedback(1), tried=[])
+        tail = one[one.index("## Task"):]
+        assert other.endswith(tail) and "`Change:`" in tail and "a system prompt for a chat model" in tail
+
+    def test_a_prompt_template_replaces_the_instructions_too(self):
+        p = build_prompt(kind="k", objective="o", background="", component="text", components=["text"],
+                         current_text="c", feedback=[], human_feedback=[], tried=[], template="{curr_param}\n{side_info}")
+        assert "Study the feedback" not in p.messages[0]["content"]
+
+
+class TestCompact:
+    def test_short_values_share_their_line_long_ones_keep_a_block(self):
+        fb = ExampleFeedback("t1", 0.0, {"text": "1918-19-18", "match": False},
+                             {"verdict": "WRONG: accepted", "log": "line one\nline two", "note": " padded "})
+        compact, full = render_feedback(fb, compact=True), render_feedback(fb)
+        assert '**Input / expected:** {"text": "1918-19-18", "match": false}' in compact
+        assert "**verdict:** WRONG: accepted" in compact
+        assert "**log:**\n```\nline one\nline two\n```" in compact
+        assert '**note:** " padded "' in compact  # blank edges stay visible
+        assert len(compact) < len(full)
+        for fact in ("1918-19-18", "WRONG: accepted", "line two", "score 0"):
+            assert fact in compact and fact in full
+
+    def test_a_compact_prompt_is_shorter_and_says_the_same(self):
+        _, _, compact = _prompt(compact=True)
+        _, _, full = _prompt()
+        assert len(compact) < len(full)
+        for fact in ('"question": "q-1"', "answer-0", "got-1", "Traceback: KeyError 'q'", "## Task"):
+            assert fact in compact
+
+
+class TestAnswerCap:
+    def test_fitted_to_the_current_text_within_the_configured_cap(self):
+        assert answer_token_cap("\\d+-\\d+-\\d+", 200) == MIN_ANSWER_TOKENS
+        assert answer_token_cap("x" * 100, 2000) == 64 + 300
+        assert answer_token_cap("x" * 5000, 2000) == 2000
+        assert answer_token_cap("x", 64) == 64  # a smaller cap the user set is kept
+
+    def test_only_the_local_model_gets_a_fitted_cap(self):
+        for model, expected in ((LOCAL_MODEL, MIN_ANSWER_TOKENS), ("openai/gpt-4o-mini", 200)):
+            ctx = SimpleNamespace(cfg=SimpleNamespace(reflection_lm=LMConfig(model=model, max_tokens=200)))
+            assert reflection_lm(ctx, "a short regex").max_tokens == expected
 
 
 class TestShortening:

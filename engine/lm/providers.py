@@ -46,6 +46,12 @@ def is_in_process(model: str) -> bool:
     return any(e.get("provider") == provider for e in (litellm.custom_provider_map or []))
 
 
+def is_local(model: str) -> bool:
+    """Whether ``model`` is the built-in offline model (``local/...``): a small model on the CPU
+    that reads a few dozen tokens a second, so its prompts and answers are kept short."""
+    return model.split("/", 1)[0] == "local"
+
+
 def register_builtin_providers() -> None:
     """Register ``local`` (cheap: nothing loads until a first call)."""
     from engine.lm.local import LocalLLM

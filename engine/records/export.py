@@ -109,7 +109,8 @@ def _run_doc(run: Run) -> dict:
                        "lm_calls": {"total": run.lm_calls, "failed": run.lm_calls_failed,
                                     "interrupted": run.lm_calls_interrupted},
                        "proposals": {"total": run.proposals_total, "parsed": run.proposals_parsed,
-                                     "valid": run.proposals_valid, "improved": run.proposals_improved}}}
+                                     "valid": run.proposals_valid, "improved": run.proposals_improved,
+                                     "retried": run.proposals_retried}}}
 
 
 def _candidate_doc(c: Candidate, val_scores: dict[str, float], lm_call: Optional[int]) -> dict:
@@ -127,10 +128,12 @@ def _candidate_doc(c: Candidate, val_scores: dict[str, float], lm_call: Optional
 def upgraded(doc: dict[str, Any]) -> dict[str, Any]:
     """A refract-run/1 document in today's words: the proposals that beat their parent on the
     minibatch are "improved" (they were "accepted", which now means validated only); a merge
-    of improving siblings has origin "sibling_merge"; the LM-call totals are counted from its rows."""
+    of improving siblings has origin "sibling_merge"; the LM-call totals are counted from its rows;
+    retries were not counted (0)."""
     totals = dict(doc["run"]["totals"])
     proposals = dict(totals["proposals"])
     proposals["improved"] = proposals.pop("accepted")
+    proposals.setdefault("retried", 0)  # not counted then
     totals["proposals"] = proposals
     calls = doc.get("lm_calls") or []  # one row per call then: the attempt totals follow from the rows
     totals.setdefault("lm_calls", {"total": len(calls), "failed": sum(1 for c in calls if c.get("error")),
@@ -191,7 +194,8 @@ def _run_row(doc: dict) -> Run:
                status_reason=r.get("status_reason", ""), metric_calls=t["metric_calls"], cost_usd=t["cost_usd"],
                tokens_in=t["tokens_in"], tokens_out=t["tokens_out"], seconds=t["seconds"], steps_done=t["steps"],
                budget_overshoot=t["budget_overshoot"], proposals_total=p["total"], proposals_parsed=p["parsed"],
-               proposals_valid=p["valid"], proposals_improved=p["improved"], **_lm_totals(t.get("lm_calls")),
+               proposals_valid=p["valid"], proposals_improved=p["improved"], proposals_retried=p.get("retried", 0),
+               **_lm_totals(t.get("lm_calls")),
                best_candidate_id=doc["best"]["candidate_id"], best_val_mean=doc["best"]["val_mean"],
                test_mean=doc["best"]["test_mean"], seed_test_mean=doc["best"].get("seed_test_mean"),
                test_cost_usd=doc["best"].get("test_cost_usd") or 0.0, created_at=_when(r, "created_at"),

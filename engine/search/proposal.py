@@ -15,8 +15,10 @@ from storage.states import CandidateStatus, Origin
 from engine.context import RunContext
 from engine.evaluation import Scored
 from engine.interrupt import INTERRUPTED
+from engine.config import LMConfig
 from engine.lm.images import supports_vision
-from engine.search.reflection import UNCHANGED, ExampleFeedback, build_prompt, parse_answer
+from engine.lm.providers import is_local
+from engine.search.reflection import UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, parse_answer
 from engine.state import content_hash, deterministic_id, to_evaluator
 
 
@@ -88,7 +90,7 @@ def _other_components(ctx: RunContext, parent: Candidate, child: Candidate, k: i
         if not ctx.budget.may_call_lm():
             _fail(ctx, child, "budget: no room left for another LM call")
             return None
-        res, _ = ctx.call_lm(cfg.reflection_lm, prompt.messages, "reflection", child.id, sample_index=k,
+        res, _ = ctx.call_lm(reflection_lm(ctx, parent.content[comp]), prompt.messages, "reflection", child.id, sample_index=k,
                              temperature=proposal_temperature(cfg.reflection_lm.temperature, k))
         if res.error:
             _fail(ctx, child, res.error if res.error_kind == INTERRUPTED else
@@ -106,7 +108,17 @@ def _prompt(ctx: RunContext, parent: Candidate, component: str, parent_results):
                         component=component, components=ctx.components, current_text=parent.content[component],
                         feedback=feedback_for(ctx, parent_results), human_feedback=human_feedback(ctx, parent.id),
                         tried=ctx.state.tried_texts(parent.id), max_chars=ctx.prompt_char_budget(cfg.reflection_lm),
-                        template=cfg.reflection_lm.prompt_template, vision=supports_vision(cfg.reflection_lm.model))
+                        template=cfg.reflection_lm.prompt_template, vision=supports_vision(cfg.reflection_lm.model),
+                        compact=is_local(cfg.reflection_lm.model))
+
+
+def reflection_lm(ctx: RunContext, current_text: str) -> LMConfig:
+    """The reflection LM's settings for rewriting ``current_text``: on the local model the answer
+    cap is fitted to the text's size (``answer_token_cap``); other models keep theirs."""
+    lm = ctx.cfg.reflection_lm
+    if not is_local(lm.model):
+        return lm
+    return lm.model_copy(update={"max_tokens": answer_token_cap(current_text, lm.max_tokens)})
 
 
 def next_component(components: list[str], parent: Candidate, offset: int) -> str:
@@ -139,8 +151,11 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
     messages = prompt.messages
     temperature = proposal_temperature(cfg.reflection_lm.temperature, k)
     parsed_once = False
+    lm = reflection_lm(ctx, current)
     for attempt in range(2):  # one retry, told what was wrong: unchanged, invalid, or a repeat
-        res, call_id = ctx.call_lm(cfg.reflection_lm, messages, "reflection", child.id, sample_index=k, temperature=temperature)
+        if attempt:
+            repo.bump_run(ctx.db, ctx.run_id, proposals_retried=1)  # a reflection too: counted, reported
+        res, call_id = ctx.call_lm(lm, messages, "reflection", child.id, sample_index=k, temperature=temperature)
         child.lm_call_id = call_id
         if res.error_kind == INTERRUPTED:
             return _fail(ctx, child, res.error)

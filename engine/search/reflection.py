@@ -23,8 +23,22 @@ SYSTEM = (
     "{kind_short} and nothing else: no explanations inside the fence, no placeholders. "
     "You may write one short sentence before the fence about what you changed."
 )
+# The instructions of a reflection are the same for every reflection of a run, so they open the
+# prompt (the system message) with the objective, background and kind after them: a local runtime
+# then reuses that processed prefix from one call to the next instead of reading it again.
+# "Change:" first: naming one concrete change made a 1.5B model give new, better answers far more
+# often than asking for the text alone (docs/benchmarks-reflection-prompts.md).
+TASK = (
+    "Study the feedback: find why the low-scoring examples fail and keep what works. First write ONE "
+    "line that starts with `Change:` and names the concrete change that makes the failing examples "
+    "pass while keeping the passing ones passing. Then give one fenced code block holding the complete "
+    "new {kind_short} — only {kind}, nothing else inside the fence."
+)
+# the closing reminder stays at the end, where a small model looks last; constant too
+REMINDER = "## Task\nWrite the `Change:` line, then one fenced code block holding the complete new {kind_short} ({kind})."
 
 MAX_FIELD_CHARS = 4000
+INLINE_CHARS = 300  # longest value a compact rendering keeps on its field's line
 
 
 @dataclass
@@ -59,29 +73,46 @@ def _render_value(value: Any, limit: int) -> str:
     return _fence(_clip(json.dumps(value, indent=2, ensure_ascii=False, default=str), limit), "json")
 
 
-def render_feedback(fb: ExampleFeedback, limit: int = MAX_FIELD_CHARS) -> str:
+def _inline(value: Any, limit: int) -> Optional[str]:
+    """``value`` on one line (strings as they are, unless blank-edged; the rest as compact JSON),
+    or None when that line would hold a newline or be longer than ``INLINE_CHARS`` or ``limit``."""
+    plain = isinstance(value, str) and value and value == value.strip()
+    text = value if plain else json.dumps(value, ensure_ascii=False, default=str)
+    return text if "\n" not in text and len(text) <= min(INLINE_CHARS, limit) else None
+
+
+def render_feedback(fb: ExampleFeedback, limit: int = MAX_FIELD_CHARS, compact: bool = False) -> str:
     """One example's evaluation as Markdown: input, score, error, every side-info field
-    (images already replaced by markers: ``ImageCollector.strip``)."""
-    parts = [f"### Example `{fb.key}` — score {fb.score:.4g}"]
+    (images already replaced by markers: ``ImageCollector.strip``). ``compact`` puts short
+    one-line values on their field's line instead of in a block of their own: the same facts in
+    about half the tokens, for a small model that reads slowly."""
+    fields = []
     if fb.example is not None:
-        parts.append("**Input / expected:**\n" + _render_value(fb.example, limit))
+        fields.append(("Input / expected", fb.example))
     if fb.error:
-        parts.append("**Error:**\n" + _fence(_clip(fb.error, limit)))
+        fields.append(("Error", fb.error))
     for name, value in fb.side_info.items():
-        if name == "traceback" and fb.error:
-            value = value[-limit:]
-        parts.append(f"**{name}:**\n" + _render_value(value, limit))
-    return "\n\n".join(parts)
+        fields.append((name, value[-limit:] if name == "traceback" and fb.error else value))
+    parts = [f"### Example `{fb.key}` — score {fb.score:.4g}"]
+    for name, value in fields:
+        short = _inline(value, limit) if compact else None
+        parts.append(f"**{name}:** {short}" if short is not None else f"**{name}:**\n" + _render_value(value, limit))
+    return ("\n" if compact else "\n\n").join(parts)
 
 
 def build_prompt(*, kind: str, objective: str, background: str, component: str, components: list[str],
                  current_text: str, feedback: list[ExampleFeedback], human_feedback: list[str],
                  tried: list[str], max_chars: int | None = None, template: Optional[str] = None,
-                 vision: bool = False) -> ReflectionPrompt:
+                 vision: bool = False, compact: bool = False) -> ReflectionPrompt:
     """Build the messages of one reflection. ``max_chars`` bounds the whole prompt; only the
     side-information section is shortened to meet it. With ``template`` (a checked
     ``prompt_template``) the user message is that template filled in. Images in the feedback
-    become content parts when ``vision``, else the text says they were left out."""
+    become content parts when ``vision``, else the text says they were left out. ``compact``:
+    see ``render_feedback``.
+
+    Order: everything constant across a run's reflections comes first (the system message with
+    the instructions, then objective, background and kind), then the current version, the
+    feedback, human feedback and earlier attempts, then a short constant reminder."""
     images = ImageCollector(vision)
     feedback = [replace(fb, example=images.strip(fb.example), side_info=images.strip(fb.side_info)) for fb in feedback]
     kind = kind.strip() or "a text artifact (a prompt, code or configuration)"
@@ -101,20 +132,13 @@ def build_prompt(*, kind: str, objective: str, background: str, component: str, 
     if tried:
         tail.append("## Already tried for this version (do not repeat these)\n" +
                     "\n\n".join(_fence(_clip(t, 1500)) for t in tried[-3:]))
-    # "Change:" first: naming one concrete change made a 1.5B model give new, better answers far
-    # more often than asking for the text alone (docs/benchmarks-reflection-prompts.md)
-    tail.append(
-        f"## Task\nStudy the feedback: find why the low-scoring examples fail and keep what works. First "
-        f"write ONE line that starts with `Change:` and names the concrete change that makes the failing "
-        f"examples pass while keeping the passing ones passing. Then give one fenced code block holding "
-        f"the complete new {kind_short} — only {kind}, nothing else inside the fence."
-    )
+    tail.append(REMINDER.format(kind=kind, kind_short=kind_short))
     fixed = "\n\n".join(head + tail)
-    blocks = [render_feedback(fb) for fb in feedback]
+    blocks = [render_feedback(fb, compact=compact) for fb in feedback]
     shortened = False
     if max_chars is not None:
         room = max_chars - len(fixed) - 200
-        blocks, shortened = _fit(feedback, blocks, room)
+        blocks, shortened = _fit(feedback, blocks, room, compact)
     body = "## Evaluation feedback on a minibatch\n\n" + ("\n\n".join(blocks) or "(no feedback)")
     if shortened:
         body += "\n\n(Some feedback was shortened to fit the model's context window.)"
@@ -124,20 +148,38 @@ def build_prompt(*, kind: str, objective: str, background: str, component: str, 
     else:
         user = "\n\n".join(head + [body] + tail)
     system = SYSTEM.format(kind=kind, kind_short=kind_short)
+    if template is None:
+        system += "\n\n" + TASK.format(kind=kind, kind_short=kind_short)
     return ReflectionPrompt([{"role": "system", "content": system}, {"role": "user", "content": images.content(user)}],
                             shortened)
 
 
-def _fit(feedback: list[ExampleFeedback], blocks: list[str], room: int) -> tuple[list[str], bool]:
+def _fit(feedback: list[ExampleFeedback], blocks: list[str], room: int, compact: bool) -> tuple[list[str], bool]:
     if sum(len(b) for b in blocks) <= room:
         return blocks, False
     for limit in (1500, 600, 200, 80):
-        blocks = [render_feedback(fb, limit) for fb in feedback]
+        blocks = [render_feedback(fb, limit, compact) for fb in feedback]
         if sum(len(b) for b in blocks) <= room:
             return blocks, True
     while blocks and sum(len(b) for b in blocks) > room:
         blocks = blocks[:-1]
     return blocks, True
+
+
+# A local model's answer: the `Change:` line and the fences, then the new version, which may grow
+# to a few times the current one (a token is at least one character, so characters bound tokens).
+ANSWER_OVERHEAD_TOKENS = 64
+ANSWER_GROWTH = 3
+MIN_ANSWER_TOKENS = 128
+
+
+def answer_token_cap(current_text: str, configured: int) -> int:
+    """``max_tokens`` of a reflection on a small local model: room for the `Change:` line and a
+    new version up to ``ANSWER_GROWTH`` times the current one's length, at least
+    ``MIN_ANSWER_TOKENS``, never more than the configured cap. A rambling answer then stops
+    early (each generated token costs ~60 ms on 2 cores) while a real rewrite still fits."""
+    fitted = ANSWER_OVERHEAD_TOKENS + ANSWER_GROWTH * len(current_text)
+    return min(configured, max(MIN_ANSWER_TOKENS, fitted))
 
 
 # the closing fence starts a line, possibly the line right after the opening one ("```\n```")

@@ -1,0 +1,119 @@
+"""What one reflection costs the local model, and a whole run of the regex example.
+
+``prompts``: for the ISO-date regex example, three reflections in a row (the seed on two
+minibatches, then another parent), as the engine sends them one after another to the one runtime,
+built by the reflection prompt of a given source tree (``--tree``: e.g. an export of an earlier
+commit, to compare). Per call: prompt tokens, tokens the runtime reused from the previous call
+(``cache_n``), tokens it had to process, and seconds.
+
+``run``: ``python -m engine run`` on examples/iso_date_regex shaped 1x1 with 160 metric calls (the
+shape the offline default is judged on), in a fresh database and LM cache, from the given tree;
+reports wall-clock, seed and best validation score, and per reflection call: count (retries
+included), mean seconds, prompt and generated tokens, from the run's own LM-call rows.
+
+Run: ``.venv/bin/python bench/reflection_cost.py prompts|run [--tree DIR] [--label NAME]``; prints one
+JSON line (the load average beside each figure) for docs/benchmarks-local-lm.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "iso_date_regex"
+
+
+def _arg(name: str, default: str | None = None) -> str | None:
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+_PROMPTS = r"""
+import importlib.util, json, os, sys, time
+sys.path.insert(0, os.getcwd())
+import engine.lm.client  # litellm's offline price map first
+from engine.config import load_config
+from engine.lm import local as local_lm
+from engine.lm.providers import is_local
+from engine.search import reflection as r
+cfg = load_config(sys.argv[1] + "/config.toml")
+spec = importlib.util.spec_from_file_location("ev", sys.argv[1] + "/evaluator.py")
+ev = importlib.util.module_from_spec(spec); spec.loader.exec_module(ev)
+rows = [json.loads(line) for line in open(sys.argv[1] + "/train.jsonl")]
+compact = "compact" in r.build_prompt.__code__.co_varnames
+runtime = local_lm.get_runtime()
+out = []
+for parent, batch in ((cfg.seed_candidate, rows[0:4]), (cfg.seed_candidate, rows[4:8]), (r"\d{4}-\d{2}-\d{2}", rows[8:12])):
+    scored = [(ex, *ev.evaluate(parent, ex)) for ex in batch]
+    feedback = sorted((r.ExampleFeedback(ex["id"], s, ex, info) for ex, s, info in scored), key=lambda f: (f.score, f.key))
+    kwargs = dict(kind=cfg.artifact_kind, objective=cfg.objective, background=cfg.background, component="text",
+                  components=["text"], current_text=parent, feedback=feedback, human_feedback=[], tried=[])
+    if compact:
+        kwargs["compact"] = is_local(cfg.reflection_lm.model)
+    messages = r.build_prompt(**kwargs).messages
+    cap = r.answer_token_cap(parent, cfg.reflection_lm.max_tokens) if hasattr(r, "answer_token_cap") else cfg.reflection_lm.max_tokens
+    started = time.monotonic()
+    answer = runtime.chat({"messages": messages, "max_tokens": cap, "temperature": 0.3, "seed": 0})
+    t = answer["timings"]
+    out.append({"prompt_tokens": t["cache_n"] + t["prompt_n"], "reused": t["cache_n"], "processed": t["prompt_n"],
+                "prompt_s": t["prompt_ms"] / 1000, "generated": t["predicted_n"], "gen_s": t["predicted_ms"] / 1000,
+                "seconds": time.monotonic() - started, "load": os.getloadavg()[0]})
+print(json.dumps(out))
+"""
+
+
+def prompts(tree: Path) -> list[dict]:
+    done = subprocess.run([sys.executable, "-c", _PROMPTS, str(EXAMPLE)], cwd=tree, capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _config(tmp: Path) -> Path:
+    """The example, shaped 1x1 with 160 metric calls and time enough to spend them."""
+    folder = tmp / "iso_date_regex"
+    shutil.copytree(EXAMPLE, folder)
+    text = (folder / "config.toml").read_text()
+    text = text.replace("proposals_per_parent = 2", "proposals_per_parent = 1")
+    text = text.replace("max_metric_calls = 300", "max_metric_calls = 160").replace("max_seconds = 600", "max_seconds = 3600")
+    (folder / "config.toml").write_text(text)
+    return folder / "config.toml"
+
+
+def whole_run(tree: Path) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        config, db = _config(Path(tmp)), f"{tmp}/bench.db"
+        env = {**os.environ, "REFRACT_DATA": tmp}
+        load_before, started = os.getloadavg()[0], time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "engine", "run", str(config), "--db", f"sqlite:///{db}", "--quiet"],
+                              cwd=tree, capture_output=True, text=True, env=env)
+        seconds = time.monotonic() - started
+        con = sqlite3.connect(db)
+        calls = con.execute("select tokens_in, tokens_out, seconds from lmcall where purpose = 'reflection'").fetchall()
+        run = con.execute("select metric_calls, steps_done, proposals_total, best_val_mean, status_reason from run").fetchone()
+        seed = con.execute("select val_mean from candidate where origin = 'seed'").fetchone()[0]
+    return {"seconds": round(seconds), "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+            "metric_calls": run[0], "steps": run[1], "proposals": run[2], "reflection_calls": len(calls),
+            "seed_val": seed, "best_val": run[3], "status": run[4] or done.stdout.strip().splitlines()[-1:],
+            "s_per_call": round(statistics.mean(c[2] for c in calls), 1) if calls else None,
+            "s_per_proposal": round(sum(c[2] for c in calls) / max(1, run[2]), 1),
+            "tokens_in": round(statistics.mean(c[0] for c in calls)) if calls else None,
+            "tokens_out": round(statistics.mean(c[1] for c in calls)) if calls else None}
+
+
+def main() -> None:
+    tree = Path(_arg("--tree", str(ROOT))).resolve()
+    what = sys.argv[1]
+    result = prompts(tree) if what == "prompts" else whole_run(tree)
+    print(json.dumps({"label": _arg("--label", tree.name), "what": what, "result": result}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
