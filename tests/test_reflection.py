@@ -139,6 +139,12 @@ class TestCompact:
         for fact in ("1918-19-18", "WRONG: accepted", "line two", "score 0"):
             assert fact in compact and fact in full
 
+    def test_an_example_drops_only_what_says_nothing(self):
+        fb = ExampleFeedback("t2", 1.0, {"text": "2020-01-01", "why": "", "id": "t2", "note": None, "n": 0}, {})
+        assert '**Input / expected:** {"text": "2020-01-01", "n": 0}' in render_feedback(fb, compact=True)
+        other = ExampleFeedback("row-7", 1.0, {"id": "t2"}, {})
+        assert '{"id": "t2"}' in render_feedback(other, compact=True)  # an id that is not the key stays
+
     def test_a_compact_prompt_is_shorter_and_says_the_same(self):
         _, _, compact = _prompt(compact=True)
         _, _, full = _prompt()

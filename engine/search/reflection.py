@@ -84,11 +84,15 @@ def _inline(value: Any, limit: int) -> Optional[str]:
 def render_feedback(fb: ExampleFeedback, limit: int = MAX_FIELD_CHARS, compact: bool = False) -> str:
     """One example's evaluation as Markdown: input, score, error, every side-info field
     (images already replaced by markers: ``ImageCollector.strip``). ``compact`` puts short
-    one-line values on their field's line instead of in a block of their own: the same facts in
-    about half the tokens, for a small model that reads slowly."""
+    one-line values on their field's line instead of in a block of their own, and leaves out of the
+    example its empty fields and an ``id`` equal to the key: the same facts in about half the
+    tokens, for a small model that reads slowly."""
     fields = []
-    if fb.example is not None:
-        fields.append(("Input / expected", fb.example))
+    example = fb.example
+    if compact and isinstance(example, dict):  # what the header already says, or nothing at all
+        example = {k: v for k, v in example.items() if v not in ("", None) and not (k == "id" and str(v) == fb.key)}
+    if example is not None:
+        fields.append(("Input / expected", example))
     if fb.error:
         fields.append(("Error", fb.error))
     for name, value in fb.side_info.items():
