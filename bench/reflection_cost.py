@@ -42,7 +42,6 @@ sys.path.insert(0, os.getcwd())
 import engine.lm.client  # litellm's offline price map first
 from engine.config import load_config
 from engine.lm import local as local_lm
-from engine.lm.providers import is_local
 from engine.search import reflection as r
 cfg = load_config(sys.argv[1] + "/config.toml")
 spec = importlib.util.spec_from_file_location("ev", sys.argv[1] + "/evaluator.py")
@@ -57,7 +56,7 @@ for parent, batch in ((cfg.seed_candidate, rows[0:4]), (cfg.seed_candidate, rows
     kwargs = dict(kind=cfg.artifact_kind, objective=cfg.objective, background=cfg.background, component="text",
                   components=["text"], current_text=parent, feedback=feedback, human_feedback=[], tried=[])
     if compact:
-        kwargs["compact"] = is_local(cfg.reflection_lm.model)
+        kwargs["compact"] = cfg.reflection_lm.model.startswith("local/")
     messages = r.build_prompt(**kwargs).messages
     cap = r.answer_token_cap(parent, cfg.reflection_lm.max_tokens) if hasattr(r, "answer_token_cap") else cfg.reflection_lm.max_tokens
     started = time.monotonic()
