@@ -150,11 +150,10 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
     repo.bump_run(ctx.db, ctx.run_id, proposals_total=1)
     messages = prompt.messages
     temperature = proposal_temperature(cfg.reflection_lm.temperature, k)
-    parsed_once = False
-    lm = reflection_lm(ctx, current)
+    parsed_once, lm = False, reflection_lm(ctx, current)
     for attempt in range(2):  # one retry, told what was wrong: unchanged, invalid, or a repeat
-        if attempt:
-            repo.bump_run(ctx.db, ctx.run_id, proposals_retried=1)  # a reflection too: counted, reported
+        if attempt:  # a retry is a reflection too: counted
+            repo.bump_run(ctx.db, ctx.run_id, proposals_retried=1)
         res, call_id = ctx.call_lm(lm, messages, "reflection", child.id, sample_index=k, temperature=temperature)
         child.lm_call_id = call_id
         if res.error_kind == INTERRUPTED:
@@ -191,14 +190,19 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
             if not ctx.budget.may_call_lm():  # the retry is one more paid call: reserved like the first
                 failure += "; no room in the budget for a retry"
                 break
-            # small models repeat themselves: say what was wrong and sample a little hotter
-            messages = messages + [{"role": "assistant", "content": res.text},
-                                   {"role": "user", "content": f"{retry}\nMake a different, concrete change that fixes "
-                                                               "the failing examples, and answer again with one fenced code block."}]
-            temperature = min(temperature + 0.3, 1.5)
+            messages, temperature = _retry(messages, res.text, retry), min(temperature + 0.3, 1.5)
     if not child.content:
         child.content_hash = ""
     return _fail(ctx, child, failure)
+
+
+def _retry(messages: list[dict], answer: str, what_was_wrong: str) -> list[dict]:
+    """The first call's messages, its answer and what was wrong with it: small models repeat
+    themselves, so the retry is told (and sampled a little hotter). The whole first exchange is
+    the retry's prefix, which a local runtime has already processed."""
+    return messages + [{"role": "assistant", "content": answer},
+                       {"role": "user", "content": f"{what_was_wrong}\nMake a different, concrete change that fixes "
+                                                   "the failing examples, and answer again with one fenced code block."}]
 
 
 def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, minibatch: list[str],
