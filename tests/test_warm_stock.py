@@ -56,7 +56,9 @@ def _run(db, name: str) -> list[dict]:
     return [e.side_info for e in repo.evaluations_for(db, run_id)]
 
 
-def test_runs_take_warm_processes_and_leave_nothing_to_the_next_run(db, tmp_path):
+def test_runs_take_warm_processes_and_leave_nothing_to_the_next_run(sqlite_db, tmp_path):
+    # SQLite only: the stock holds sandbox processes, nothing of the database (a suite-time saving)
+    db = sqlite_db
     worker = Worker(db, lm=lm_client(tmp_path), poll_seconds=0.05, max_runs=1)
     stop = threading.Event()
     thread = threading.Thread(target=worker.run_forever, args=(stop,), daemon=True)
