@@ -99,28 +99,78 @@ def add_time_to_quality(results: list[dict]) -> None:
         r["ttq"], r["ttq_calls"] = (hit if hit else (None, None))
 
 
-def base_model(base: dict) -> tuple[int, float]:
-    """(improvements to the target, engine overhead per step) measured on a 1×1 row: the
-    improvements from its metric calls by the time it reached the target, the overhead from its
-    wall-clock the model's latencies do not account for (database writes, prompt building)."""
+def base_model(base: dict) -> tuple[int, float, tuple[float, ...]]:
+    """(improvements to the target, engine overhead per step, ``best_of``) measured on a 1×1 row:
+    the improvements from its metric calls by the time it reached the target; the overhead from
+    its wall-clock the model's latencies do not account for (database writes, prompt building);
+    ``best_of`` from the sizes of its improvements (``best_of``)."""
     lat = Latencies(**base["latencies"])
     modelled, _ = predict_run_seconds(Shape(), lat, base["metric_calls"])
-    return improvements_to_quality(base["ttq_calls"], lat), max(0.0, (base["wall"] - modelled) / max(base["steps"], 1))
+    improvements = improvements_to_quality(base["ttq_calls"], lat)
+    overhead = max(0.0, (base["wall"] - modelled) / max(base["steps"], 1))
+    return improvements, overhead, best_of(base["trajectory"], base["ttq"], improvements)
+
+
+def best_of(points: list[list[float]], until: float, improvements: int, widest: int = 8) -> tuple[float, ...]:
+    """What keeping the best of n improving children brings the best, in improvements (n = 1 …
+    ``widest``), from a 1×1 trajectory: until ``until`` its ``improvements`` improving proposals
+    raised the best by the jumps of ``points`` (one per new best) and by nothing for the rest
+    (children that improved on their minibatch but not on validation). A step that keeps the
+    largest of n such gains expects E[max of n draws] / E[one draw]."""
+    scores = [best for s, _, best in points if s <= until + 1e-9]
+    draws = sorted([b - a for a, b in zip(scores, scores[1:])] + [0.0] * max(0, improvements - len(scores) + 1))
+    mean = sum(draws) / len(draws)
+    if mean <= 0:
+        return ()
+    k = len(draws)
+    return tuple(sum(x * (((i + 1) / k) ** n - (i / k) ** n) for i, x in enumerate(draws)) / mean
+                 for n in range(1, widest + 1))
+
+
+def best_of_range(results: list[dict], n: int) -> str:
+    """"a–b×": the least and greatest ``best_of`` for ``n`` children over the 1×1 rows that reached
+    their target (both tasks)."""
+    tables = [base_model(r)[2] for r in results if r["config"] == "1×1" and r.get("ttq_calls")]
+    values = [t[min(n, len(t)) - 1] for t in tables if t]
+    return f"{min(values):.1f}–{max(values):.1f}×" if values else "(not measured)"
+
+
+def async_merges(results: list[dict]) -> str:
+    """Merges tried and accepted by the asynchronous runs with merges, per task."""
+    parts = []
+    for task in ("lines", "grouped"):
+        rows = [r for r in results if r.get("task", "lines") == task and r["config"].startswith("async")
+                and r.get("merges")]
+        tried, kept = sum(r["merges"]["tried"] for r in rows), sum(r["merges"]["accepted"] for r in rows)
+        if tried:
+            parts.append(f"{kept} of {tried} accepted on the {'incremental' if task == 'lines' else 'overlapping'} task")
+    return "; ".join(parts) or "none tried"
+
+
+def _override(r: dict, overhead: float, best: tuple[float, ...]) -> Latencies:
+    """The row's latencies, with the engine overhead and ``best_of`` of its 1×1 row, and merge
+    success counted as merges accepted after validation (older raw results counted the merges
+    that passed their minibatch test)."""
+    lat = {**r["latencies"], "overhead": overhead, "best_of": best}
+    merges = r.get("merges") or {}
+    if merges.get("tried"):
+        lat["merge_pass"] = merges["accepted"] / merges["tried"]
+    return Latencies(**lat)
 
 
 def add_predictions(results: list[dict], shapes: dict[str, Shape], budget: int) -> None:
     """Set ``ttq_predicted`` (seconds, or None if the model says the budget runs out first) on
-    every row of a configuration in ``shapes``, from its own measured latencies and the
-    improvements and overhead of the 1×1 row of its task and seed (``base_model``)."""
+    every row of a configuration in ``shapes``, from its own measured latencies and merge success
+    and the improvements, overhead and ``best_of`` of the 1×1 row of its task and seed
+    (``base_model``)."""
     ref = {(r.get("task", "lines"), r["seed"]): r for r in results if r["config"] == "1×1"}
     for r in results:
         base = ref.get((r.get("task", "lines"), r["seed"]))
         shape = shapes.get(r["config"])
         if shape is None or not r.get("latencies") or not base or not base.get("ttq_calls"):
             continue
-        improvements, overhead = base_model(base)
-        lat = Latencies(**{**r["latencies"], "overhead": overhead})
-        r["ttq_predicted"] = predict_time_to_quality(shape, lat, budget, improvements)
+        improvements, overhead, best = base_model(base)
+        r["ttq_predicted"] = predict_time_to_quality(shape, _override(r, overhead, best), budget, improvements)
 
 
 def prediction_table(results: list[dict], task: str) -> list[str]:
@@ -196,11 +246,14 @@ def moonshot_table(results: list[dict], shapes: dict[str, Shape], task: str = "l
     if not ones:
         return []
     models = [base_model(r) for r in ones]
-    need = round(statistics.mean(g for g, _ in models))
+    need = round(statistics.mean(g for g, _, _ in models))
     keys = ones[0]["latencies"]
     lat = Latencies(**{k: statistics.mean(r["latencies"][k] for r in ones) if isinstance(v, float) else v
                        for k, v in keys.items()})
-    lat = dataclasses.replace(lat, merge_lm=0.0, merge_pass=1.0, overhead=statistics.mean(o for _, o in models))
+    tables = [b for _, _, b in models if b]
+    best = tuple(statistics.mean(b[i] for b in tables) for i in range(min(map(len, tables)))) if tables else ()
+    lat = dataclasses.replace(lat, merge_lm=0.0, merge_pass=1.0, overhead=statistics.mean(o for _, o, _ in models),
+                              best_of=best)
     names = [n for n in MOONSHOT_SHAPES if n in shapes]
     lines = ["| latencies | improvements to the target | " + " | ".join(f"{n}: sooner than 1×1" for n in names) + " |",
              "|---|---|" + "---|" * len(names)]

@@ -1,10 +1,14 @@
 """The runtime model's time to quality (engine/runtime/model.py, engine/runtime/sim.py):
-improvements counted as they reach the best, merges without an LM call taking no time."""
+improvements counted as they reach the best, merges without an LM call taking no time, a step
+that keeps the best of its children gaining what the best of them is worth, merges counted as
+kept only when accepted after validation."""
 
 from __future__ import annotations
 
+from bench.time_to_quality import _override, best_of
 from engine.runtime.model import (Latencies, Shape, improvements_to_quality, predict_run_seconds,
                                   predict_time_to_quality)
+from engine.runtime.sim import Gains, simulate_async
 
 ONE, MERGE4 = Shape(), Shape(4, 1, merge_siblings=True)
 
@@ -43,3 +47,50 @@ def test_improvements_to_quality_inverts_the_one_by_one_calls():
     for n in (1, 4, 9):
         calls = lat.n_val + n * (2 * lat.minibatch / 0.5 + lat.n_val)
         assert improvements_to_quality(calls, lat) == n
+
+
+def test_a_step_that_keeps_the_best_of_four_gains_what_the_best_of_four_is_worth():
+    best = Shape(4, 1, accept="best")
+    every = _lat(accept=1.0)  # all four children improve on their minibatch, every step
+    plain = predict_time_to_quality(best, every, 10_000, 4)
+    uneven = predict_time_to_quality(best, _lat(accept=1.0, best_of=(1.0, 1.5, 1.8, 2.0)), 10_000, 4)
+    assert uneven < plain
+    seed = 4 * 0.05
+    step = 3 * 0.05 + 1.0 + 3 * 0.05 + 4 * 0.05  # four parents' minibatches, reflection, four children's, validation
+    assert abs(plain - (seed + 4 * step)) < 1e-9  # one improvement per step: four steps
+    assert abs(uneven - (seed + 2 * step)) < 1e-9  # the best of four is worth two: two steps
+    one = predict_time_to_quality(ONE, _lat(best_of=(1.0, 3.0)), 10_000, 3)
+    assert abs(one - predict_time_to_quality(ONE, _lat(), 10_000, 3)) < 1e-9  # one child: nothing to choose from
+
+
+def test_best_of_is_the_expected_largest_of_n_of_the_one_by_one_improvements():
+    # 1×1 raised its best twice (by 0.1, then 0.3) in four improving proposals: draws 0, 0, 0.1, 0.3
+    points = [[0.5, 16, 0.5], [3.0, 60, 0.6], [9.0, 148, 0.9], [20.0, 230, 0.95]]
+    table = best_of(points, 9.0, 4, widest=3)  # the jump after the target's time is not counted
+    assert abs(table[0] - 1.0) < 1e-9
+    assert abs(table[1] - (0.1 * (9 - 4) / 16 + 0.3 * (16 - 9) / 16) / 0.1) < 1e-9  # E[max of 2] / E[one]
+    assert table[2] > table[1]
+    assert best_of([[0.5, 16, 0.5]], 9.0, 3) == ()  # no jump: nothing measured, one per step
+
+
+def test_merge_success_is_what_was_accepted_after_validation_not_the_minibatch_test():
+    lat = {**_lat().__dict__, "merge_pass": 1.0}  # as an older run measured it: every merge passed its minibatch test
+    row = {"latencies": lat, "merges": {"tried": 4, "accepted": 1, "three_way": 4, "lm": 0}}
+    assert _override(row, 0.2, ()).merge_pass == 0.25
+    assert _override({**row, "merges": {"tried": 0, "accepted": 0}}, 0.2, ()).merge_pass == 1.0
+    async4 = Shape(4, 1, merge_siblings=True, schedule="async")
+    kept = predict_time_to_quality(async4, _override(row, 0.0, ()), 10_000, 3)
+    every = predict_time_to_quality(async4, Latencies(**lat), 10_000, 3)
+    assert kept is None or kept > every  # gains lost with their merges take longer to add up
+
+
+def test_async_children_of_one_best_add_one_gain_between_them_unless_merged():
+    # budget for the seed's pass and four proposals with their validation passes: all four start from the seed
+    budget = 16 + 4 * 6 + 4 * 16
+    alone = Gains(10**6)
+    simulate_async(4, False, _lat(accept=1.0), budget, alone)
+    assert alone.count == 1  # the first pass replaces the seed; the other three fork off it
+    wide, merged = Gains(10**6), Gains(10**6)
+    simulate_async(4, False, _lat(accept=1.0), 2000, wide)
+    simulate_async(4, True, _lat(accept=1.0), 2000, merged)
+    assert merged.count > 2 * wide.count  # merged onto the newer best, children of an older one keep their gains

@@ -36,7 +36,7 @@ from typing import Optional
 
 from storage.states import CandidateStatus, MergePath, Origin
 
-MERGE_PASS_RATE = 0.8  # fraction of sibling merges that keep every gain, when not measured
+MERGE_PASS_RATE = 0.8  # fraction of sibling merges accepted after their validation pass, when not measured
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,13 @@ class Latencies:
     n_val: int
     workers: int
     parent_eval_share: float = 1.0  # fraction of a parent's minibatch that is not already known
-    merge_pass: float = MERGE_PASS_RATE
+    merge_pass: float = MERGE_PASS_RATE  # fraction of merges accepted after validation (not: passed the minibatch)
     merge_lm: float = 1.0  # fraction of sibling merges with a real conflict (an LM call); the rest are three-way, free
     overhead: float = 0.0  # engine seconds per step (per proposal, asynchronously) the latencies above miss
+    # improvements a step gains by keeping the best of n improving children (n = 1, 2, …; beyond the
+    # last, the last): more than one when proposals' gains vary, as each step keeps its largest.
+    # Empty: one, whatever n. Measured on 1×1 (bench/time_to_quality.py, ``best_of``).
+    best_of: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -198,7 +202,8 @@ def run_prediction(db, run_id: str) -> Optional[dict]:
     lm = [c.seconds for c in repo.lm_calls_for(db, run_id)
           if c.purpose in ("reflection", "merge") and not c.cached and not c.error]
     evals = [e.seconds for e in repo.evaluations_for(db, run_id) if not e.cached and split.get(e.example_pk) != "test"]
-    merges = [c for c in repo.list_candidates(db, run_id) if c.origin == Origin.SIBLING_MERGE and c.minibatch_score is not None]
+    merges = [c for c in repo.list_candidates(db, run_id)  # decided ones: accepted after validation, or not
+              if c.origin == Origin.SIBLING_MERGE and c.status != CandidateStatus.PROPOSED]
     extra = {"merge_pass": sum(c.status == CandidateStatus.ACCEPTED for c in merges) / len(merges),
              "merge_lm": sum(c.merge_path == MergePath.LM for c in merges) / len(merges)} if merges else {}
     lat = latencies_from(lm, evals, run.proposals_improved / run.proposals_total if run.proposals_total else None,

@@ -6,7 +6,8 @@ evaluations, and merges. So the wall-clock of a run is predicted by replaying th
 schedule with fixed latencies: the LM takes ``L``, each metric call ``T`` on one of ``W``
 workers (minibatch tests ahead of validation passes, as the engine's validation throttle
 makes them), proposals pass their minibatch test in the measured proportion ``a`` (spread
-evenly, no randomness), merges keep every gain in the proportion ``merge_pass`` and need an LM
+evenly, no randomness), merges are accepted after their validation pass (keep every gain) in the
+proportion ``merge_pass`` and need an LM
 call (a real conflict) in the proportion ``merge_lm`` — a three-way merge takes no time.
 Engine overhead (database writes, prompt building) is one measured figure per step (per
 proposal, asynchronously), ``overhead``; 0 unless measured.
@@ -36,18 +37,26 @@ class _Pattern:
 class Gains:
     """Improvements that reached the best candidate, counted as the schedule replays, and the
     time the ``target``-th arrived (time to quality in the model's unit: one improvement).
-    A validated improving child adds one; a sibling merge that keeps every gain adds one per
-    sibling it combined; siblings that are not merged add one between them (only one of them can
-    be the best); an asynchronous child validated against a best that moved on adds one only
-    when it is merged into the best (``merge``) and the merge keeps its gain (``merge_pass``)."""
+    A validated improving child adds one; a sibling merge that is accepted adds one per sibling it
+    combined; siblings that are not merged add, between them, what the best of them brings
+    (``best_of``: only one of them can be the best, and the step validates the most promising
+    first); an asynchronous child validated against a best that moved on adds one only when it is
+    merged into the best (``merge``) and the merge is accepted after its validation
+    (``merge_pass``); a child validated on top of a best that another validation replaced while
+    it ran forks off the new best and adds nothing (only one of them can be the best)."""
 
     def __init__(self, target: int) -> None:
         self.target, self.count, self.reached_at = target, 0, None
 
-    def add(self, n: int, now: float) -> None:
+    def add(self, n: float, now: float) -> None:
         self.count += n
-        if self.reached_at is None and self.count >= self.target:
+        if self.reached_at is None and self.count >= self.target - 1e-9:
             self.reached_at = now
+
+
+def best_of(lat, n: int) -> float:
+    """Improvements the best of ``n`` improving children brings the best (``Latencies.best_of``)."""
+    return lat.best_of[min(n, len(lat.best_of)) - 1] if lat.best_of and n > 0 else 1.0
 
 
 class _Sim:
@@ -128,12 +137,13 @@ def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, bud
             s = min(n, MAX_SIBLINGS)
             spent[0] += s * m
             kept = merges_pass()
+            alone = best_of(lat, n)
             sim.at(lat.lm if merge_lm() else 0.0,
-                   lambda: sim.evals(s * m, False, lambda: validate(1, s) if kept else validate(min(n, limit))))
+                   lambda: sim.evals(s * m, False, lambda: validate(1, s) if kept else validate(min(n, limit), alone)))
         else:
-            validate(min(n, limit))
+            validate(min(n, limit), best_of(lat, n))
 
-    def validate(n: int, gained: int = 1) -> None:
+    def validate(n: int, gained: float = 1.0) -> None:
         if n == 0:
             step()
             return
@@ -186,16 +196,18 @@ class _AsyncRun:
         if not self.improves():
             return self.done()
         if not (self.merge and self.version != start):
-            return self.validate(self.version == start)
+            return self.validate(self.version == start, start)
         calls = max(0, min(2 * self.m, self.budget - self.spent))
         self.spent += calls
         lm, kept = self.lat.lm if self.merge_lm() else 0.0, self.merge_kept()
         self.sim.at(lm, lambda: self.sim.evals(calls, False, lambda: self.validate(kept)))
 
-    def validate(self, gains: bool) -> None:
+    def validate(self, gains: bool, over: Optional[int] = None) -> None:
+        """One validation pass; a child of the best at version ``over`` adds its gain only if that
+        is still the best when the pass ends (a merge's loss is in ``merge_pass`` already)."""
         calls = max(0, min(self.v, self.budget - self.spent))
         self.spent += calls
-        self.sim.evals(calls, True, lambda: self.validated(gains))
+        self.sim.evals(calls, True, lambda: self.validated(gains and (over is None or self.version == over)))
 
     def validated(self, gains: bool) -> None:
         self.version += 1
