@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from bench.time_to_quality import async_merges, best_of_range, moonshot_table, prediction_table, ttq_summary, ttq_table
+from bench.time_to_quality import async_merges, best_of_range, disagreements, moonshot_table, prediction_table, ttq_summary, ttq_table
 
 FOUR_WIDE = ["2×2 all", "4×1 all", "4×1 best", "4×1 top_k=2", "4×1 merge", "async C=4", "async C=4 merge",
              "async C=4 rebase"]
@@ -352,12 +352,13 @@ gains the largest of n, {best4} a mean improvement for n = 4 on this task. Count
 model had `4×1 best` at +44 % and no time to quality for several synchronous runs that reached it. (3) Forks. An
 asynchronous child validated on top of a best that another validation replaced while it ran forks off the new best:
 only one of the two can be the best. The model counted both, and said async C=8 reaches the quality when the engine's
-runs never did. What still limits it: the quality is a handful of uneven jumps (3–5 new bests on a 1×1 run), so one
-lucky or unlucky child moves a seed's time by a step or more, and the errors are means over the one to three seeds
-where both reached the quality (for the asynchronous shapes, one seed); *best of n* for n beyond four is about the
-largest of a handful of measured jumps (8×1 all, the worst row, one seed); and the model counts a forked child as no
-gain at all, where the engine's best still rises when the fork turns out better: for the asynchronous shapes without
-merging its gains are a lower bound (they never reached the quality in the engine either).
+runs never did. Whether a run reaches the quality at all, the model and the engine now disagree on {disagree}. What
+still limits it: the quality is a handful of uneven jumps (3–5 new bests on a 1×1 run), so one lucky or unlucky child
+moves a seed's time by a step or more, and the errors are means over the one to three seeds where both reached the
+quality (for the asynchronous shapes, one seed); *best of n* for n beyond four is about the largest of a handful of
+measured jumps (8×1 all, the worst row, one seed); and the model counts a forked child as no gain at all, where the
+engine's best still rises when the fork turns out better: for the asynchronous shapes without merging its gains are a
+lower bound (they never reached the quality in the engine either).
 
 ## Reproducibility of the asynchronous schedule with a fixed seed
 
@@ -388,4 +389,4 @@ def analysis(results: list[dict]) -> str:
     return ANALYSIS_TEMPLATE.format(limits="\n".join(limits(results)), bound=step_bound(results),
                                     paths_lines=merge_paths(results, "lines"),
                                     paths_grouped=merge_paths(results, "grouped"), async_merges=async_merges(results),
-                                    best4=best_of_range(results, 4))
+                                    best4=best_of_range(results, 4), disagree=disagreements(results))

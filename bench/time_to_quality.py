@@ -147,6 +147,19 @@ def async_merges(results: list[dict]) -> str:
     return "; ".join(parts) or "none tried"
 
 
+
+def disagreements(results: list[dict]) -> str:
+    """The predicted runs where the model and the engine disagree on whether the quality was
+    reached, in words."""
+    rows = [r for r in results if "ttq_predicted" in r]
+    said = [r for r in rows if r.get("ttq") is None and r["ttq_predicted"] is not None]
+    missed = [r for r in rows if r.get("ttq") is not None and r["ttq_predicted"] is None]
+    name = lambda r: f"{r['config']} seed {r['seed']}" + (" on the overlapping task" if r.get("task") == "grouped" else "")  # noqa: E731
+    return (f"{len(said) + len(missed)} of {len(rows)} runs (the model says "
+            + (", ".join(map(name, said)) or "none") + " reach it and they did not; it says "
+            + (", ".join(map(name, missed)) or "none") + " do not, and they did)")
+
+
 def _override(r: dict, overhead: float, best: tuple[float, ...]) -> Latencies:
     """The row's latencies, with the engine overhead and ``best_of`` of its 1×1 row, and merge
     success counted as merges accepted after validation (older raw results counted the merges

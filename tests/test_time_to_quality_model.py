@@ -5,7 +5,7 @@ kept only when accepted after validation."""
 
 from __future__ import annotations
 
-from bench.time_to_quality import _override, best_of
+from bench.time_to_quality import _override, best_of, disagreements
 from engine.runtime.model import (Latencies, Shape, improvements_to_quality, predict_run_seconds,
                                   predict_time_to_quality)
 from engine.runtime.sim import Gains, simulate_async
@@ -94,3 +94,12 @@ def test_async_children_of_one_best_add_one_gain_between_them_unless_merged():
     simulate_async(4, False, _lat(accept=1.0), 2000, wide)
     simulate_async(4, True, _lat(accept=1.0), 2000, merged)
     assert merged.count > 2 * wide.count  # merged onto the newer best, children of an older one keep their gains
+
+
+def test_the_runs_where_model_and_engine_disagree_on_reaching_the_quality_are_named():
+    rows = [{"config": "4×1 all", "seed": 0, "task": "grouped", "ttq": None, "ttq_predicted": 5.0},
+            {"config": "8×1 all", "seed": 2, "task": "lines", "ttq": 6.7, "ttq_predicted": None},
+            {"config": "1×1", "seed": 0, "task": "lines", "ttq": 9.0, "ttq_predicted": 9.5},
+            {"config": "GEPA 1×1", "seed": 0, "task": "lines", "ttq": 9.0}]  # not modelled: not counted
+    assert disagreements(rows) == ("2 of 3 runs (the model says 4×1 all seed 0 on the overlapping task reach it and "
+                                   "they did not; it says 8×1 all seed 2 do not, and they did)")
