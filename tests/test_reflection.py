@@ -215,6 +215,13 @@ class TestParseAnswer:
         answer = "````\nuse ```python blocks```\n```\nstill inside\n````\ntrailing talk"
         assert parse_answer(answer, CURRENT).text == "use ```python blocks```\n```\nstill inside"
 
+    def test_a_change_line_written_inside_the_fence_is_not_part_of_the_new_version(self):
+        answer = "```\nChange: name the labels.\n\nYou are a router. Answer with one label.\n```"
+        assert parse_answer(answer, CURRENT).text == "You are a router. Answer with one label."
+        # unless the current version starts with such a line itself (a changelog, say)
+        log = "Change: v1\nfirst"
+        assert parse_answer("```\nChange: v2\nsecond\n```", log).text == "Change: v2\nsecond"
+
     def test_unclosed_fence_takes_the_rest(self):
         # the answer was cut by the token cap in the middle of the block
         a = parse_answer("Here it is:\n```\nline one\nline two", CURRENT)

@@ -218,7 +218,7 @@ def parse_answer(answer: str, current_text: str, require_fence: bool = True) -> 
     not usable: the reason says which."""
     block = _fenced_block(answer or "")
     if block is not None:
-        text, fenced = block.strip("\n"), True
+        text, fenced = _without_change_line(block.strip("\n"), current_text), True
     elif require_fence:
         return ParsedAnswer(None, False, "the answer has no fenced code block")
     else:
@@ -228,6 +228,16 @@ def parse_answer(answer: str, current_text: str, require_fence: bool = True) -> 
     if text.strip() == current_text.strip():
         return ParsedAnswer(None, fenced, UNCHANGED)
     return ParsedAnswer(text, fenced)
+
+
+def _without_change_line(text: str, current_text: str) -> str:
+    """A small model sometimes writes the `Change:` line inside the fence, where it would become
+    the first line of the new version (seen in a ticket_routing run's best prompt): dropped,
+    unless the current version itself starts with such a line."""
+    first, _, rest = text.partition("\n")
+    if first.startswith("Change:") and not current_text.lstrip().startswith("Change:") and rest.strip():
+        return rest.strip("\n")
+    return text
 
 
 def seed_prompt(kind: str, objective: str, background: str) -> list[dict]:
