@@ -1,8 +1,8 @@
 """Benchmark: the built-in prompt-tuning example (examples/ticket_routing) with the local model as
 task LM and reflection LM, measured end to end. Writes docs/benchmarks-prompt-tuning.md.
 
-Run: ``.venv/bin/python bench/prompt_tuning.py`` (up to ~15 minutes on 2 cores: the search has a
-10-minute time budget, then the held-out test pass). ``--db URL --run ID`` reports on a run of the
+Run: ``.venv/bin/python bench/prompt_tuning.py`` (about 10 minutes on 2 cores: the search has a
+7-minute time budget, then the held-out test pass). ``--db URL --run ID`` reports on a run of the
 example that already finished instead of starting one.
 
 Reported: wall-clock (the search, then the held-out test pass that follows it), minutes to the
