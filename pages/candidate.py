@@ -19,15 +19,9 @@ from ui.lineage import merge_path_text
 from ui.render import code_span, md, messages_text, show_side_info, show_text
 
 url = data.db_url()
-run_id, cand_id = nav.query_run(), nav.query_candidate()
-
-if not run_id:
-    st.title("Candidate")
-    st.info("Open a candidate from a run's dashboard or lineage; its link carries `?run=…&candidate=…`.")
-    nav.link("runs", "Runs", icon=":material/list:")
-    st.stop()
-
-run = nav.require_run(url, run_id)
+run_id, run = nav.linked_run(url, "Candidate", "Open a candidate from a run's dashboard or lineage; its link "
+                             "carries `?run=…&candidate=…`.")
+cand_id = nav.query_candidate()
 token = data.version_token(run)
 cands = data.candidate_rows(url, run_id, token)
 if cands.empty:

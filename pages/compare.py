@@ -10,13 +10,8 @@ from ui import compare, data, keys, nav
 from ui.render import md
 
 url = data.db_url()
-run_id = nav.query_run()
-if not run_id:
-    st.title("Compare candidates")
-    st.info("Open a run first (Runs page); its compare link carries `?run=…`.")
-    nav.link("runs", "Runs", icon=":material/list:")
-    st.stop()
-run = nav.require_run(url, run_id)
+run_id, run = nav.linked_run(url, "Compare candidates",
+                             "Open a run first (Runs page); its compare link carries `?run=…`.")
 cands = data.candidate_rows(url, run_id, data.version_token(run))
 st.title(f"Compare candidates · {md(run['name'])}")
 nav.link("dashboard", "Run dashboard", run=run_id, icon=":material/monitoring:")

@@ -14,15 +14,8 @@ from ui.render import md
 from ui.teaching_keys import EXPLAIN_PICK_STEP, EXPLAIN_RUN_ONE, EXPLAIN_WAITING, QP_STEP
 
 url = data.db_url()
-run_id = nav.query_run()
-if not run_id:
-    st.title("Step explained")
-    st.info("Open a step from a run's dashboard (the Steps table's “explain” links); its link carries "
-            "`?run=…&step=…`.")
-    nav.link("runs", "Runs", icon=":material/list:")
-    st.stop()
-
-run = nav.require_run(url, run_id)
+run_id, run = nav.linked_run(url, "Step explained", "Open a step from a run's dashboard (the Steps table's "
+                             "“explain” links); its link carries `?run=…&step=…`.")
 db = data.get_db()
 indexes = explain_queries.step_indexes(db, run_id)
 

@@ -9,13 +9,8 @@ from ui.lineage import lineage_figure
 from ui.render import md
 
 url = data.db_url()
-run_id = nav.query_run()
-if not run_id:
-    st.title("Lineage")
-    st.info("Open a run first (Runs page); its lineage link carries `?run=…`.")
-    nav.link("runs", "Runs", icon=":material/list:")
-    st.stop()
-run = nav.require_run(url, run_id)
+run_id, run = nav.linked_run(url, "Lineage",
+                             "Open a run first (Runs page); its lineage link carries `?run=…`.")
 
 token = data.version_token(run)
 cands = data.candidate_rows(url, run_id, token)

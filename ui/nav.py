@@ -68,6 +68,19 @@ def url(page: str, run: str | None = None, candidate: str | None = None) -> str:
     return f"/{page}" + (("?" + "&".join(q)) if q else "")
 
 
+def linked_run(url: str, title: str, how: str) -> tuple[str, dict]:
+    """(run id, overview) of the run in the page's link (``?run=``). Without one the page is
+    titled ``title``, says ``how`` to get here and stops; an unknown run stops as in
+    ``require_run``."""
+    run_id = query_run()
+    if not run_id:
+        st.title(title)
+        st.info(how)
+        link("runs", "Runs", icon=":material/list:")
+        st.stop()
+    return run_id, require_run(url, run_id)
+
+
 def require_run(url: str, run_id: str) -> dict:
     """The run overview for ``run_id``, or a clear message and the page stops (a mistyped or
     stale link, or a link into another database)."""
