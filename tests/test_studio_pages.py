@@ -166,3 +166,20 @@ def test_a_merge_says_which_path_wrote_it_on_its_page_and_in_the_lineage(studio)
     fig = lineage_figure(rows, None, [], show_rejected=True)
     hovers = [str(h) for trace in fig.data if trace.hovertext is not None for h in trace.hovertext if cand.id in str(h)]
     assert any("no LM call" in h for h in hovers)
+
+
+@pytest.mark.parametrize("page,title,how", [
+    ("pages/candidate.py", "Candidate", "Open a candidate from a run's dashboard"),
+    ("pages/compare.py", "Compare candidates", "its compare link carries"),
+    ("pages/explain.py", "Step explained", "Open a step from a run's dashboard"),
+    ("pages/lineage.py", "Lineage", "its lineage link carries"),
+])
+def test_a_run_page_opened_without_a_run_says_how_to_get_there(studio, page, title, how):
+    at = _open(page)
+    assert [t.value for t in at.title] == [title]
+    assert how in at.info[0].value
+
+
+def test_a_run_page_opened_with_an_unknown_run_says_so(studio):
+    at = _open("pages/lineage.py", run="rnowhere")
+    assert "There is no run with id rnowhere " in at.error[0].value
