@@ -133,21 +133,37 @@ def test_human_commands_apply_between_proposals(sqlite_db, tmp_path):
     assert repo.get_run(sqlite_db, run_id).metric_calls < 500
 
 
-def test_async_sibling_merges_rebase_each_improving_child_onto_the_best(sqlite_db, tmp_path):
-    cfg = _async(10, 4, search={"merge_siblings": True}, budget={"max_metric_calls": 90, "stop_at_score": None})
+def test_async_sibling_merges_rebase_improving_children_onto_the_best_one_pass_at_a_time(sqlite_db, tmp_path):
+    cfg = _async(10, 4, search={"merge_siblings": True}, budget={"max_metric_calls": 90, "stop_at_score": None},
+                 valset=[{**ex, "id": f"v{i}"} for i, ex in enumerate(toy.dataset(6))])
     run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=merging_script, latency=0.1)
     cands = repo.list_candidates(sqlite_db, run_id)
     merges = [x for x in cands if x.origin == "sibling_merge"]
     assert merges and any(m.status == "accepted" and m.val_count for m in merges)
     by_id = {x.id: x for x in cands}
-    for m in merges:  # an improving child and the best, which moved on since the child's parent
-        a, b = (by_id[p] for p in m.parent_ids)
-        assert any(child.origin == "reflection" and best.status == "accepted" and best.val_count
-                   and child.parent_ids[0] != best.id for child, best in ((a, b), (b, a)))
+    for m in merges:  # improving children, and the best when some of them had not built on it
+        parents = [by_id[p] for p in m.parent_ids]
+        children = [p for p in parents if p.origin == "reflection"]
+        others = [p for p in parents if p.origin != "reflection"]
+        assert children and len(others) <= 1 and 2 <= len(parents) <= 4
+        for best in others:
+            assert best.status == "accepted" and best.val_count
+            assert any(c.parent_ids[0] != best.id for c in children)  # some child had not built on it
         assert m.merge_path == "lm"  # the toy's words are on one line: every merge conflicts
+    # children that were waiting together went into one merge (with the best, or over it)
+    assert any(sum(by_id[p].origin == "reflection" for p in m.parent_ids) >= 2 for m in merges)
     # a re-based child is not validated itself: its merge was, instead
     rebased = [x for x in cands if x.origin == "reflection" and "re-based onto the best" in x.reason]
     assert rebased and all(x.val_count == 0 and x.status == "rejected" for x in rebased)
+    # one validation pass at a time: a merge is written over the best as it is once the pass before ended
+    split = {e.pk: e.split for e in repo.get_examples(sqlite_db, run_id)}
+    passes: dict[str, list] = {}
+    for e in repo.evaluations_for(sqlite_db, run_id):
+        if split[e.example_pk] == "val" and not e.cached:
+            passes.setdefault(e.candidate_id, []).append(e.created_at)
+    spans = sorted((min(t), max(t)) for t in passes.values())
+    assert len(spans) >= 3
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
     run = repo.get_run(sqlite_db, run_id)
     assert run.metric_calls <= 90 and run.budget_overshoot == 0
     assert_consistent_totals(sqlite_db, run_id)

@@ -169,16 +169,27 @@ def simulate_async(c: int, merge: bool, lat, budget: int, gains: Optional[Gains]
 
 
 class _AsyncRun:
-    """The asynchronous schedule replayed: proposals start while the budget allows; an improving
-    child is validated at once — with ``merge``, first combined with the best when a validation
-    finished since the proposal started (the best moved on): the merge's test (its m calls and
-    the best's, about 2m) and, for a real conflict, an LM call, then one validation pass."""
+    """The asynchronous schedule replayed: proposals start while the budget allows. Without
+    ``merge`` an improving child is validated at once, and adds to the best only if no other
+    validation replaced the best while it ran. With ``merge`` (``engine.schedules.onto_best``)
+    improving children queue; one turn at a time takes the queue once two wait (or the oldest
+    waited half a proposal, or no other proposal is on its way) and validates one candidate:
+    the child alone when it built on the best, else its merge with the best and the others
+    queued — the merge's test (each child's m calls; the best's examples are the pass's own),
+    an LM call for a real conflict — adding one improvement per child when it is kept. The
+    proposal that took the turn holds its slot until the queue is no longer ready."""
+
+    QUORUM = 2
 
     def __init__(self, c: int, merge: bool, lat, budget: int, gains: Gains) -> None:
         self.c, self.merge, self.lat, self.budget, self.gains = c, merge, lat, budget, gains
         self.sim, self.m, self.v = _Sim(lat.workers, lat.eval), lat.minibatch, lat.n_val
         self.improves, self.merge_lm, self.merge_kept = _Pattern(lat.accept), _Pattern(lat.merge_lm), _Pattern(lat.merge_pass)
         self.spent, self.flight, self.version = self.v, 0, 0
+        self.queue: list[tuple[float, int]] = []  # (queued at, best version the proposal started from)
+        self.undecided, self.turn = 0, False
+        self.quorum = min(self.QUORUM, c)
+        self.proposal_seconds = 2 * self.m * lat.eval + lat.lm + lat.overhead  # half of it: a child's longest wait
 
     def fill(self) -> None:
         while self.flight < self.c and self.budget - self.spent >= 2 * self.m + (self.v if self.flight else 0):
@@ -186,6 +197,7 @@ class _AsyncRun:
 
     def propose(self) -> None:
         self.flight += 1
+        self.undecided += 1
         self.spent += 2 * self.m
         start = self.version
         self.sim.evals(round(self.m * self.lat.parent_eval_share), False,
@@ -193,26 +205,48 @@ class _AsyncRun:
                                            lambda: self.sim.evals(self.m, False, lambda: self.tested(start))))
 
     def tested(self, start: int) -> None:
-        if not self.improves():
+        self.undecided -= 1
+        improved = self.improves()
+        if not self.merge:
+            return self.validate(self.version == start, start) if improved else self.done()
+        if improved:
+            self.queue.append((self.sim.now, start))
+        if self.turn or not self.ready():
             return self.done()
-        if not (self.merge and self.version != start):
-            return self.validate(self.version == start, start)
-        calls = max(0, min(2 * self.m, self.budget - self.spent))
+        self.turn = True
+        self.take()
+
+    def ready(self) -> bool:
+        q = self.queue
+        return bool(q) and (len(q) >= self.quorum or self.undecided == 0
+                            or self.sim.now - q[0][0] >= self.proposal_seconds / 2)
+
+    def take(self) -> None:
+        """The turn: the queue's first MAX_SIBLINGS − 1 children, merged and validated."""
+        if not self.ready():
+            self.turn = False
+            return self.done()
+        batch, self.queue = self.queue[: MAX_SIBLINGS - 1], self.queue[MAX_SIBLINGS - 1:]
+        if len(batch) == 1 and batch[0][1] == self.version:  # built on the best: validated alone
+            return self.validate(True, then=self.take)
+        calls = max(0, min(len(batch) * self.m, self.budget - self.spent))
         self.spent += calls
         lm, kept = self.lat.lm if self.merge_lm() else 0.0, self.merge_kept()
-        self.sim.at(lm, lambda: self.sim.evals(calls, False, lambda: self.validate(kept)))
+        self.sim.at(lm, lambda: self.sim.evals(calls, False, lambda: self.validate(kept, n=len(batch), then=self.take)))
 
-    def validate(self, gains: bool, over: Optional[int] = None) -> None:
-        """One validation pass; a child of the best at version ``over`` adds its gain only if that
-        is still the best when the pass ends (a merge's loss is in ``merge_pass`` already)."""
+    def validate(self, gains: bool, over: Optional[int] = None, n: int = 1,
+                 then: Optional[Callable[[], None]] = None) -> None:
+        """One validation pass adding ``n`` improvements when ``gains``; without ``merge``, a child of
+        the best at version ``over`` adds its gain only if that is still the best when the pass ends."""
         calls = max(0, min(self.v, self.budget - self.spent))
         self.spent += calls
-        self.sim.evals(calls, True, lambda: self.validated(gains and (over is None or self.version == over)))
 
-    def validated(self, gains: bool) -> None:
-        self.version += 1
-        self.gains.add(int(gains), self.sim.now)
-        self.done()
+        def passed() -> None:
+            self.version += 1
+            self.gains.add(n if gains and (over is None or self.version - 1 == over) else 0, self.sim.now)
+            (then or self.done)()
+
+        self.sim.evals(calls, True, passed)
 
     def done(self) -> None:
         self.flight -= 1

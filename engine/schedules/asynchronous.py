@@ -7,14 +7,12 @@ select → parent minibatch → reflect → child minibatch → (if it improved)
 in its own thread; every improving child is validated (there is no step to choose within).
 Human commands are applied between proposals, in the loop thread.
 
-With ``merge_siblings``, an improving child whose parent is not the best — the best moved on since
-the proposal started (typically a sibling finished first), or the parent was another frontier
-member — is *re-based*: it is combined with the current best over their nearest common ancestor
-(``engine.search.sibling_merge``: a line-level three-way merge, the reflection LM only for a real
-conflict), and the merge is validated instead of the child when it keeps both one's and the
-other's gains (else the child is validated). It
-happens at once, in the proposal's own thread, without waiting for siblings: so every validation
-pass builds on the newest best instead of forking an older version.
+With ``merge_siblings``, improving children are *re-based* (``engine.schedules.onto_best``): they
+queue, and one turn at a time merges the waiting ones with the current best over their nearest
+common ancestor (a line-level three-way merge, the reflection LM only for a real conflict) and
+validates the merge instead of them; a lone child whose parent is the best is validated as it is.
+The turn runs in the thread of the proposal that found the queue ready; the others finish at
+once, so every validation pass builds on the newest best instead of forking an older version.
 
 With ``merge`` (the system-aware merge), each fully validated child that did not become the best
 in one lineage with it is merged into the best over their nearest common ancestor
@@ -63,16 +61,15 @@ from storage.models import Step, utcnow
 from storage.states import Origin, RunStatus
 
 from engine.context import RunContext
-from engine.search.lineage import ancestors
 from engine.search.merge import find_rebase, test_merge
 from engine.search.proposal import run_proposal
 from engine.runtime.model import async_rate
 from engine.search.sampling import EpochSampler
 from engine.search.selection import make_selector, select_parents
 from engine.schedules.base import AfterStep, Decision, Gate, close_step
-from engine.search.sibling_merge import Sibling, combine, sibling_from_minibatch, sibling_from_validation
+from engine.schedules.onto_best import OntoBest
 from engine.state import deterministic_id
-from engine.schedules.validation import reject, step_rng, validate_child
+from engine.schedules.validation import step_rng, validate_child
 
 log = logging.getLogger("refract.engine")
 
@@ -133,6 +130,7 @@ class AsyncSchedule:
         self.idle = 0
         self.t0 = time.monotonic()
         self.merge_lock = threading.Lock()
+        self.onto_best = OntoBest(min(2, self.c), lambda: (ctx.budget.expected_duration() or float("inf")) / 2)
         self.merges = sum(1 for c in ctx.state.candidates.values() if c.origin == Origin.MERGE)
 
     # -- the loop ------------------------------------------------------------------------
@@ -196,6 +194,7 @@ class AsyncSchedule:
         k = sum(1 for j in self.inflight.values() if j.parent_id == parent_id)
         self.next_n += 1
         job = _Job(index, slot, parent_id=parent_id, k=k, minibatch=self.sampler.batch(n), block=block)
+        self.onto_best.started()
         w = self._register(job)
         w.step.parent_ids = w.step.parent_ids + [parent_id]
         w.step.parent_reasons = {**w.step.parent_reasons, parent_id: reason}
@@ -231,44 +230,23 @@ class AsyncSchedule:
         parent_results = pctx.evals.evaluate(parent, job.minibatch, kind="minibatch")
         outcome = run_proposal(pctx, parent, job.slot, job.k, job.minibatch, parent_results)
         job.child_id, job.improved = outcome.child_id, outcome.improved
-        if outcome.improved:
-            chosen = self._onto_best(pctx, job) if pctx.cfg.search.merge_siblings else outcome.child_id
-            if chosen is not None:
-                validate_child(pctx, chosen)
-                job.validated.append(chosen)
-            if chosen == outcome.child_id:
-                self._rebase(pctx, job)
         child = pctx.state.candidates[outcome.child_id]
         job.evaluable = bool(child.minibatch_keys) and child.minibatch_score is not None
         child.started_at, child.frontier_version, child.finished_at = job.started_at, job.frontier_version, utcnow()
-        pctx.save(child)
+        pctx.save(child)  # before it is offered: from then on another proposal's thread may decide its fate
+        if pctx.cfg.search.merge_siblings:
+            offered = outcome.child_id if outcome.improved else None
+            job.validated += self.onto_best.decided(pctx, offered, job.step, lambda m: self._made(job, m))
+        elif outcome.improved:
+            validate_child(pctx, outcome.child_id)
+            job.validated.append(outcome.child_id)
+            self._rebase(pctx, job)
 
-    def _onto_best(self, pctx: RunContext, job: _Job) -> Optional[str]:
-        """With ``merge_siblings``: the improving child combined with the current best, unless its
-        parent is the best. Returns what to validate — the merge, or the child
-        (no newer best, or the merge lost a gain) — or None when the best already holds the
-        child's changes (the child is then passed over, with the reason)."""
-        child_id = job.child_id
-        sib = sibling_from_minibatch(pctx, child_id)
-        pair = self._with_best(pctx, sib) if sib is not None else None
-        if pair is None:
-            return child_id
-        sib, best = pair
-        merge_id = deterministic_id(pctx.run_id, job.step, child_id, best.cand.id, "merge")
-        chosen = combine(pctx, [sib, best], merge_id, job.step)
-        merged = pctx.state.candidates.get(merge_id)
-        if merged is not None:
-            job.merge_ids.append(merge_id)
-            merged.started_at, merged.frontier_version = job.started_at, job.frontier_version
-            pctx.save(merged)
-        if chosen == best.cand.id:
-            reject(pctx, child_id, f"improved on its minibatch; the best, {chosen}, already holds its changes")
-            return None
-        if chosen == merge_id:
-            reject(pctx, child_id, f"improved on its minibatch; re-based onto the best {best.cand.id} as the merge "
-                                   f"{merge_id}, which was validated instead")
-            return merge_id
-        return child_id
+    def _made(self, job: _Job, merged) -> None:
+        """A merge written in ``job``'s thread (re-basing its own child or others' queued ones)."""
+        job.merge_ids.append(merged.id)
+        merged.started_at, merged.frontier_version = job.started_at, job.frontier_version
+        self.ctx.save(merged)
 
     def _rebase(self, pctx: RunContext, job: _Job) -> None:
         """With ``merge``: the validated child merged into the current best (``find_rebase``),
@@ -284,28 +262,6 @@ class AsyncSchedule:
             job.merge_ids.append(merge_id)
             if test_merge(pctx, *found, job.step):
                 job.validated.append(merge_id)
-
-    @staticmethod
-    def _with_best(pctx: RunContext, sib: Sibling) -> Optional[tuple[Sibling, Sibling]]:
-        """The child ``sib`` and the current best as two versions over their nearest common
-        validated ancestor, ready to combine; None when the child builds on the best already
-        (its parent is the best) or one lineage holds the other."""
-        state, cands = pctx.state, pctx.state.candidates
-        best_id, _ = state.best()
-        child_id = sib.cand.id
-        with state.lock:
-            if best_id is None or best_id in (child_id, sib.parent.id):
-                return None
-            mine, theirs = ancestors(cands, child_id), ancestors(cands, best_id)
-            common = [c for c in mine & theirs if c in state.full]
-            if best_id in mine or child_id in theirs or not common:
-                return None
-            base_id = max(sorted(common), key=lambda c: len(ancestors(cands, c)))  # the nearest
-        best = sibling_from_validation(pctx, best_id, base_id)
-        if best is None:
-            return None
-        # the child's gains stay those over its own parent; the merge is written over the common base
-        return Sibling(sib.cand, cands[base_id], sib.scores, sib.parent_results), best
 
     # -- finishing -----------------------------------------------------------------------
 
