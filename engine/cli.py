@@ -38,12 +38,45 @@ def cmd_run(args) -> int:
     if leases.claim_run(db, worker.id, worker.lease_seconds, run_id=run_id) is None:
         print("error: the run was claimed by another worker", file=sys.stderr)
         return 1
-    result: dict = {}
-    t = threading.Thread(target=lambda: result.update(status=worker.run_claimed(run_id)), daemon=True)
-    t.start()
-    _progress(db, run_id, cfg, t, quiet=args.quiet)
-    t.join()
+    finished = threading.Event()
+
+    def body() -> None:
+        try:
+            worker.run_claimed(run_id)
+        finally:
+            finished.set()
+
+    threading.Thread(target=body, daemon=True, name="refract-run").start()
+    try:
+        _progress(db, run_id, cfg, finished, quiet=args.quiet)
+    except KeyboardInterrupt:
+        return _interrupted(db, run_id, finished)
     return _summary(db, run_id)
+
+
+def _interrupted(db, run_id: str, finished: threading.Event) -> int:
+    """Ctrl-C: a pause command, applied by the run itself when the step in flight ends (the
+    person stopped it: it is not left ``running`` for a worker to pick up). A second Ctrl-C
+    leaves at once; the run then stays ``running`` and a worker resumes it once this process's
+    lease lapses."""
+    from engine.commands import send_command
+
+    print(f"\nInterrupted: finishing the current step of run {run_id}, then pausing it "
+          "(Ctrl-C again to leave at once).", file=sys.stderr, flush=True)
+    send_command(db, run_id, "pause", author="cli", reason="Ctrl-C in `engine run`")
+    try:
+        while not finished.wait(0.5):  # an event, not Thread.join: a join cut by Ctrl-C lies (CPython 3.11)
+            pass
+    except KeyboardInterrupt:
+        print(f"Left at once: run {run_id} is still 'running'; an engine worker resumes it once this "
+              "process's lease lapses.", file=sys.stderr)
+        return 130
+    run = repo.get_run(db, run_id)
+    if run.status != RunStatus.PAUSED:  # it ended as the step ended: nothing was left to pause
+        return _summary(db, run_id)
+    print(f"Run {run_id} is paused; continue it with `python -m engine resume {run_id}` and a worker "
+          "(`python -m engine worker`).", file=sys.stderr)
+    return 130
 
 
 def _say_default_model(cfg) -> None:
@@ -54,13 +87,12 @@ def _say_default_model(cfg) -> None:
               file=sys.stderr)
 
 
-def _progress(db, run_id, cfg, thread, quiet: bool) -> None:
+def _progress(db, run_id, cfg, finished: threading.Event, quiet: bool) -> None:
     from tqdm import tqdm
 
     total = cfg.budget.max_metric_calls
     bar = tqdm(total=total, unit="call", desc="metric calls", disable=quiet, file=sys.stderr)
-    while thread.is_alive():
-        thread.join(0.5)
+    while not finished.wait(0.5):
         run = repo.get_run(db, run_id)
         bar.n = run.metric_calls
         best = f"{run.best_val_mean:.4f}" if run.best_val_mean is not None else "-"
