@@ -82,6 +82,30 @@ def sqlite_db(tmp_path):
     database.dispose()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into its units of work
+def pytest_collection_modifyitems(config, items):
+    """The units of work of pytest-xdist (pytest.ini: two workers, ``--dist loadgroup``).
+
+    - Every browser test is in one unit, run first, one test after another on one worker, as in a
+      serial run: they share one Chromium and the session's studio, and their waits (a command
+      seen in the other browser within seconds) are not meant for two studios, two engine
+      workers and two Chromiums on two cores at once.
+    - The ``local_model`` tests are one unit: each loads the 1.1 GB model on every core.
+    - Every other module is a unit of its own, so a module-scoped fixture (a Dask cluster, a
+      sandbox pool, a finished run) is built once, not once per worker.
+    The browser unit is the longest (about 5 minutes on a quiet machine), so it goes first.
+    """
+    for item in items:
+        if item.get_closest_marker("browser"):
+            group = "browser"
+        elif item.get_closest_marker("local_model"):
+            group = "local_model"
+        else:
+            group = item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: item.get_closest_marker("browser") is None)
+
+
 def pytest_terminal_summary(terminalreporter):
     if not _pg_failure:
         return
