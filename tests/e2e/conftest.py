@@ -150,6 +150,16 @@ def new_page(browser, studio_url: str | None = None, who: str | None = None):
     return pg
 
 
+@pytest.fixture(autouse=True)
+def _close_pages(request):
+    """Every browser context a test opened is closed when it ends, failed or not: a page left open
+    keeps its session re-running fragments in the studio and slows the tests that come after."""
+    yield
+    if "browser" in request.fixturenames:
+        for ctx in request.getfixturevalue("browser").contexts:
+            ctx.close()
+
+
 @pytest.fixture
 def page(browser):
     ctx = browser.new_context(viewport=VIEWPORT)
