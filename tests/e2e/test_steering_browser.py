@@ -128,9 +128,11 @@ def test_new_run_from_an_example_to_its_first_accepted_candidate(studio, browser
 
 def _seen(page, db: Database, run_id: str, kind: str) -> float:
     """Wait until the other browser shows the latest ``kind`` command by ana; the seconds from
-    the command's creation (its database timestamp) to that moment."""
+    the command's creation (its database timestamp) to that moment. The wait is as long as the
+    bound ``_check_latencies`` applies at this load (10 s at least), so that bound decides."""
+    wait_s = max(10.0, SEEN_AT_MOST_S * _load_per_cpu())
     page.locator('[data-testid="stCaptionContainer"], [data-testid="stMarkdownContainer"]', has_text=f"{kind} by ana") \
-        .first.wait_for(timeout=10_000)
+        .first.wait_for(timeout=wait_s * 1000)
     seen_at = time.time()
     created = [c for c in repo.list_commands(db, run_id) if c.kind == kind][-1].created_at
     return seen_at - created.replace(tzinfo=created.tzinfo or timezone.utc).timestamp()
@@ -157,6 +159,10 @@ def _open_expander(page, label: str, inside) -> None:
                 raise
 
 
+def _load_per_cpu() -> float:
+    return os.getloadavg()[0] / (os.cpu_count() or 1)
+
+
 def _check_latencies(seen: dict[str, float]) -> None:
     """The commands show in the other browser within 2 s as a rule (median: its state fragment
     refreshes every 0.5 s from reads cached 0.25 s), none later than 6 s: an edit makes the
@@ -165,7 +171,7 @@ def _check_latencies(seen: dict[str, float]) -> None:
     CPU count (other test suites beside this one) the bounds grow with the load per CPU:
     scheduling delay is not the studio's."""
     ARTIFACTS.mkdir(exist_ok=True)
-    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    load = _load_per_cpu()
     (ARTIFACTS / "steering-latency.json").write_text(json.dumps({"seen_after_s": seen, "load_per_cpu": load}, indent=1))
     assert statistics.median(seen.values()) <= SEEN_WITHIN_S * max(1.0, load), (seen, f"load per CPU {load:.1f}")
     assert max(seen.values()) <= SEEN_AT_MOST_S * max(1.0, load), (seen, f"load per CPU {load:.1f}")
