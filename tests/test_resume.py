@@ -150,11 +150,13 @@ def test_heartbeats_keep_the_lease_so_no_other_worker_can_claim_a_live_run(sqlit
     from tests.support.scripted_lm import install_script, uninstall_script
     from tests.support import toy
 
-    install_script(toy.script, latency=0.3)
+    # a 2 s lease renewed every 2/3 s: short enough that the run outlives it twice over, long enough
+    # that a heartbeat held up for a second by a busy machine (tests run two at a time) does not lose it
+    install_script(toy.script, latency=0.5)
     try:
         run_id = submit_run(sqlite_db, toy_config(8, search={"parents_per_step": 1, "proposals_per_parent": 1},
                                                   budget={"max_steps": 10, "stop_at_score": None}))
-        thread, result = _start(sqlite_db, tmp_path, run_id, "w1", lease=0.9)
+        thread, result = _start(sqlite_db, tmp_path, run_id, "w1", lease=2.0)
         attempts = 0
         t0 = time.monotonic()
         while thread.is_alive():
@@ -162,8 +164,8 @@ def test_heartbeats_keep_the_lease_so_no_other_worker_can_claim_a_live_run(sqlit
             attempts += 1
             time.sleep(0.1)
         thread.join()
-        assert time.monotonic() - t0 > 2 * 0.9  # the run outlived its lease (ten 0.3 s LM calls)
-        assert attempts > 15
+        assert time.monotonic() - t0 > 2 * 2.0  # the run outlived its lease (ten 0.5 s LM calls)
+        assert attempts > 30
         assert result["status"] == "completed"
         run = repo.get_run(sqlite_db, run_id)
         assert run.steps_done == 10 and run.lease_owner is None  # released at the end
