@@ -9,14 +9,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import textwrap
 
 import pytest
 
 from storage import repo
 from storage.db import Database
-from tests.support import toy
-from tests.support.harness import PYTHON, subprocess_env
+from tests.support.harness import PYTHON, subprocess_env, toy_project
 
 
 @pytest.fixture
@@ -34,16 +32,7 @@ def cli(tmp_path):
 
 @pytest.fixture
 def project(tmp_path):
-    folder = tmp_path / "project"
-    folder.mkdir()
-    (folder / "evaluator.py").write_text(toy.EVALUATOR)
-    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in toy.dataset(6)))
-    (folder / "run.toml").write_text(textwrap.dedent('''
-        name = "cli toy"
-        seed_candidate = "start"
-        evaluator_file = "evaluator.py"
-        dataset_file = "train.jsonl"
-
+    return toy_project(tmp_path / "project", "cli toy", '''
         [search]
         parents_per_step = 2
         proposals_per_parent = 2
@@ -58,8 +47,7 @@ def project(tmp_path):
 
         [executor]
         workers = 2
-    '''))
-    return folder
+    ''').parent
 
 
 def _url(tmp_path, name="cli.db"):

@@ -6,8 +6,6 @@ terminal's Ctrl-C raises."""
 from __future__ import annotations
 
 import _thread
-import json
-import textwrap
 import threading
 import time
 
@@ -15,17 +13,14 @@ from engine import cli
 from engine.commands import send_command
 from storage import leases, repo
 from tests.support import toy
+from tests.support.harness import toy_project
 from tests.support.scripted_lm import install_script, uninstall_script
 
 
-def _project(tmp_path):
-    (tmp_path / "evaluator.py").write_text(toy.EVALUATOR)
-    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in toy.dataset(6)))
-    (tmp_path / "run.toml").write_text(textwrap.dedent('''
-        name = "ctrl-c"
-        seed_candidate = "start"
-        evaluator_file = "evaluator.py"
-        dataset_file = "train.jsonl"
+
+
+def test_ctrl_c_pauses_the_run_after_its_step_and_says_how_to_continue(sqlite_db, tmp_path, capsys):
+    config = toy_project(tmp_path / "project", "ctrl-c", '''
         [search]
         minibatch_size = 3
         [budget]
@@ -34,12 +29,7 @@ def _project(tmp_path):
         model = "scripted/toy"
         [executor]
         workers = 2
-    '''))
-    return tmp_path / "run.toml"
-
-
-def test_ctrl_c_pauses_the_run_after_its_step_and_says_how_to_continue(sqlite_db, tmp_path, capsys):
-    config = _project(tmp_path)
+    ''')
     install_script(toy.endless, latency=0.05)
     pressed: list[str] = []
 

@@ -71,12 +71,16 @@ class LocalRuntime:
                 f"(weights + a {n_ctx}-token context), {available / 1e9:.1f} GB available. Close other "
                 f"programs, lower REFRACT_LOCAL_CTX, or configure a hosted model instead."
             )
-        # Threads that sleep instead of spinning while they wait: the evaluator workers share
-        # these cores. With one busy process beside the model (bench/local_lm.py), spinning threads
-        # generated 1.1 tokens/s against 12.9 passive on a loaded machine, 10.4 against 15.7 on a
-        # quieter one; alone, spinning may be ~25% faster, a price worth paying for no collapse.
-        # OpenMP reads this once, when the library loads.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # How the model's threads wait for each other (an OpenMP barrier at every node of the
+        # graph): spin 2000 times, then sleep. Measured interleaved (bench/local_lm_settings.py,
+        # docs/benchmarks-local-lm.md): on an idle machine that generates 1.65x faster than
+        # sleeping at once (OMP_WAIT_POLICY=PASSIVE, this provider's earlier setting); with one
+        # busy process beside the model it keeps 0.8x of PASSIVE, where OpenMP's default spin
+        # falls to about 0.2x and a 20000 spin to 0.33x. In a 1x1 run the evaluator workers sleep
+        # while the model reflects. OpenMP reads this once, when the library loads; a wait
+        # policy set by the user is kept.
+        if "OMP_WAIT_POLICY" not in os.environ:
+            os.environ.setdefault("GOMP_SPINCOUNT", "2000")
         import xllamacpp  # imported here: importing engine.lm.client must stay cheap
 
         params = xllamacpp.CommonParams()
@@ -85,7 +89,7 @@ class LocalRuntime:
         params.n_parallel = 1  # one slot: the whole context for one request at a time
         params.cpuparams.n_threads = _cpu_count()
         params.cpuparams_batch.n_threads = _cpu_count()
-        params.cpuparams.poll = params.cpuparams_batch.poll = 0  # see OMP_WAIT_POLICY above
+        params.cpuparams.poll = params.cpuparams_batch.poll = 0  # no effect with OpenMP (see above); no spin of its own
         params.verbosity = 0
         self._http_key = secrets.token_urlsafe(24)
         params.api_keys = [self._http_key]

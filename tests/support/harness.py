@@ -58,6 +58,22 @@ def toy_config(n: int = 6, **over: Any) -> RunConfig:
     return parse_config(toy_data(n, **over))
 
 
+def toy_project(folder: Path, name: str, tables: str) -> Path:
+    """The toy task as files, as a user writes them: evaluator.py, train.jsonl (6 words) and
+    run.toml (the top-level keys, then ``tables``: the TOML tables, e.g. ``[search]``). Returns
+    the TOML's path."""
+    import json
+    import textwrap
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "evaluator.py").write_text(toy.EVALUATOR)
+    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in toy.dataset(6)))
+    head = (f'name = "{name}"\nseed_candidate = "start"\nevaluator_file = "evaluator.py"\n'
+            'dataset_file = "train.jsonl"\n')
+    (folder / "run.toml").write_text(head + textwrap.dedent(tables))
+    return folder / "run.toml"
+
+
 def lm_client(tmp_path: Path) -> LMClient:
     return LMClient(tmp_path / "lm-cache", sleep=lambda _s: None, backoff_base=0.0)
 
