@@ -17,121 +17,12 @@ from storage import leases, repo
 from storage.attached import waiting_note
 from storage.db import open_db
 from storage.errors import StorageError
-from storage.states import RunStatus
+
+from engine.run_cli import _say_default_model, _summary, cmd_run
 
 
 def _db(args):
     return open_db(args.db)
-
-
-def cmd_run(args) -> int:
-    from engine.config import load_config
-    from engine.runs import submit_run
-    from engine.worker import Worker
-
-    cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
-    _say_default_model(cfg)
-    db = _db(args)
-    run_id = submit_run(db, cfg, owner=args.author)
-    print(f"run {run_id}", flush=True)
-    worker = Worker(db, worker_id=f"cli-{run_id}")
-    if leases.claim_run(db, worker.id, worker.lease_seconds, run_id=run_id) is None:
-        print("error: the run was claimed by another worker", file=sys.stderr)
-        return 1
-    finished = threading.Event()
-
-    def body() -> None:
-        try:
-            worker.run_claimed(run_id)
-        finally:
-            finished.set()
-
-    threading.Thread(target=body, daemon=True, name="refract-run").start()
-    try:
-        _progress(db, run_id, cfg, finished, quiet=args.quiet)
-    except KeyboardInterrupt:
-        return _interrupted(db, run_id, finished)
-    return _summary(db, run_id)
-
-
-def _interrupted(db, run_id: str, finished: threading.Event) -> int:
-    """Ctrl-C: a pause command, applied by the run itself when the step in flight ends (the
-    person stopped it: it is not left ``running`` for a worker to pick up). A second Ctrl-C
-    leaves at once; the run then stays ``running`` and a worker resumes it once this process's
-    lease lapses."""
-    from engine.commands import send_command
-
-    print(f"\nInterrupted: finishing the current step of run {run_id}, then pausing it "
-          "(Ctrl-C again to leave at once).", file=sys.stderr, flush=True)
-    send_command(db, run_id, "pause", author="cli", reason="Ctrl-C in `engine run`")
-    try:
-        while not finished.wait(0.5):  # an event, not Thread.join: a join cut by Ctrl-C lies (CPython 3.11)
-            pass
-    except KeyboardInterrupt:
-        print(f"Left at once: run {run_id} is still 'running'; an engine worker resumes it once this "
-              "process's lease lapses.", file=sys.stderr)
-        return 130
-    run = repo.get_run(db, run_id)
-    if run.status != RunStatus.PAUSED:  # it ended as the step ended: nothing was left to pause
-        return _summary(db, run_id)
-    print(f"Run {run_id} is paused; continue it with `python -m engine resume {run_id}` and a worker "
-          "(`python -m engine worker`).", file=sys.stderr)
-    return 130
-
-
-def _say_default_model(cfg) -> None:
-    from engine.config import LOCAL_MODEL
-
-    if cfg.reflection_lm.model == LOCAL_MODEL:
-        print(f"reflection LM: {LOCAL_MODEL} (the offline local model; set [reflection_lm] model to use a provider)",
-              file=sys.stderr)
-
-
-def _progress(db, run_id, cfg, finished: threading.Event, quiet: bool) -> None:
-    from tqdm import tqdm
-
-    total = cfg.budget.max_metric_calls
-    bar = tqdm(total=total, unit="call", desc="metric calls", disable=quiet, file=sys.stderr)
-    while not finished.wait(0.5):
-        run = repo.get_run(db, run_id)
-        bar.n = run.metric_calls
-        best = f"{run.best_val_mean:.4f}" if run.best_val_mean is not None else "-"
-        bar.set_postfix_str(f"step {run.steps_done} best {best} ${run.cost_usd:.4f}")
-    bar.close()
-
-
-def _summary(db, run_id) -> int:
-    run = repo.get_run(db, run_id)
-    steps = repo.list_steps(db, run_id)
-    print(f"status {run.status}: {run.status_reason}")
-    if run.best_val_mean is not None:
-        print(f"best {run.best_val_mean:.4f} (candidate {run.best_candidate_id})")
-    from engine.test_pass import audit_line
-
-    if audit_line(run):
-        print(audit_line(run) + " (the search never saw the test set)")
-    p = run.proposals_total or 1
-    print(f"metric calls {run.metric_calls}  cost ${run.cost_usd:.4f}  tokens {run.tokens_in}+{run.tokens_out}  "
-          f"{run.seconds:.1f} s  steps {run.steps_done}")
-    from engine.lm.journal import run_lm_failures
-
-    print("LM calls: " + (run_lm_failures(db, run) or f"{run.lm_calls}, none failed"))  # the dashboard's line
-    print(f"proposals {run.proposals_total}: parsed {run.proposals_parsed / p:.0%}, valid {run.proposals_valid / p:.0%}, "
-          f"improved {run.proposals_improved / p:.0%}; {run.proposals_retried} asked the LM again (a retry)")
-    pred = [s.predicted_speedup for s in steps if s.predicted_speedup]
-    meas = [s.measured_speedup for s in steps if s.measured_speedup]
-    if pred and meas:
-        print(f"batch speed-up: predicted {sum(pred) / len(pred):.2f}x, measured {sum(meas) / len(meas):.2f}x")
-    from engine.runtime.model import run_prediction
-
-    model = run_prediction(db, run_id)
-    if model:
-        lat = model["latencies"]
-        print(f"wall-clock: measured {model['measured']:.1f} s, predicted {model['predicted']:.1f} s by the runtime model "
-              f"(LM {lat.lm:.2f} s, evaluator {lat.eval * 1000:.0f} ms, {lat.accept:.0%} of proposals improve, "
-              f"{lat.n_val} validation examples, {lat.workers} workers); {model['speedup']:.2f}x faster per metric call "
-              "than 1×1 predicted")
-    return 0 if run.status in (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.PAUSED) else 1
 
 
 def cmd_submit(args) -> int:
