@@ -329,8 +329,8 @@ the merge, two passes per improvement.
 
 **Repeatability.** Time to quality moves a lot between runs of the same code, more than scores at the full
 budget. In the previous run of this benchmark (the code before the queue, load 8–20) 1×1 reached its quality in
-12.7 s on average and 4×1 merge in 6.1 s (2.11× sooner); in this one 1×1 took 9.6 s, because seed 2's 1×1 run found
-its best after 3.0 s, and 4×1 merge 5.9 s (1.62×). With 16 validation examples one example is 0.06 of the score,
+12.7 s on average and 4×1 merge in 6.1 s (2.11× sooner); in this one 1×1 took 9.6 s, because seed 2's 1×1 run reached
+0.95 × its final best after 3.0 s, and 4×1 merge 5.9 s (1.62×). With 16 validation examples one example is 0.06 of the score,
 so a target is reached or missed by one example. What held in every run: 4×1 merge reaches the quality on every
 seed of the incremental task, asynchronous shapes without merging do not, and no shape reaches it 4× sooner.
 
