@@ -21,6 +21,7 @@ from collections import deque
 from typing import Callable, Optional
 
 MAX_SIBLINGS = 4  # as engine.search.sibling_merge
+QUORUM = 2  # as engine.schedules.onto_best: children waiting that start a turn
 
 
 class _Pattern:
@@ -179,8 +180,6 @@ class _AsyncRun:
     an LM call for a real conflict — adding one improvement per child when it is kept. The
     proposal that took the turn holds its slot until the queue is no longer ready."""
 
-    QUORUM = 2
-
     def __init__(self, c: int, merge: bool, lat, budget: int, gains: Gains) -> None:
         self.c, self.merge, self.lat, self.budget, self.gains = c, merge, lat, budget, gains
         self.sim, self.m, self.v = _Sim(lat.workers, lat.eval), lat.minibatch, lat.n_val
@@ -188,7 +187,7 @@ class _AsyncRun:
         self.spent, self.flight, self.version = self.v, 0, 0
         self.queue: list[tuple[float, int]] = []  # (queued at, best version the proposal started from)
         self.undecided, self.turn = 0, False
-        self.quorum = min(self.QUORUM, c)
+        self.quorum = min(QUORUM, c)
         self.proposal_seconds = 2 * self.m * lat.eval + lat.lm + lat.overhead  # half of it: a child's longest wait
 
     def fill(self) -> None:

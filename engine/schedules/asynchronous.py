@@ -67,7 +67,7 @@ from engine.runtime.model import async_rate
 from engine.search.sampling import EpochSampler
 from engine.search.selection import make_selector, select_parents
 from engine.schedules.base import AfterStep, Decision, Gate, close_step
-from engine.schedules.onto_best import OntoBest
+from engine.schedules.onto_best import QUORUM, OntoBest
 from engine.state import deterministic_id
 from engine.schedules.validation import step_rng, validate_child
 
@@ -130,7 +130,7 @@ class AsyncSchedule:
         self.idle = 0
         self.t0 = time.monotonic()
         self.merge_lock = threading.Lock()
-        self.onto_best = OntoBest(min(2, self.c), lambda: (ctx.budget.expected_duration() or float("inf")) / 2)
+        self.onto_best = OntoBest(min(QUORUM, self.c), lambda: (ctx.budget.expected_duration() or float("inf")) / 2)
         self.merges = sum(1 for c in ctx.state.candidates.values() if c.origin == Origin.MERGE)
 
     # -- the loop ------------------------------------------------------------------------

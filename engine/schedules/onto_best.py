@@ -29,12 +29,15 @@ from engine.state import deterministic_id
 from engine.schedules.validation import reject, validate_child
 
 
+QUORUM = 2  # children waiting that start a turn (see OntoBest)
+
+
 class OntoBest:
     """The queue of improving children and the one turn to merge and validate them.
 
     A turn takes the queue once it holds ``quorum`` children, or its oldest child has waited
     ``max_wait()`` seconds, or no other proposal is still on its way to a decision (so the last
-    ones are never left behind). The schedule uses 2 and half a proposal's measured duration: in
+    ones are never left behind). The schedule uses ``QUORUM`` and half a proposal's measured duration: in
     an 8-seed trial on the batching benchmark's task (a loaded machine, so a hint rather than a
     measurement) a quorum of 2 reached the 1×1 quality on 5 seeds, 1 (each child validated at
     once) and 3 on 4; a child seldom waits long, as the proposals in flight finish in turn."""
