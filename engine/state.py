@@ -118,12 +118,16 @@ class PoolState:
                 self.full.add(cand.id)
             self.frontier_version += 1
 
-    def tried_texts(self, parent_id: str) -> list[str]:
-        """Texts already proposed for this parent (whatever became of them), oldest first. A
-        proposal that failed before it had a text (LM error, unusable answer) tried nothing."""
+    def tried_texts(self, parent_id: str, before_step: int) -> list[str]:
+        """Texts proposed for this parent in the steps before ``before_step`` (whatever became
+        of them), oldest first. Not the current step's: which sibling finishes first depends on
+        thread timing, and a sibling's text seen by one proposal and not by the other would make
+        the run differ between two runs with one seed (its prompt, and the component it rewrites,
+        as it did under load). A proposal that failed before it had a text tried nothing."""
         with self.lock:
             tried = [c for c in self.candidates.values()
-                     if parent_id in c.parent_ids and c.origin == "reflection" and c.component and c.content.get(c.component)]
+                     if parent_id in c.parent_ids and c.origin == "reflection" and c.component
+                     and c.content.get(c.component) and c.step < before_step]
             # by step, then content: not by the order racing proposal threads finished in, so the
             # prompt (and with it the LM cache key) is the same in every run with this seed
             tried.sort(key=lambda c: (c.step, c.content_hash))

@@ -487,6 +487,25 @@ def test_failed_proposals_do_not_show_as_empty_tried_texts(sqlite_db, tmp_path):
     assert "start extra" in tried and "```\n\n```" not in tried
 
 
+def test_tried_texts_leave_out_the_current_steps_siblings():
+    """Whether a sibling of the same step has finished when a proposal builds its prompt (and
+    picks its component) depends on thread timing; counting it made one seeded run differ from
+    the next under load (both siblings rewrote the same component). Only earlier steps count."""
+    from engine.state import PoolState
+    from storage.models import Candidate
+
+    def child(cid: str, step: int, text: str) -> Candidate:
+        return Candidate(id=cid, run_id="r", content={"text": text}, content_hash=cid, origin="reflection",
+                         parent_ids=["p"], component="text", step=step)
+
+    state = PoolState(val_keys=[])
+    for c in (child("a", 1, "start one"), child("b", 2, "start two"), child("c", 2, "start three")):
+        state.candidates[c.id] = c
+    assert state.tried_texts("p", before_step=2) == ["start one"]
+    assert state.tried_texts("p", before_step=3) == ["start one", "start two", "start three"]  # by step, then hash
+    assert state.tried_texts("p", before_step=1) == []
+
+
 @pytest.mark.parametrize("accept,validated", [("best", 1), ("top_k", 2)])
 def test_accept_rule_limits_the_validation_passes_of_a_step(sqlite_db, tmp_path, accept, validated):
     cfg = toy_config(8, search={"parents_per_step": 2, "proposals_per_parent": 2, "accept": accept, "top_k": 2},

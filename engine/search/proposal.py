@@ -55,7 +55,7 @@ def run_proposal(ctx: RunContext, parent: Candidate, slot: int, k: int, minibatc
     if existing is not None and existing.status != CandidateStatus.PROPOSED and existing.finished_at:
         return Outcome(child_id, existing.status == CandidateStatus.ACCEPTED or existing.improved,
                        (existing.minibatch_score or 0) - (existing.parent_minibatch_score or 0))
-    component = next_component(ctx.components, parent, len(ctx.state.tried_texts(parent.id)) + k)
+    component = next_component(ctx.components, parent, len(ctx.state.tried_texts(parent.id, ctx.step_index)) + k)
     child = existing or Candidate(id=child_id, run_id=ctx.run_id, content={}, content_hash="", origin=Origin.REFLECTION,
                                   parent_ids=[parent.id], component=component, step=ctx.step_index,
                                   frontier_version=ctx.state.frontier_version, started_at=utcnow(),
@@ -107,7 +107,7 @@ def _prompt(ctx: RunContext, parent: Candidate, component: str, parent_results):
     return build_prompt(kind=cfg.artifact_kind, objective=cfg.objective, background=cfg.background,
                         component=component, components=ctx.components, current_text=parent.content[component],
                         feedback=feedback_for(ctx, parent_results), human_feedback=human_feedback(ctx, parent.id),
-                        tried=ctx.state.tried_texts(parent.id), max_chars=ctx.prompt_char_budget(cfg.reflection_lm),
+                        tried=ctx.state.tried_texts(parent.id, ctx.step_index), max_chars=ctx.prompt_char_budget(cfg.reflection_lm),
                         template=cfg.reflection_lm.prompt_template, vision=supports_vision(cfg.reflection_lm.model),
                         compact=is_local(cfg.reflection_lm.model))
 
