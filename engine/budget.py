@@ -83,12 +83,17 @@ class Budget:
         return sum(recent) / len(recent) if recent else None
 
     def time_too_short(self) -> Optional[str]:
-        """Why the time left cannot finish another unit of work, or None."""
-        cap, expected = self.cfg.max_seconds, self.expected_duration()
-        if cap is None or expected is None or self.seconds + expected <= cap:
+        """Why the time left cannot finish another unit of work, or None. Measured against the
+        longest of the last five durations, not their mean: with the mean, a unit a little
+        slower than average (a busy machine) was started and then cut at the limit."""
+        cap = self.cfg.max_seconds
+        with self._lock:
+            recent = self._durations[-5:]
+        longest = max(recent) if recent else None
+        if cap is None or longest is None or self.seconds + longest <= cap:
             return None
         return (f"time budget: {max(0.0, cap - self.seconds):.0f} s of {cap:.0f} s left, too few for another "
-                f"{self._unit} (about {expected:.0f} s, as measured in this run)")
+                f"{self._unit} (up to {longest:.0f} s, as measured in this run)")
 
     # -- metric calls ----------------------------------------------------------------------
 
