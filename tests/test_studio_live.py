@@ -50,6 +50,13 @@ def _button(at: AppTest, base_key: str):
     return found[0]
 
 
+def _multiselect(at: AppTest, base_key: str):
+    """A filter by its base key: a following filter's key also names its options (ui.filters)."""
+    found = [m for m in at.multiselect if str(m.key).split(submission.SEP)[0] == base_key]
+    assert len(found) == 1, (base_key, [m.key for m in at.multiselect])
+    return found[0]
+
+
 def _continue(db, run_id: str, tmp_path, calls: int) -> str:
     send_command(db, run_id, "budget", {"max_metric_calls": calls}, "test")
     send_command(db, run_id, "resume", {}, "test")
@@ -65,15 +72,15 @@ def test_candidate_filters_take_in_origins_statuses_and_steps_that_appear_later(
     send_command(db, run_id, "pause", {}, "ana")  # applied right after the seed's validation pass
     run_optimizer(db, run_id, tmp_path)
     at = open_page("pages/dashboard.py", run=run_id)
-    assert at.multiselect(key=K.DASH_ORIGIN).value == ["seed"]
+    assert _multiselect(at, K.DASH_ORIGIN).value == ["seed"]
     send_command(db, run_id, "resume", {}, "ana")
     run_optimizer(db, run_id, tmp_path)
     at = _rerun(at)
     cands = queries.candidate_rows(db, run_id)
     assert {"reflection"} <= set(cands["origin"])
-    assert set(at.multiselect(key=K.DASH_ORIGIN).value) == set(cands["origin"])
-    assert "accepted" in at.multiselect(key=K.DASH_STATUS).value
-    assert "rejected" not in at.multiselect(key=K.DASH_STATUS).value  # still left out by default
+    assert set(_multiselect(at, K.DASH_ORIGIN).value) == set(cands["origin"])
+    assert "accepted" in _multiselect(at, K.DASH_STATUS).value
+    assert "rejected" not in _multiselect(at, K.DASH_STATUS).value  # still left out by default
     assert at.slider(key=K.DASH_STEPS).value[1] == max(int(cands["step"].max()), 1)
     shown = at.dataframe(key=K.DASH_TABLE).value
     assert set(cands.loc[cands["status"] != "rejected", "id"]) == set(shown["id"])
@@ -84,10 +91,39 @@ def test_an_origin_the_person_removed_stays_removed(studio, tmp_path):
     run_id = submit_run(db, toy_config(6, budget={"max_metric_calls": 30}))
     run_optimizer(db, run_id, tmp_path)
     at = open_page("pages/dashboard.py", run=run_id)
-    at.multiselect(key=K.DASH_ORIGIN).unselect("seed").run()
+    _multiselect(at, K.DASH_ORIGIN).unselect("seed").run()
     _continue(db, run_id, tmp_path, 60)
     at = _rerun(at)
-    assert "seed" not in at.multiselect(key=K.DASH_ORIGIN).value
+    assert "seed" not in _multiselect(at, K.DASH_ORIGIN).value
+
+
+def test_a_browser_still_showing_the_old_options_cannot_hide_a_new_one(studio, tmp_path):
+    """A live page's browser sends back its widgets' values with each refresh; one still drawing
+    the filter of an earlier render sends the selection without the origin that appeared since.
+    That must not count as the person removing it (it hid "reflection" for good in a loaded full
+    run). The stale values are replayed as the browser sends them (AppTest's private ``_run``
+    takes widget states: its public API only sends the current ones)."""
+    db = studio
+    run_id = submit_run(db, toy_config(6, budget={"max_metric_calls": 60}))
+    send_command(db, run_id, "pause", {}, "ana")
+    run_optimizer(db, run_id, tmp_path)
+    at = open_page("pages/dashboard.py", run=run_id)
+    assert _multiselect(at, K.DASH_ORIGIN).value == ["seed"]
+    stale = at._tree.get_widget_states()  # what the browser drew: origins ["seed"]
+    send_command(db, run_id, "resume", {}, "ana")
+    run_optimizer(db, run_id, tmp_path)
+    at = _rerun(at)
+    assert "reflection" in _multiselect(at, K.DASH_ORIGIN).value
+    import streamlit as st
+
+    st.cache_data.clear()
+    at._run(widget_state=stale)
+    assert "reflection" in _multiselect(at, K.DASH_ORIGIN).value
+    assert "accepted" in _multiselect(at, K.DASH_STATUS).value
+    # the person removing an origin they see still counts
+    _multiselect(at, K.DASH_ORIGIN).unselect("reflection").run()
+    at = _rerun(at)
+    assert "reflection" not in _multiselect(at, K.DASH_ORIGIN).value
 
 
 # ---------------------------------------------------------------- 2 · the engine's frontier

@@ -8,9 +8,13 @@ maximum keeps following the maximum as it grows.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Sequence
 
 import streamlit as st
+
+from ui.submission import SEP
 
 _SEEN = "_{key}_seen"
 _LEFT_OUT = "_{key}_left_out"
@@ -21,18 +25,26 @@ def following_multiselect(label: str, options: Sequence, key: str, left_out: Seq
     every new option except those in ``left_out``; returns the selection.
 
     What is remembered is what the person left out, not what was selected: the selection is
-    rebuilt from it on every run, so a browser that sends back the selection it drew before the
-    options grew cannot hide the new ones."""
+    rebuilt from it on every run. A live page's browser sends its widgets' values back with
+    every refresh, and one still drawing an earlier render sends a selection without the options
+    that appeared since; taken as a change, that would record them as left out for good. So the
+    widget's key also names its options (``key`` + SEP + a digest): a value sent for the options
+    of an earlier render goes to a widget Streamlit has dropped, and changes nothing."""
     ss, out_key = st.session_state, _LEFT_OUT.format(key=key)
     options = list(options)
     if out_key not in ss:
         ss[out_key] = list(left_out)
-    ss[key] = [o for o in options if o not in ss[out_key]]
-    return st.multiselect(label, options, key=key, on_change=_remember_left_out, args=(key, options))
+    widget_key = f"{key}{SEP}{_digest(options)}"
+    ss[widget_key] = [o for o in options if o not in ss[out_key]]
+    return st.multiselect(label, options, key=widget_key, on_change=_remember_left_out, args=(key, widget_key, options))
 
 
-def _remember_left_out(key: str, options: list) -> None:
-    chosen = set(st.session_state.get(key) or [])
+def _digest(options: list) -> str:
+    return hashlib.sha256(json.dumps(options, default=str).encode()).hexdigest()[:8]
+
+
+def _remember_left_out(key: str, widget_key: str, options: list) -> None:
+    chosen = set(st.session_state.get(widget_key) or [])
     st.session_state[_LEFT_OUT.format(key=key)] = [o for o in options if o not in chosen]
 
 
