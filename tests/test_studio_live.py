@@ -50,11 +50,15 @@ def _button(at: AppTest, base_key: str):
     return found[0]
 
 
-def _multiselect(at: AppTest, base_key: str):
-    """A filter by its base key: a following filter's key also names its options (ui.filters)."""
-    found = [m for m in at.multiselect if str(m.key).split(submission.SEP)[0] == base_key]
-    assert len(found) == 1, (base_key, [m.key for m in at.multiselect])
+def _widget(widgets, base_key: str):
+    """A widget by its base key: a following filter's key also names its options (ui.filters)."""
+    found = [w for w in widgets if str(w.key).split(submission.SEP)[0] == base_key]
+    assert len(found) == 1, (base_key, [w.key for w in widgets])
     return found[0]
+
+
+def _multiselect(at: AppTest, base_key: str):
+    return _widget(at.multiselect, base_key)
 
 
 def _continue(db, run_id: str, tmp_path, calls: int) -> str:
@@ -81,7 +85,7 @@ def test_candidate_filters_take_in_origins_statuses_and_steps_that_appear_later(
     assert set(_multiselect(at, K.DASH_ORIGIN).value) == set(cands["origin"])
     assert "accepted" in _multiselect(at, K.DASH_STATUS).value
     assert "rejected" not in _multiselect(at, K.DASH_STATUS).value  # still left out by default
-    assert at.slider(key=K.DASH_STEPS).value[1] == max(int(cands["step"].max()), 1)
+    assert _widget(at.slider, K.DASH_STEPS).value[1] == max(int(cands["step"].max()), 1)
     shown = at.dataframe(key=K.DASH_TABLE).value
     assert set(cands.loc[cands["status"] != "rejected", "id"]) == set(shown["id"])
 
@@ -120,10 +124,14 @@ def test_a_browser_still_showing_the_old_options_cannot_hide_a_new_one(studio, t
     at._run(widget_state=stale)
     assert "reflection" in _multiselect(at, K.DASH_ORIGIN).value
     assert "accepted" in _multiselect(at, K.DASH_STATUS).value
+    steps = _widget(at.slider, K.DASH_STEPS).value
+    assert steps[1] == max(int(queries.candidate_rows(db, run_id)["step"].max()), 1)  # still follows the last step
     # the person removing an origin they see still counts
     _multiselect(at, K.DASH_ORIGIN).unselect("reflection").run()
+    _widget(at.slider, K.DASH_STEPS).set_value((0, 1)).run()
     at = _rerun(at)
     assert "reflection" not in _multiselect(at, K.DASH_ORIGIN).value
+    assert _widget(at.slider, K.DASH_STEPS).value == (0, 1)
 
 
 # ---------------------------------------------------------------- 2 · the engine's frontier

@@ -2,8 +2,8 @@
 hidden behind a selection made when they did not exist yet.
 
 A multiselect remembers the options the person removed (and those it leaves out by default,
-like rejected proposals); every other option is selected, including those that appear later. A range slider whose upper end sat at the
-maximum keeps following the maximum as it grows.
+like rejected proposals); every other option is selected, including those that appear later. A
+range slider whose upper end sat at the maximum keeps following the maximum as it grows.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import streamlit as st
 
 from ui.submission import SEP
 
-_SEEN = "_{key}_seen"
+_CHOSEN = "_{key}_chosen"
 _LEFT_OUT = "_{key}_left_out"
 
 
@@ -49,15 +49,18 @@ def _remember_left_out(key: str, widget_key: str, options: list) -> None:
 
 
 def following_range(label: str, lo: int, hi: int, key: str) -> tuple[int, int]:
-    """An integer range slider over [lo, hi] (``hi`` may grow); an upper end left at the old
-    maximum moves to the new one. Returns the chosen (low, high)."""
-    ss, seen_key = st.session_state, _SEEN.format(key=key)
+    """An integer range slider over [lo, hi] (``hi`` may grow); an upper end left at the
+    maximum follows the maximum. Returns the chosen (low, high). What the person chose is kept
+    apart from the widget, whose key names its bounds, for the reason given above: a browser
+    still drawing the old maximum would otherwise send it back as a choice to stop following."""
+    ss, chosen_key = st.session_state, _CHOSEN.format(key=key)
     hi = max(hi, lo + 1)  # a slider needs two distinct ends
-    if key not in ss or seen_key not in ss:
-        ss[key] = (lo, hi)
-    else:
-        low, high = ss[key]
-        old_hi = ss[seen_key]
-        ss[key] = (max(lo, min(low, hi)), hi if high >= old_hi else max(lo, min(high, hi)))
-    ss[seen_key] = hi
-    return st.slider(label, lo, hi, key=key)
+    low, high = ss.get(chosen_key, (lo, None))  # high None: follows the maximum
+    widget_key = f"{key}{SEP}{lo}-{hi}"
+    ss[widget_key] = (max(lo, min(low, hi)), hi if high is None else max(lo, min(high, hi)))
+    return st.slider(label, lo, hi, key=widget_key, on_change=_remember_range, args=(key, widget_key, hi))
+
+
+def _remember_range(key: str, widget_key: str, hi: int) -> None:
+    low, high = st.session_state[widget_key]
+    st.session_state[_CHOSEN.format(key=key)] = (low, None if high >= hi else high)
