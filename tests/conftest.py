@@ -93,7 +93,10 @@ def pytest_collection_modifyitems(config, items):
     - The ``local_model`` tests are one unit: each loads the 1.1 GB model on every core.
     - Every other module is a unit of its own, so a module-scoped fixture (a Dask cluster, a
       sandbox pool, a finished run) is built once, not once per worker.
-    The browser unit is the longest (about 5 minutes on a quiet machine), so it goes first.
+    The browser unit is the longest (about 7 minutes in a full run), so it goes first. While it
+    runs, the other worker takes the modules that run in one process (and a sandbox pool); those
+    that start engine workers, studios, Dask clusters or the local model beside the test come
+    after: with them beside it, the browser tests' waits were missed on a loaded CI machine.
     """
     for item in items:
         if item.get_closest_marker("browser"):
@@ -103,7 +106,20 @@ def pytest_collection_modifyitems(config, items):
         else:
             group = item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: item.get_closest_marker("browser") is None)
+    items.sort(key=_unit_order)  # stable: the tests of a module keep their order
+
+
+# modules that start processes of their own beside the test (besides a run's sandbox pool)
+MANY_PROCESSES = {"test_api.py", "test_cli.py", "test_cli_interrupt.py", "test_concurrent_runs.py",
+                  "test_dask_executor.py", "test_faults.py", "test_resume.py", "test_team_deployment.py"}
+
+
+def _unit_order(item) -> int:
+    if item.get_closest_marker("browser"):
+        return 0
+    if item.get_closest_marker("local_model") or item.nodeid.split("::")[0].split("/")[-1] in MANY_PROCESSES:
+        return 2
+    return 1
 
 
 def pytest_terminal_summary(terminalreporter):

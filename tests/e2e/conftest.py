@@ -106,8 +106,9 @@ def worker_studio(tmp_path_factory):
 
 
 def ready(page) -> None:
-    """The page has rendered (no status widget) without an exception."""
-    page.wait_for_selector('[data-testid="stApp"]')
+    """The page has rendered (no status widget) without an exception. (Up to a minute for the app
+    to show: on a loaded CI machine one page once took more than the default 30 s.)"""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000)
     assert page.locator('[data-testid="stException"]').count() == 0, \
         page.locator('[data-testid="stException"]').first.inner_text()
