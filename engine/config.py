@@ -332,6 +332,9 @@ def config_warnings(cfg: RunConfig) -> list[str]:
     if s.schedule == "async" and s.batch_size == 1:
         out.append("search.schedule: \"async\" with parents_per_step × proposals_per_parent = 1 keeps one proposal in "
                    "flight, which is the same as \"sync\"; raise the product to run several at once")
+    if s.schedule == "async" and s.batch_size > 1 and s.merge and s.merge_siblings:
+        out.append("search.merge: with schedule = \"async\" and merge_siblings = true, every improving child is "
+                   "already merged into the current best before it is validated, so merge is not used; drop one")
     if s.acceptance is not None:
         out.append("search.acceptance: renamed search.improvement (a child has *improved* when it beats its parent on the "
                    "minibatch; *accepted* means validated); the old name is still read, rename it")

@@ -89,6 +89,14 @@ def test_an_option_the_async_schedule_cannot_honour_is_refused_at_load():
     parse_config(toy_data(search={"schedule": "async", "merge": True}))
 
 
+def test_merge_beside_merge_siblings_on_the_async_schedule_is_named_as_unused():
+    both = {"schedule": "async", "merge": True, "merge_siblings": True}
+    got = _warnings_of(toy_data(search=both))
+    assert len(got) == 1 and got[0].startswith("search.merge: with schedule = \"async\" and merge_siblings = true")
+    assert not _warnings_of(toy_data(search={**both, "schedule": "sync"}))  # synchronously both apply
+    assert not _warnings_of(toy_data(search={**both, "merge_siblings": False}))
+
+
 def test_the_old_name_acceptance_is_read_and_the_warning_says_to_rename_it():
     data = toy_data(search={"acceptance": "improvement_or_equal"})
     got = _warnings_of(data)
