@@ -51,7 +51,7 @@ c = detail["candidate"]
 front = data.frontier_view(url, run_id, token)
 
 # ------------------------------------------------------------------ header: live state, pin, veto
-steer.live_state(run_id, cand_id, run.get("best_candidate_id"),
+steer.live_state(run, cand_id, run.get("best_candidate_id"),
                  int(front.best_on.get(cand_id, 0)) if cand_id in front.members else None)
 call = detail["lm_call"]
 eval_cost = sum(e["cost_usd"] or 0.0 for e in detail["evaluations"])
@@ -193,7 +193,7 @@ with tabs[5]:
 
 # ------------------------------------------------------------------ comments
 with tabs[6]:
-    steer.comment_thread(run_id, cand_id)
+    steer.comment_thread(run, cand_id)
     steer.comment_box(run_id, cand_id)
 
 # ------------------------------------------------------------------ provenance of every line

@@ -298,7 +298,7 @@ if cfg.get("prompt_evaluator"):
         prompt_view.show_pass_rates(data.get_db(), run, seeds[0])
 
 st.subheader("Commands")
-steering.intervention_log(run_id)
+steering.intervention_log(run_id, run["status"])
 
 st.subheader("Activity", help="Commands, comments and refused actions of everyone on this run, newest first.")
 review.activity_feed(run_id)

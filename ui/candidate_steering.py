@@ -15,7 +15,7 @@ from ui.errors import shows_storage_errors
 from ui.render import md, status_badge
 from ui.identity import current_actor
 from ui.sidebar import current_user
-from ui.steering import LIVE_S, budget_inputs, show_outcome
+from ui.steering import LIVE_S, budget_inputs, live_period, redraw_when_it_ends_or_continues, show_outcome
 
 APPLIED_MARK = {"pending": ":orange-badge[pending]", "applied": ":green-badge[applied]",
                 "rejected": ":red-badge[rejected]"}
@@ -29,16 +29,21 @@ def _finished_note(run: dict) -> None:
 # ---------------------------------------------------------------- header: state, pin, veto
 
 
-@st.fragment(run_every=LIVE_S)
-@shows_storage_errors
-def live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on: int | None) -> None:
+def live_state(run: dict, cand_id: str, best_id: str | None, frontier_best_on: int | None) -> None:
     """Badges (status, origin, best, frontier, pinned, vetoed), pin / veto buttons, and the
-    commands about this candidate — refreshed every second, so another person's pin shows here."""
+    commands about this candidate — refreshed every LIVE_S while the run can be steered, so
+    another person's pin shows here."""
+    st.fragment(_live_state, run_every=live_period(run["status"]))(run["id"], cand_id, best_id, frontier_best_on)
+
+
+@shows_storage_errors
+def _live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on: int | None) -> None:
     live = data.candidate_snapshot(run_id, cand_id)
     if live is None:
         st.error("This candidate is no longer in the database.")
         return
     run = {"id": run_id, "status": live["run_status"]}
+    redraw_when_it_ends_or_continues(run_id, run["status"], f"candidate_{cand_id}")
     c = live["candidate"]
     marks = [status_badge(c["status"]), f":violet-badge[{md(c['origin'])}]"]
     if cand_id == best_id:
@@ -285,10 +290,14 @@ def feedback_box(run: dict, cand_id: str) -> None:
     show_outcome(keys.FEEDBACK_OUTCOME.format(cand=cand_id))
 
 
-@st.fragment(run_every=2 * LIVE_S)  # a second: within 2 s, at half the cost of the state above
+def comment_thread(run: dict, cand_id: str) -> None:
+    """Comments and applied feedback, oldest first, plus feedback still waiting for the engine:
+    every second while the run can be steered (within 2 s, at half the cost of the state above)."""
+    st.fragment(_comment_thread, run_every=live_period(run["status"], 2 * LIVE_S))(run["id"], cand_id)
+
+
 @shows_storage_errors
-def comment_thread(run_id: str, cand_id: str) -> None:
-    """Comments and applied feedback, oldest first, plus feedback still waiting for the engine."""
+def _comment_thread(run_id: str, cand_id: str) -> None:
     live = data.candidate_live(data.db_url(), run_id, cand_id)
     if live is None:
         return

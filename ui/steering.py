@@ -24,6 +24,27 @@ from ui.identity import current_actor
 from ui.sidebar import STALE_AFTER_S, current_user
 
 LIVE_S = 0.5  # steering is seen by everyone within 2 s (worst case: one period + the cache TTL + a render)
+LOG_S = 2.0  # the dashboard's command log: its pending commands are also shown by the controls above it
+FINISHED_S = 5.0  # a run that has ended only changes when someone continues it
+
+
+def live_period(status: str, period: float = LIVE_S) -> float:
+    """How often a steering fragment refreshes: ``period`` while the run can be steered, every
+    FINISHED_S once it has ended. Each refresh costs the server and the browser a redraw: on
+    a 2-core machine one dashboard kept at 0.5 s took half a core in the browser and (with
+    Streamlit's collection after every run, turned off in .streamlit/config.toml) most of one
+    in the server, for a run that could no longer change."""
+    return period if status in iv.ACTIVE else FINISHED_S
+
+
+def redraw_when_it_ends_or_continues(run_id: str, status: str, where: str) -> None:
+    """A whole-page rerun when the run has just ended or been continued (by anyone), so that
+    the page's fragments take the refresh period of the new status."""
+    key = f"_steer_status_{where}_{run_id}"
+    prev = st.session_state.get(key)
+    st.session_state[key] = status
+    if prev is not None and (prev in iv.ACTIVE) != (status in iv.ACTIVE):
+        st.rerun()
 VERB = {"pause": "Pause", "resume": "Resume", "step": "Step once", "stop": "Stop"}
 HELP = {
     "pause": "Pause now: the step in flight is cut within seconds (finished work is kept, LM requests in flight are "
@@ -77,13 +98,12 @@ def pending_note(log: pd.DataFrame) -> None:
 
 def run_controls(run_id: str) -> None:
     """Pause / resume / step / stop (live), then the budget editor."""
-    _live_controls(run_id)
     run = data.run_overview(data.db_url(), run_id)
+    st.fragment(_live_controls, run_every=live_period(run["status"] if run else ""))(run_id)
     if run is not None:
         _budget_editor(run)
 
 
-@st.fragment(run_every=LIVE_S)
 @shows_storage_errors
 def _live_controls(run_id: str) -> None:
     run, log = data.controls_snapshot(run_id)
@@ -92,10 +112,7 @@ def _live_controls(run_id: str) -> None:
     author, steer = current_user(), identity.may("pause")
     status = run["status"]
     finished = status in iv.FINISHED
-    prev = st.session_state.get(f"_steer_status_{run_id}")
-    st.session_state[f"_steer_status_{run_id}"] = status
-    if prev in iv.FINISHED and not finished:
-        st.rerun()  # continued (by anyone): redraw the page so that its live parts refresh again
+    redraw_when_it_ends_or_continues(run_id, status, "controls")
     enabled = {"pause": status in (RunStatus.QUEUED, RunStatus.RUNNING), "resume": status == RunStatus.PAUSED,
                "step": status in iv.ACTIVE, "stop": status in iv.ACTIVE}
     icons = {"pause": ":material/pause:", "resume": ":material/play_arrow:", "step": ":material/skip_next:",
@@ -226,11 +243,14 @@ def _veto_degenerate(run_id: str, cand_id: str, reason: str, key: str, slot: str
 # ---------------------------------------------------------------- the log and the steps
 
 
-@st.fragment(run_every=LIVE_S)
-@shows_storage_errors
-def intervention_log(run_id: str) -> None:
+def intervention_log(run_id: str, status: str) -> None:
     """Every command of the run (who, when, what, why, status, result, step), newest first,
     then each step's parents with why they were chosen and the commands applied before it."""
+    st.fragment(_intervention_log, run_every=live_period(status, LOG_S))(run_id)
+
+
+@shows_storage_errors
+def _intervention_log(run_id: str) -> None:
     log, run, steps = data.log_snapshot(run_id)
     pending_note(log)
     rows = iv.log_rows(log)
