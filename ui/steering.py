@@ -26,14 +26,22 @@ from ui.sidebar import STALE_AFTER_S, current_user
 LIVE_S = 0.5  # steering is seen by everyone within 2 s (worst case: one period + the cache TTL + a render)
 LOG_S = 2.0  # the dashboard's command log: its pending commands are also shown by the controls above it
 FINISHED_S = 5.0  # a run that has ended only changes when someone continues it
+VERB = {"pause": "Pause", "resume": "Resume", "step": "Step once", "stop": "Stop"}
+HELP = {
+    "pause": "Pause now: the step in flight is cut within seconds (finished work is kept, LM requests in flight are "
+             "abandoned and their cost counted); Resume starts the next step.",
+    "resume": "Go on stepping until a budget binds.",
+    "step": "Run exactly one more step, then pause again (for teaching, or to watch one step closely).",
+    "stop": "End the run now: the step in flight is cut within seconds (it can be continued later with a new "
+            "budget). A queued run that no worker has started is cancelled at once.",
+}
 
 
 def live_period(status: str, period: float = LIVE_S) -> float:
     """How often a steering fragment refreshes: ``period`` while the run can be steered, every
-    FINISHED_S once it has ended. Each refresh costs the server and the browser a redraw: on
-    a 2-core machine one dashboard kept at 0.5 s took half a core in the browser and (with
-    Streamlit's collection after every run, turned off in .streamlit/config.toml) most of one
-    in the server, for a run that could no longer change."""
+    FINISHED_S once it has ended. Each refresh is a redraw in the server and the browser: a
+    finished run's dashboard kept at 0.5 s took half a core in the browser on a 2-core machine
+    (docs/benchmarks-studio-cpu.md), for a run that could no longer change."""
     return period if status in iv.ACTIVE else FINISHED_S
 
 
@@ -45,15 +53,6 @@ def redraw_when_it_ends_or_continues(run_id: str, status: str, where: str) -> No
     st.session_state[key] = status
     if prev is not None and (prev in iv.ACTIVE) != (status in iv.ACTIVE):
         st.rerun()
-VERB = {"pause": "Pause", "resume": "Resume", "step": "Step once", "stop": "Stop"}
-HELP = {
-    "pause": "Pause now: the step in flight is cut within seconds (finished work is kept, LM requests in flight are "
-             "abandoned and their cost counted); Resume starts the next step.",
-    "resume": "Go on stepping until a budget binds.",
-    "step": "Run exactly one more step, then pause again (for teaching, or to watch one step closely).",
-    "stop": "End the run now: the step in flight is cut within seconds (it can be continued later with a new "
-            "budget). A queued run that no worker has started is cancelled at once.",
-}
 
 
 def show_outcome(key: str) -> None:
