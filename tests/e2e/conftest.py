@@ -151,6 +151,21 @@ def new_page(browser, studio_url: str | None = None, who: str | None = None):
     return pg
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A browser test that failed reports the state of each page still open, in its failure
+    output (CI shows only text: a page that never drew the app should say whether it had a
+    document, an app, a connection, an error)."""
+    report = yield
+    browser = item.funcargs.get("browser") if report.when == "call" and report.failed else None
+    if browser is not None:
+        report.sections.append(("pages open when it failed", _describe_pages(browser.contexts, item.name)))
+        studio = item.funcargs.get("studio")
+        if isinstance(studio, Studio) and studio.log.exists():
+            report.sections.append(("the studio's log, last lines", studio.log.read_text()[-2000:]))
+    return report
+
+
 @pytest.fixture(autouse=True)
 def _close_pages(request):
     """Every browser context a test opened is closed when it ends, failed or not: a page left open
@@ -159,6 +174,28 @@ def _close_pages(request):
     if "browser" in request.fixturenames:
         for ctx in request.getfixturevalue("browser").contexts:
             ctx.close()
+
+
+def _describe_pages(contexts, test_name: str) -> str:
+    lines = [f"load average {os.getloadavg()[0]:.1f}"]
+    for i, ctx in enumerate(contexts):
+        for j, pg in enumerate(ctx.pages):
+            try:
+                state = pg.evaluate("""() => ({ready: document.readyState,
+                    app: document.querySelectorAll('[data-testid="stApp"]').length,
+                    status: !!document.querySelector('[data-testid="stStatusWidget"]'),
+                    connection: (document.querySelector('[data-testid="stApp"]') || {dataset: {}}).dataset.testConnectionState,
+                    script: (document.querySelector('[data-testid="stApp"]') || {dataset: {}}).dataset.testScriptState,
+                    exception: (document.querySelector('[data-testid="stException"]') || {}).innerText,
+                    text: (document.body ? document.body.innerText : '').slice(0, 600)})""")
+            except Exception as exc:  # a page that cannot answer is itself the finding
+                state = f"no answer: {exc}"[:300]
+            lines.append(f"context {i} page {j} {pg.url}: {state}")
+            try:
+                shot(pg, f"failed-{test_name}-{i}-{j}")
+            except Exception:
+                pass
+    return "\n".join(lines)
 
 
 @pytest.fixture
