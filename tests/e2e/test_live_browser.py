@@ -88,7 +88,7 @@ def test_the_dashboard_follows_a_run_without_a_reload(studio, browser):
 
     # while the run moves: new origins enter the filter, the table counts them
     # (the filter's key names its options: after they grow, Streamlit keeps the old widget in the
-    # page, hidden, until the next refresh; it shows, greyed, only while that refresh runs)
+    # page, hidden, until the next refresh: two elements carry the key for a few seconds)
     origin = by_key(ana, "dash_cand_origin").and_(ana.locator('[data-stale="false"]'))
     origin.first.wait_for(timeout=60_000)
     _until(lambda: any("reflection" in t for t in origin.all_inner_texts()), "a reflection origin in the filter", 60)
