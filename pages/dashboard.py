@@ -180,10 +180,9 @@ def live(run_id: str) -> None:
     if run is None:
         st.error("This run was deleted.")
         return
-    prev = st.session_state.get(f"_status_{run_id}")
-    st.session_state[f"_status_{run_id}"] = run["status"]
-    if prev in ACTIVE and run["status"] not in ACTIVE:
-        st.rerun()  # the run just ended: redraw the page once and stop refreshing
+    # the run just ended (or was continued): redraw the page once, so the charts stop (or start)
+    # refreshing; one state with the run controls, so that whichever sees it first redraws
+    steering.redraw_when_it_ends_or_continues(run_id, run["status"], "dashboard")
     elapsed = elapsed_seconds(run)
     reason = f" — {md(run['status_reason'])}" if run.get("status_reason") else ""
     if run["status"] == "queued":

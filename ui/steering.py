@@ -47,7 +47,8 @@ def live_period(status: str, period: float = LIVE_S) -> float:
 
 def redraw_when_it_ends_or_continues(run_id: str, status: str, where: str) -> None:
     """A whole-page rerun when the run has just ended or been continued (by anyone), so that
-    the page's fragments take the refresh period of the new status."""
+    the page's fragments take the refresh period of the new status. Fragments of one page pass
+    the same ``where``: the first to see the change redraws the page, the others then agree."""
     key = f"_steer_status_{where}_{run_id}"
     prev = st.session_state.get(key)
     st.session_state[key] = status
@@ -111,7 +112,7 @@ def _live_controls(run_id: str) -> None:
     author, steer = current_user(), identity.may("pause")
     status = run["status"]
     finished = status in iv.FINISHED
-    redraw_when_it_ends_or_continues(run_id, status, "controls")
+    redraw_when_it_ends_or_continues(run_id, status, "dashboard")  # the controls are on the dashboard
     enabled = {"pause": status in (RunStatus.QUEUED, RunStatus.RUNNING), "resume": status == RunStatus.PAUSED,
                "step": status in iv.ACTIVE, "stop": status in iv.ACTIVE}
     icons = {"pause": ":material/pause:", "resume": ":material/play_arrow:", "step": ":material/skip_next:",
