@@ -18,7 +18,7 @@ from storage.attached import waiting_note
 from storage.db import open_db
 from storage.errors import StorageError
 
-from engine.run_cli import _say_default_model, _summary, cmd_run
+from engine.run_cli import cmd_run, print_summary, say_default_model
 
 
 def _db(args):
@@ -30,7 +30,7 @@ def cmd_submit(args) -> int:
     from engine.runs import submit_run
 
     cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
-    _say_default_model(cfg)
+    say_default_model(cfg)
     print(f"run {submit_run(_db(args), cfg, owner=args.author)}")
     return 0
 
@@ -81,7 +81,7 @@ def cmd_status(args) -> int:
             best = f"{r.best_val_mean:.4f}" if r.best_val_mean is not None else "-"
             print(f"{r.id}  {r.status:9}  best {best:>7}  calls {r.metric_calls:>6}  ${r.cost_usd:.4f}  {r.name}")
         return 0
-    return _summary(db, args.run)
+    return print_summary(db, args.run)
 
 
 def cmd_export(args) -> int:

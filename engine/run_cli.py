@@ -17,7 +17,7 @@ def cmd_run(args) -> int:
     from engine.worker import Worker
 
     cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
-    _say_default_model(cfg)
+    say_default_model(cfg)
     db = open_db(args.db)
     run_id = submit_run(db, cfg, owner=args.author)
     print(f"run {run_id}", flush=True)
@@ -38,7 +38,7 @@ def cmd_run(args) -> int:
         _progress(db, run_id, cfg, finished, quiet=args.quiet)
     except KeyboardInterrupt:
         return _interrupted(db, run_id, finished)
-    return _summary(db, run_id)
+    return print_summary(db, run_id)
 
 
 def _interrupted(db, run_id: str, finished: threading.Event) -> int:
@@ -60,13 +60,13 @@ def _interrupted(db, run_id: str, finished: threading.Event) -> int:
         return 130
     run = repo.get_run(db, run_id)
     if run.status != RunStatus.PAUSED:  # it ended as the step ended: nothing was left to pause
-        return _summary(db, run_id)
+        return print_summary(db, run_id)
     print(f"Run {run_id} is paused; continue it with `python -m engine resume {run_id}` and a worker "
           "(`python -m engine worker`).", file=sys.stderr)
     return 130
 
 
-def _say_default_model(cfg) -> None:
+def say_default_model(cfg) -> None:
     from engine.config import LOCAL_MODEL
 
     if cfg.reflection_lm.model == LOCAL_MODEL:
@@ -87,7 +87,7 @@ def _progress(db, run_id, cfg, finished: threading.Event, quiet: bool) -> None:
     bar.close()
 
 
-def _summary(db, run_id) -> int:
+def print_summary(db, run_id) -> int:
     run = repo.get_run(db, run_id)
     steps = repo.list_steps(db, run_id)
     print(f"status {run.status}: {run.status_reason}")
