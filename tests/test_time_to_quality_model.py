@@ -103,3 +103,14 @@ def test_the_runs_where_model_and_engine_disagree_on_reaching_the_quality_are_na
             {"config": "GEPA 1×1", "seed": 0, "task": "lines", "ttq": 9.0}]  # not modelled: not counted
     assert disagreements(rows) == ("2 of 3 runs (the model says 4×1 all seed 0 on the overlapping task reach it and "
                                    "they did not; it says 8×1 all seed 2 do not, and they did)")
+
+
+def test_the_models_copies_of_engine_constants_match_the_engine():
+    """The model keeps its own copies (it imports nothing from the engine); a change to one
+    side must not leave the other behind."""
+    from engine.runtime import sim
+    from engine.schedules import onto_best
+    from engine.search import sibling_merge
+
+    assert sim.QUORUM == onto_best.QUORUM
+    assert sim.MAX_SIBLINGS == sibling_merge.MAX_SIBLINGS
