@@ -7,11 +7,12 @@ commit, to compare). Per call: prompt tokens, tokens the runtime reused from the
 (``cache_n``), tokens it had to process, and seconds.
 
 ``run``: ``python -m engine run`` on examples/iso_date_regex shaped 1x1 with 160 metric calls (the
-shape the offline default is judged on), in a fresh database and LM cache, from the given tree;
+shape the offline default is judged on), or with ``--example NAME`` another example as configured,
+in a fresh database and LM cache, from the given tree;
 reports wall-clock, seed and best validation score, and per reflection call: count (retries
 included), mean seconds, prompt and generated tokens, from the run's own LM-call rows.
 
-Run: ``.venv/bin/python bench/reflection_cost.py prompts|run [--tree DIR] [--label NAME]``; prints one
+Run: ``.venv/bin/python bench/reflection_cost.py prompts|run [--tree DIR] [--label NAME] [--keep DIR] [--example NAME]``; prints one
 JSON line (the load average beside each figure) for docs/benchmarks-local-lm.md.
 """
 
@@ -75,10 +76,13 @@ def prompts(tree: Path) -> list[dict]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _config(tmp: Path) -> Path:
-    """The example, shaped 1x1 with 160 metric calls and time enough to spend them."""
-    folder = tmp / "iso_date_regex"
-    shutil.copytree(EXAMPLE, folder)
+def _config(tmp: Path, name: str) -> Path:
+    """The regex example shaped 1x1 with 160 metric calls and time enough to spend them; any other
+    example as it is configured."""
+    folder = tmp / name
+    shutil.copytree(ROOT / "examples" / name, folder)
+    if name != EXAMPLE.name:
+        return folder / "config.toml"
     text = (folder / "config.toml").read_text()
     text = text.replace("proposals_per_parent = 2", "proposals_per_parent = 1")
     text = text.replace("max_metric_calls = 300", "max_metric_calls = 160").replace("max_seconds = 600", "max_seconds = 3600")
@@ -87,15 +91,18 @@ def _config(tmp: Path) -> Path:
 
 
 def whole_run(tree: Path) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        config, db = _config(Path(tmp)), f"{tmp}/bench.db"
+    keep = _arg("--keep")  # a folder to keep the run's database in, to read its LM calls afterwards
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = keep or scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
+        config, db = _config(Path(tmp), _arg("--example", EXAMPLE.name)), f"{tmp}/bench.db"
         env = {**os.environ, "REFRACT_DATA": tmp}
         load_before, started = os.getloadavg()[0], time.monotonic()
         done = subprocess.run([sys.executable, "-m", "engine", "run", str(config), "--db", f"sqlite:///{db}", "--quiet"],
                               cwd=tree, capture_output=True, text=True, env=env)
         seconds = time.monotonic() - started
         con = sqlite3.connect(db)
-        calls = con.execute("select tokens_in, tokens_out, seconds from lmcall where purpose = 'reflection'").fetchall()
+        calls = con.execute("select tokens_in, tokens_out, seconds, answer from lmcall where purpose = 'reflection'").fetchall()
         run = con.execute("select metric_calls, steps_done, proposals_total, best_val_mean, status_reason from run").fetchone()
         seed = con.execute("select val_mean from candidate where origin = 'seed'").fetchone()[0]
     return {"seconds": round(seconds), "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
@@ -104,7 +111,9 @@ def whole_run(tree: Path) -> dict:
             "s_per_call": round(statistics.mean(c[2] for c in calls), 1) if calls else None,
             "s_per_proposal": round(sum(c[2] for c in calls) / max(1, run[2]), 1),
             "tokens_in": round(statistics.mean(c[0] for c in calls)) if calls else None,
-            "tokens_out": round(statistics.mean(c[1] for c in calls)) if calls else None}
+            "tokens_out": round(statistics.mean(c[1] for c in calls)) if calls else None,
+            # answers cut by the token cap inside their fenced block (a loop, or a rewrite too long)
+            "cut": sum(1 for c in calls if c[3] and c[3].count("```") == 1)}
 
 
 def main() -> None:

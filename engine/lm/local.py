@@ -40,6 +40,13 @@ DEFAULT_MAX_TOKENS = 2048  # when the caller gives no max_tokens
 # KV cache of Qwen2.5-1.5B in f16: 28 layers x 2 (K and V) x 256 values x 2 bytes per token.
 _KV_BYTES_PER_TOKEN = 28 * 2 * 256 * 2
 _MEMORY_MARGIN = 512 * 1024 * 1024  # compute buffers and the rest of the engine
+# A 1.5B model at a low temperature falls into loops ("0[1-9]-0[1-9]|0[1-9]-0[1-9]|…" until the
+# token cap): in a run of the regex example, 7 of 15 answers did, each paying the whole cap, and a
+# cut loop became the next parent. llama.cpp's DRY sampler lowers the odds of a token that would
+# extend a sequence already repeated within the last 64 tokens (the prompt's closing lines, then
+# the answer itself: not the current version further up, so copying it costs nothing). A new line
+# resets it, so lines that start alike are not affected (docs/benchmarks-local-lm.md).
+LOOP_GUARD = {"dry_multiplier": 0.8, "dry_base": 1.75, "dry_allowed_length": 2, "dry_penalty_last_n": 64}
 
 
 def configured_context() -> int:
@@ -158,7 +165,7 @@ class LocalLLM(CustomLLM):
         except LocalModelError as exc:
             raise CustomLLMError(status_code=400, message=str(exc)) from exc
         # Without a cap llama.cpp generates until the context is full: minutes on a CPU.
-        request = {"messages": messages, "max_tokens": min(DEFAULT_MAX_TOKENS, runtime.n_ctx)}
+        request = {"messages": messages, "max_tokens": min(DEFAULT_MAX_TOKENS, runtime.n_ctx), **LOOP_GUARD}
         for key in ("temperature", "max_tokens", "stop", "seed", "top_p"):
             if optional_params.get(key) is not None:
                 request[key] = optional_params[key]
