@@ -1,4 +1,4 @@
-"""What one reflection costs the local model, and a whole run of the regex example.
+"""What one reflection costs the local model, and a whole run of the regex example (or another).
 
 ``prompts``: for the ISO-date regex example, three reflections in a row (the seed on two
 minibatches, then another parent), as the engine sends them one after another to the one runtime,
@@ -12,8 +12,11 @@ in a fresh database and LM cache, from the given tree;
 reports wall-clock, seed and best validation score, and per reflection call: count (retries
 included), mean seconds, prompt and generated tokens, from the run's own LM-call rows.
 
-Run: ``.venv/bin/python bench/reflection_cost.py prompts|run [--tree DIR] [--label NAME] [--keep DIR] [--example NAME]``; prints one
-JSON line (the load average beside each figure) for docs/benchmarks-local-lm.md.
+``--keep DIR`` keeps the run's folder (its database holds every LM call's prompt and answer).
+
+Run: ``.venv/bin/python bench/reflection_cost.py prompts|run [--tree DIR] [--label NAME] [--keep DIR]
+[--example NAME]``; prints one JSON line (the load average beside each figure) for
+docs/benchmarks-local-lm.md.
 """
 
 from __future__ import annotations
@@ -118,7 +121,9 @@ def whole_run(tree: Path) -> dict:
 
 def main() -> None:
     tree = Path(_arg("--tree", str(ROOT))).resolve()
-    what = sys.argv[1]
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what not in ("prompts", "run"):
+        sys.exit("usage: bench/reflection_cost.py prompts|run [--tree DIR] [--label NAME] [--keep DIR] [--example NAME]")
     result = prompts(tree) if what == "prompts" else whole_run(tree)
     print(json.dumps({"label": _arg("--label", tree.name), "what": what, "result": result}), flush=True)
 

@@ -7,6 +7,7 @@ Contract:
 - the runtime uses every core this process may run on; requests are served one at a time under
   a lock, so concurrent proposals queue instead of splitting the CPU (which would make every
   one of them slower and none of them earlier);
+- every request carries ``LOOP_GUARD`` (DRY sampling), which breaks off an answer that repeats itself;
 - tokens are counted by the runtime; cost is always $0;
 - a request that does not fit the context window fails with litellm's
   ``ContextWindowExceededError`` naming both sizes. Shortening the prompt is the caller's
