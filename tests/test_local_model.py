@@ -150,10 +150,12 @@ def test_real_local_model_answers_through_litellm(tmp_path):
     timings = runtime.chat({"messages": second, "max_tokens": 2, "temperature": 0.0})["timings"]
     head = local_lm.count_tokens([first[0]])  # the system message (+ the few tokens opening the answer)
     assert timings["cache_n"] >= head - 5
-    # the loop guard (DRY sampling): asked to write a short sequence over and over, the runtime alone
-    # does; through the provider, which sends the guard with every request, the repeats break off
+    # the loop guard (DRY sampling): asked to write a short sequence over and over, the runtime with
+    # the guard turned off does; through the provider (the runtime adds the guard to every request),
+    # the repeats break off
     ask = [{"role": "user", "content": "Write the line `a-b-c` 10 times, one after the other without spaces or newlines."}]
-    bare = runtime.chat({"messages": ask, "max_tokens": 64, "temperature": 0.0})["choices"][0]["message"]["content"]
+    bare = runtime.chat({"messages": ask, "max_tokens": 64, "temperature": 0.0, "dry_multiplier": 0.0})
+    bare = bare["choices"][0]["message"]["content"]
     guarded = client.complete(cfg.model_copy(update={"max_tokens": 64}), ask)
     assert guarded.ok, guarded.error
     assert bare.count("a-b-c") >= 8, bare

@@ -112,9 +112,11 @@ class LocalRuntime:
         self._lock = threading.Lock()
 
     def chat(self, request: dict) -> dict:
-        """One chat completion (OpenAI-shaped request and answer); queues behind other calls."""
+        """One chat completion (OpenAI-shaped request and answer); queues behind other calls.
+        ``LOOP_GUARD`` is added to every request (a request's own DRY settings win), so the
+        engine and the benchmarks that call the runtime directly sample alike."""
         with self._lock:
-            return self._server.handle_chat_completions(request)
+            return self._server.handle_chat_completions({**LOOP_GUARD, **request})
 
     def count_tokens(self, messages: list[dict]) -> int:
         """Exact prompt length of ``messages`` after the chat template, in tokens."""
@@ -166,7 +168,7 @@ class LocalLLM(CustomLLM):
         except LocalModelError as exc:
             raise CustomLLMError(status_code=400, message=str(exc)) from exc
         # Without a cap llama.cpp generates until the context is full: minutes on a CPU.
-        request = {"messages": messages, "max_tokens": min(DEFAULT_MAX_TOKENS, runtime.n_ctx), **LOOP_GUARD}
+        request = {"messages": messages, "max_tokens": min(DEFAULT_MAX_TOKENS, runtime.n_ctx)}
         for key in ("temperature", "max_tokens", "stop", "seed", "top_p"):
             if optional_params.get(key) is not None:
                 request[key] = optional_params[key]
