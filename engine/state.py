@@ -124,14 +124,27 @@ class PoolState:
         thread timing, and a sibling's text seen by one proposal and not by the other would make
         the run differ between two runs with one seed (its prompt, and the component it rewrites,
         as it did under load). A proposal that failed before it had a text tried nothing."""
+        return [c.content[c.component] for c in self._tried(parent_id, before_step)]
+
+    def tried_outcomes(self, parent_id: str, before_step: int) -> list[tuple[str, str]]:
+        """``tried_texts``, each text once, with what became of it: the reason of the proposal
+        that was tested ("no improvement on the minibatch (…); worst: …", "improved", …) rather
+        than of a later repeat of it. For the reflection prompt."""
+        tried = self._tried(parent_id, before_step)
+        outcome: dict[str, str] = {}
+        for c in sorted(tried, key=lambda c: c.status == CandidateStatus.FAILED):  # stable: oldest first within each
+            outcome.setdefault(c.content[c.component], c.reason)
+        return [(t, outcome[t]) for t in dict.fromkeys(c.content[c.component] for c in tried)]
+
+    def _tried(self, parent_id: str, before_step: int) -> list[Candidate]:
         with self.lock:
             tried = [c for c in self.candidates.values()
                      if parent_id in c.parent_ids and c.origin == "reflection" and c.component
                      and c.content.get(c.component) and c.step < before_step]
-            # by step, then content: not by the order racing proposal threads finished in, so the
-            # prompt (and with it the LM cache key) is the same in every run with this seed
-            tried.sort(key=lambda c: (c.step, c.content_hash))
-            return [c.content[c.component] for c in tried]
+        # by step, then content: not by the order racing proposal threads finished in, so the
+        # prompt (and with it the LM cache key) is the same in every run with this seed
+        tried.sort(key=lambda c: (c.step, c.content_hash, c.id))
+        return tried
 
     def claim(self, parent_id: str, chash: str) -> bool:
         """Reserve a proposal's text for a parent; False if it was already proposed for that

@@ -189,6 +189,31 @@ def test_rejected_proposals_are_kept_and_never_reproposed_for_the_same_parent(sq
     assert_consistent_totals(sqlite_db, run_id)
 
 
+def test_a_rejected_proposal_says_what_it_broke_and_the_next_prompt_shows_it(sqlite_db, tmp_path):
+    """A proposal that lost an example keeps, in its reason, the example it lost most on and what
+    the evaluator said there; the next reflection on that parent lists it under "Already tried"
+    with that result, and a repeat of it is told the same on its retry."""
+    answers = iter(["```\nalpha bravo\n```", "```\nalpha bravo\n```", "```\nalpha bravo\n```"])
+
+    def script(messages, params):
+        return next(answers, "```\nalpha bravo charlie delta extra\n```")
+
+    cfg = toy_config(4, seed_candidate="alpha bravo charlie delta",
+                     search={"parents_per_step": 1, "proposals_per_parent": 1, "minibatch_size": 4},
+                     budget={"max_steps": 2, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=script)
+    first = next(c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection" and c.step == 0)
+    said = ("no improvement on the minibatch (2 vs parent 4); worst: `w2` 1 → 0: "
+            'expected: charlie; got: ["alpha", "bravo"]; stdout: missing charlie')
+    assert first.status == "rejected" and first.reason == said
+    prompts = [m[-1]["content"] for m, _ in stats.calls]
+    assert f"```\nalpha bravo\n```\nResult: {said}" in stats.calls[1][0][1]["content"]
+    # step 1 answered the same text again: its retry was told what became of it
+    assert prompts[2].startswith("That exact version was already proposed for this parent and tried. "
+                                 f"Result: {said}\n")
+    assert_consistent_totals(sqlite_db, run_id)
+
+
 def _unfenced(messages, params):
     return "I would add the word alpha to the list."
 

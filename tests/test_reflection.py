@@ -271,3 +271,34 @@ def test_seed_prompt_asks_for_the_kind_from_the_objective():
     assert "## Objective\nWrite about rain." in user["content"]
     assert "## Background\nJapanese style" in user["content"]
     assert "one fenced code block" in user["content"]
+
+
+def test_worst_regression_names_the_example_lost_most_on_and_what_went_wrong_there():
+    from engine.evaluation import Scored
+    from engine.search.proposal import worst_regression
+
+    parent = {k: Scored(1.0, {}, None) for k in ("a", "b", "c")}
+    child = {"a": Scored(0.5, {"verdict": "close"}, None),
+             "b": Scored(0.0, {"input": "x", "error": "NameError: name 're' is not defined"}, None),
+             "c": Scored(0.0, {}, "Traceback (most recent call last):\n  File 'x', line 3\nValueError:   bad   value\n")}
+    # b and c lost as much; the first key wins, and an error-like field is all that is shown
+    assert worst_regression(parent, child, ["a", "b", "c"]) == \
+        "; worst: `b` 1 → 0: NameError: name 're' is not defined"
+    # the evaluator's own error: its last line, spaces folded
+    assert worst_regression(parent, child, ["a", "c"]) == "; worst: `c` 1 → 0: ValueError: bad value"
+    # no error: the side information on one line, cut to a readable length
+    long = {"a": Scored(0.0, {"verdict": "WRONG " * 60, "n": [1, 2]}, None)}
+    note = worst_regression(parent, long, ["a"])
+    assert note.startswith("; worst: `a` 1 → 0: verdict: WRONG WRONG") and note.endswith("…")
+    assert len(note) < 240
+    # nothing lost, nothing said
+    assert worst_regression(parent, {k: Scored(1.0, {}, None) for k in parent}, ["a", "b"]) == ""
+
+
+def test_already_tried_shows_each_texts_result_when_known():
+    _, _, user = _prompt(tried=[("First try.", "no improvement on the minibatch (0 vs parent 2); worst: `q1` 1 → 0: "
+                                               "too rude"), "Second try."])
+    tried = user[user.index("## Already tried"):user.index("## Task")]
+    assert "```\nFirst try.\n```\nResult: no improvement on the minibatch (0 vs parent 2); worst: `q1` 1 → 0: too rude" \
+        in tried
+    assert "```\nSecond try.\n```\n\n" in tried + "\n" and tried.count("Result:") == 1

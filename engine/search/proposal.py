@@ -6,6 +6,7 @@ budget refusal all end as a ``failed`` child row with the reason, which is linea
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from storage import lm_calls, repo
@@ -107,7 +108,7 @@ def _prompt(ctx: RunContext, parent: Candidate, component: str, parent_results):
     return build_prompt(kind=cfg.artifact_kind, objective=cfg.objective, background=cfg.background,
                         component=component, components=ctx.components, current_text=parent.content[component],
                         feedback=feedback_for(ctx, parent_results), human_feedback=human_feedback(ctx, parent.id),
-                        tried=ctx.state.tried_texts(parent.id, ctx.step_index), max_chars=ctx.prompt_char_budget(cfg.reflection_lm),
+                        tried=ctx.state.tried_outcomes(parent.id, ctx.step_index), max_chars=ctx.prompt_char_budget(cfg.reflection_lm),
                         template=cfg.reflection_lm.prompt_template, vision=supports_vision(cfg.reflection_lm.model),
                         compact=is_local(cfg.reflection_lm.model))
 
@@ -182,8 +183,11 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
                 repo.bump_run(ctx.db, ctx.run_id, proposals_valid=1)
                 return ctx.save(child)
             if problem is None:
+                # what became of it, if an earlier step tested it (a sibling's fate depends on timing)
+                earlier = dict(ctx.state.tried_outcomes(parent.id, ctx.step_index)).get(parsed.text, "")
                 failure, retry = "repeats an earlier proposal for this parent", \
-                    "That exact version was already proposed for this parent and tried."
+                    "That exact version was already proposed for this parent and tried." + \
+                    (f" Result: {earlier}" if earlier else "")
             else:
                 failure, retry = f"invalid candidate (validate): {problem}", f"That version is invalid: {problem}"
         if attempt == 0:
@@ -230,6 +234,39 @@ def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, min
         repo.bump_run(ctx.db, ctx.run_id, proposals_improved=1)
     else:
         child.status = CandidateStatus.REJECTED
-        child.reason = f"no improvement on the minibatch ({c_total:.4g} vs parent {p_total:.4g})"
+        child.reason = (f"no improvement on the minibatch ({c_total:.4g} vs parent {p_total:.4g})"
+                        + worst_regression(parent_results, results, keys))
     ctx.save(child)
     return Outcome(child.id, improved, c_total - p_total)
+
+
+ERROR_FIELDS = ("error", "Error", "exception", "traceback")
+NOTE_CHARS = 200
+
+
+def worst_regression(parent_results: dict[str, Scored], results: dict[str, Scored], keys: list[str]) -> str:
+    """``; worst: `key` 1 → 0: what went wrong`` for the example the child lost most on, or "".
+    Kept in the rejected child's reason, so the lineage says why, and shown with its text under
+    "Already tried" in the next reflection on the same parent: a small model otherwise proposes
+    the same broken module again (a NameError it was never shown)."""
+    drops = sorted((results[k].score - parent_results[k].score, k) for k in keys)  # largest loss first
+    if not drops or drops[0][0] >= -1e-12:
+        return ""
+    key = drops[0][1]
+    r = results[key]
+    return (f"; worst: `{key}` {parent_results[key].score:.3g} → {r.score:.3g}: "
+            + _first_problem(r))
+
+
+def _first_problem(r: Scored) -> str:
+    """The evaluator's error (its last line), else an error-like side-info field, else the side
+    information on one line; at most ``NOTE_CHARS`` characters."""
+    text = r.error or next((str(r.side_info[f]) for f in ERROR_FIELDS if r.side_info.get(f)), "")
+    if text:
+        lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+        text = lines[-1] if lines else ""
+    else:
+        text = "; ".join(f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)}"
+                         for k, v in r.side_info.items())
+    text = " ".join(text.split())
+    return text if len(text) <= NOTE_CHARS else text[:NOTE_CHARS - 1] + "…"

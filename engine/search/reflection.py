@@ -106,13 +106,14 @@ def render_feedback(fb: ExampleFeedback, limit: int = MAX_FIELD_CHARS, compact: 
 
 def build_prompt(*, kind: str, objective: str, background: str, component: str, components: list[str],
                  current_text: str, feedback: list[ExampleFeedback], human_feedback: list[str],
-                 tried: list[str], max_chars: int | None = None, template: Optional[str] = None,
+                 tried: list[str | tuple[str, str]], max_chars: int | None = None, template: Optional[str] = None,
                  vision: bool = False, compact: bool = False) -> ReflectionPrompt:
     """Build the messages of one reflection. ``max_chars`` bounds the whole prompt; only the
     side-information section is shortened to meet it. With ``template`` (a checked
     ``prompt_template``) the user message is that template filled in. Images in the feedback
     become content parts when ``vision``, else the text says they were left out. ``compact``:
-    see ``render_feedback``.
+    see ``render_feedback``. ``tried``: earlier texts for the same parent, each bare or with
+    what became of it (``PoolState.tried_outcomes``).
 
     Order: everything constant across a run's reflections comes first (the system message with
     the instructions, then objective, background and kind), then the current version, the
@@ -135,7 +136,7 @@ def build_prompt(*, kind: str, objective: str, background: str, component: str, 
                     "\n".join(f"- {f}" for f in human_feedback))
     if tried:
         tail.append("## Already tried for this version (do not repeat these)\n" +
-                    "\n\n".join(_fence(_clip(t, 1500)) for t in tried[-3:]))
+                    "\n\n".join(_render_tried(t) for t in tried[-3:]))
     tail.append(REMINDER.format(kind=kind, kind_short=kind_short))
     fixed = "\n\n".join(head + tail)
     blocks = [render_feedback(fb, compact=compact) for fb in feedback]
@@ -156,6 +157,13 @@ def build_prompt(*, kind: str, objective: str, background: str, component: str, 
         system += "\n\n" + TASK.format(kind=kind, kind_short=kind_short)
     return ReflectionPrompt([{"role": "system", "content": system}, {"role": "user", "content": images.content(user)}],
                             shortened)
+
+
+def _render_tried(tried: str | tuple[str, str]) -> str:
+    """An earlier text for this parent, and what became of it when known (a bare text: not)."""
+    text, outcome = (tried, "") if isinstance(tried, str) else tried
+    block = _fence(_clip(text, 1500))
+    return f"{block}\nResult: {outcome}" if outcome else block
 
 
 def _fit(feedback: list[ExampleFeedback], blocks: list[str], room: int, compact: bool) -> tuple[list[str], bool]:
