@@ -10,7 +10,9 @@ commit, to compare). Per call: prompt tokens, tokens the runtime reused from the
 shape the offline default is judged on), or with ``--example NAME`` another example as configured,
 in a fresh database and LM cache, from the given tree;
 reports wall-clock, seed and best validation score, and per reflection call: count (retries
-included), mean seconds, prompt and generated tokens, from the run's own LM-call rows.
+included), mean seconds (each call's wait for the runtime included), the runtime's busy time per
+call (``busy_s_per_call``: what a reflection costs when siblings' calls queue), prompt and
+generated tokens, from the run's own LM-call rows.
 
 ``--keep DIR`` keeps the run's folder (its database holds every LM call's prompt and answer).
 
@@ -30,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,18 +108,32 @@ def whole_run(tree: Path) -> dict:
                               cwd=tree, capture_output=True, text=True, env=env)
         seconds = time.monotonic() - started
         con = sqlite3.connect(db)
-        calls = con.execute("select tokens_in, tokens_out, seconds, answer from lmcall where purpose = 'reflection'").fetchall()
+        calls = con.execute("select tokens_in, tokens_out, seconds, answer, started_at from lmcall "
+                            "where purpose = 'reflection'").fetchall()
         run = con.execute("select metric_calls, steps_done, proposals_total, best_val_mean, status_reason from run").fetchone()
         seed = con.execute("select val_mean from candidate where origin = 'seed'").fetchone()[0]
     return {"seconds": round(seconds), "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
             "metric_calls": run[0], "steps": run[1], "proposals": run[2], "reflection_calls": len(calls),
             "seed_val": seed, "best_val": run[3], "status": run[4] or done.stdout.strip().splitlines()[-1:],
             "s_per_call": round(statistics.mean(c[2] for c in calls), 1) if calls else None,
+            # the runtime answers one call at a time: siblings' calls queue, so a call's seconds count
+            # its wait too; the time the runtime was busy with any call, per call, does not
+            "busy_s_per_call": round(_busy_seconds(calls) / len(calls), 1) if calls else None,
             "s_per_proposal": round(sum(c[2] for c in calls) / max(1, run[2]), 1),
             "tokens_in": round(statistics.mean(c[0] for c in calls)) if calls else None,
             "tokens_out": round(statistics.mean(c[1] for c in calls)) if calls else None,
             # answers cut by the token cap inside their fenced block (a loop, or a rewrite too long)
             "cut": sum(1 for c in calls if c[3] and c[3].count("```") == 1)}
+
+
+def _busy_seconds(calls: list) -> float:
+    """The length of the union of the calls' [start, start + seconds] intervals."""
+    spans = sorted((datetime.fromisoformat(c[4]).timestamp(), c[2]) for c in calls)
+    busy, end = 0.0, float("-inf")
+    for start, seconds in spans:
+        busy += max(0.0, start + seconds - max(start, end))
+        end = max(end, start + seconds)
+    return busy
 
 
 def main() -> None:

@@ -145,6 +145,16 @@ class TestCompact:
         other = ExampleFeedback("row-7", 1.0, {"id": "t2"}, {})
         assert '{"id": "t2"}' in render_feedback(other, compact=True)  # an id that is not the key stays
 
+    def test_an_example_leaves_out_what_the_side_information_repeats(self):
+        fb = ExampleFeedback("s3", 0.0, {"input": "Crème brûlée", "expected": "creme-brulee", "lang": "fr"},
+                             {"input": "Crème brûlée", "expected": "creme-brulee", "got": "cr-me-br-l-e"})
+        compact = render_feedback(fb, compact=True)
+        assert '**Input / expected:** {"lang": "fr"}' in compact
+        assert compact.count("creme-brulee") == 1 and "**got:** cr-me-br-l-e" in compact
+        echoed = ExampleFeedback("s3", 0.0, {"input": "a"}, {"input": "a", "got": "b"})
+        assert "Input / expected" not in render_feedback(echoed, compact=True)
+        assert '"input": "a"' in render_feedback(echoed)  # the full rendering keeps both
+
     def test_a_compact_prompt_is_shorter_and_says_the_same(self):
         _, _, compact = _prompt(compact=True)
         _, _, full = _prompt()

@@ -85,12 +85,14 @@ def render_feedback(fb: ExampleFeedback, limit: int = MAX_FIELD_CHARS, compact: 
     """One example's evaluation as Markdown: input, score, error, every side-info field
     (images already replaced by markers: ``ImageCollector.strip``). ``compact`` puts short
     one-line values on their field's line instead of in a block of their own, and leaves out of the
-    example its empty fields and an ``id`` equal to the key: the same facts in about half the
-    tokens, for a small model that reads slowly."""
+    example its empty fields, an ``id`` equal to the key and any field the side information
+    repeats with the same value (an evaluator that echoes its input and expected output): the same
+    facts in about half the tokens, for a small model that reads slowly."""
     fields = []
     example = fb.example
-    if compact and isinstance(example, dict):  # what the header already says, or nothing at all
-        example = {k: v for k, v in example.items() if v not in ("", None) and not (k == "id" and str(v) == fb.key)}
+    if compact and isinstance(example, dict):  # what the header or the side information already says
+        example = {k: v for k, v in example.items() if v not in ("", None) and not (k == "id" and str(v) == fb.key)
+                   and not (k in fb.side_info and fb.side_info[k] == v)} or None
     if example is not None:
         fields.append(("Input / expected", example))
     if fb.error:
