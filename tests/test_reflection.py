@@ -312,3 +312,18 @@ def test_already_tried_shows_each_texts_result_when_known():
     assert "```\nFirst try.\n```\nResult: no improvement on the minibatch (0 vs parent 2); worst: `q1` 1 → 0: too rude" \
         in tried
     assert "```\nSecond try.\n```\n\n" in tried + "\n" and tried.count("Result:") == 1
+
+
+def test_a_compact_prompt_shows_a_tried_module_by_its_changed_lines_and_a_short_text_whole():
+    module = ("import re\nimport unicodedata\n\ndef slugify(title):\n"
+              "    title = unicodedata.normalize('NFKD', title).encode('ascii', 'ignore').decode()\n"
+              "    title = title.lower()\n    title = re.sub(r'[^a-z0-9]+', '-', title)\n    return title.strip('-')")
+    tried = module.replace("import re\n", "").replace("title.lower()", "title.casefold()")
+    _, _, user = _prompt(current_text=module, tried=[(tried, "no improvement; worst: `s0` 1 → 0: NameError"),
+                                                     ("x", "")], compact=True)
+    shown = user[user.index("## Already tried"):user.index("## Task")]
+    assert ("Changed lines (- removed, + added):\n```diff\n-import re\n…\n-    title = title.lower()\n"
+            "+    title = title.casefold()\n```\nResult: no improvement; worst: `s0` 1 → 0: NameError") in shown
+    assert "```\nx\n```" in shown  # a whole text shorter than any diff of it
+    _, _, full = _prompt(current_text=module, tried=[(tried, "")])
+    assert "```\n" + tried + "\n```" in full and "Changed lines" not in full  # only small models get the diff

@@ -9,6 +9,7 @@ the candidate text never is.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, replace
@@ -138,7 +139,7 @@ def build_prompt(*, kind: str, objective: str, background: str, component: str, 
                     "\n".join(f"- {f}" for f in human_feedback))
     if tried:
         tail.append("## Already tried for this version (do not repeat these)\n" +
-                    "\n\n".join(_render_tried(t) for t in tried[-3:]))
+                    "\n\n".join(_render_tried(t, current_text, compact) for t in tried[-3:]))
     tail.append(REMINDER.format(kind=kind, kind_short=kind_short))
     fixed = "\n\n".join(head + tail)
     blocks = [render_feedback(fb, compact=compact) for fb in feedback]
@@ -161,11 +162,34 @@ def build_prompt(*, kind: str, objective: str, background: str, component: str, 
                             shortened)
 
 
-def _render_tried(tried: str | tuple[str, str]) -> str:
-    """An earlier text for this parent, and what became of it when known (a bare text: not)."""
+def _render_tried(tried: str | tuple[str, str], current: str, compact: bool) -> str:
+    """An earlier text for this parent, and what became of it when known (a bare text: not).
+    ``compact``: only its changed lines when that is much shorter than the whole text (a module
+    with one line changed), for a small model that reads slowly."""
     text, outcome = (tried, "") if isinstance(tried, str) else tried
-    block = _fence(_clip(text, 1500))
+    changed = _changed_lines(current, text) if compact else None
+    if changed is not None and len(changed) <= DIFF_SHARE * len(text):
+        block = "Changed lines (- removed, + added):\n" + _fence(changed, "diff")
+    else:
+        block = _fence(_clip(text, 1500))
     return f"{block}\nResult: {outcome}" if outcome else block
+
+
+DIFF_SHARE = 0.6  # show a tried text as its changed lines only when they are at most this share of it
+
+
+def _changed_lines(old: str, new: str) -> Optional[str]:
+    """The lines ``new`` removed from and added to ``old``, without positions (hunks apart by a
+    "…" line); None when nothing changed."""
+    hunks: list[list[str]] = []
+    for line in difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=0):
+        if line.startswith(("---", "+++")):
+            continue
+        if line.startswith("@@"):
+            hunks.append([])
+        elif hunks:
+            hunks[-1].append(line)
+    return "\n…\n".join("\n".join(h) for h in hunks if h) or None
 
 
 def _fit(feedback: list[ExampleFeedback], blocks: list[str], room: int, compact: bool) -> tuple[list[str], bool]:
