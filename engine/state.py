@@ -127,14 +127,15 @@ class PoolState:
         return [c.content[c.component] for c in self._tried(parent_id, before_step)]
 
     def tried_outcomes(self, parent_id: str, before_step: int) -> list[tuple[str, str]]:
-        """``tried_texts``, each text once, with what became of it: the reason of the proposal
-        that was tested ("no improvement on the minibatch (…); worst: …", "improved", …) rather
-        than of a later repeat of it. For the reflection prompt."""
-        tried = self._tried(parent_id, before_step)
+        """The texts of ``tried_texts`` that were tested, each once, with what became of it
+        ("no improvement on the minibatch (…); worst: …", "improved", …), for the prompt. A text
+        `validate` refused is left out: shown as a version, a small model copied it (a fence
+        holding only its `Change:` line, five times in a row)."""
         outcome: dict[str, str] = {}
-        for c in sorted(tried, key=lambda c: c.status == CandidateStatus.FAILED):  # stable: oldest first within each
-            outcome.setdefault(c.content[c.component], c.reason)
-        return [(t, outcome[t]) for t in dict.fromkeys(c.content[c.component] for c in tried)]
+        for c in self._tried(parent_id, before_step):
+            if c.status != CandidateStatus.FAILED:
+                outcome.setdefault(c.content[c.component], c.reason)
+        return list(outcome.items())
 
     def _tried(self, parent_id: str, before_step: int) -> list[Candidate]:
         with self.lock:

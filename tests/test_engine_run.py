@@ -613,6 +613,41 @@ def test_invalid_proposal_gets_one_retry_with_the_message_and_costs_no_evaluatio
         assert (run.proposals_total, run.proposals_parsed, run.proposals_valid) == (1, 1, 0)
 
 
+def test_a_fence_holding_only_the_change_line_gets_one_retry_that_says_where_the_version_goes(sqlite_db, tmp_path):
+    def script(messages, params):
+        current = toy.current_version(messages[1]["content"])
+        if len(messages) == 2:
+            return "```\nChange: add alpha.\n```"
+        assert messages[-1]["content"].startswith("Your fenced block held only the `Change:` line.")
+        return f"Change: add alpha.\n```\n{current} alpha\n```"
+
+    cfg = toy_config(4, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=script)
+    [child] = [c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"]
+    assert child.content == {"text": "start alpha"} and child.status == "accepted" and len(stats.calls) == 2
+    assert repo.get_run(sqlite_db, run_id).proposals_retried == 1
+
+
+def test_a_text_validate_refused_is_not_listed_as_tried(sqlite_db, tmp_path):
+    """Shown as a version under "Already tried", a refused text was copied by a small model."""
+    answers = iter(["```\nstart w0 42\n```", "```\nstart w0 43\n```"])
+
+    def script(messages, params):
+        return next(answers, "```\nstart extra\n```")
+
+    cfg = toy_config(4, evaluator=NO_DIGITS_EVALUATOR, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                     budget={"max_steps": 3, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=script)
+    first, second = sorted((c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"),
+                           key=lambda c: c.step)[:2]
+    assert first.status == "failed" and first.reason.startswith("invalid candidate (validate)")
+    assert second.status == "rejected" and second.content == {"text": "start extra"}
+    prompts = [m[1]["content"] for m, _ in stats.calls]
+    assert "Already tried" not in prompts[2]  # step 1: only the refused texts were tried
+    assert "w0 42" not in prompts[3] and "```\nstart extra\n```\nResult: no improvement" in prompts[3]
+
+
 def test_a_repeated_answer_gets_one_retry_that_is_told_so(sqlite_db, tmp_path):
     """A small model repeats itself: the first answer repeats the parent, the retry (which is
     told so) proposes something new, and the proposal goes on to its minibatch test."""

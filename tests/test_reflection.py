@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from engine.config import LOCAL_MODEL, LMConfig
 from engine.search.proposal import reflection_lm
-from engine.search.reflection import (MIN_ANSWER_TOKENS, ExampleFeedback, answer_token_cap, build_prompt, parse_answer,
+from engine.search.reflection import (CHANGE_ONLY, MIN_ANSWER_TOKENS, ExampleFeedback, answer_token_cap, build_prompt, parse_answer,
                                       render_feedback, seed_prompt)
 
 CURRENT = "You are a support bot. Answer politely."
@@ -231,6 +231,12 @@ class TestParseAnswer:
         # unless the current version starts with such a line itself (a changelog, say)
         log = "Change: v1\nfirst"
         assert parse_answer("```\nChange: v2\nsecond\n```", log).text == "Change: v2\nsecond"
+
+    def test_a_fence_holding_only_the_change_line_is_no_new_version(self):
+        # a 1.5B model's slip on the slugify example: its "module" was the Change line alone
+        a = parse_answer("```\nChange: Added a check for an empty string input.\n\n```", CURRENT)
+        assert a.text is None and a.fenced and a.reason == CHANGE_ONLY
+        assert parse_answer("```\n\n```", CURRENT).reason == "the answer is empty"
 
     def test_unclosed_fence_takes_the_rest(self):
         # the answer was cut by the token cap in the middle of the block

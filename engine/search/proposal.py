@@ -19,7 +19,7 @@ from engine.interrupt import INTERRUPTED
 from engine.config import LMConfig
 from engine.lm.images import supports_vision
 from engine.lm.providers import is_local
-from engine.search.reflection import UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, parse_answer
+from engine.search.reflection import CHANGE_ONLY, UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, parse_answer
 from engine.state import content_hash, deterministic_id, to_evaluator
 
 
@@ -164,10 +164,10 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
         parsed = parse_answer(res.text, current, require_fence=cfg.search.require_fence)
         if parsed.text is None and not parsed.fenced and cfg.search.require_fence:
             lm_calls.mark_lm_answer_unusable(ctx.db, call_id, "no_fence")  # a failed LM call too, for the totals
-        if parsed.text is None and parsed.reason != UNCHANGED:
+        if parsed.text is None and parsed.reason not in RETRIED:
             return _fail(ctx, child, f"unusable answer: {parsed.reason}" + (" (side information was shortened)" if prompt.shortened else ""))
         if parsed.text is None:
-            failure, retry = f"unusable answer: {parsed.reason}", "That is the current version, unchanged."
+            failure, retry = f"unusable answer: {parsed.reason}", RETRIED[parsed.reason]
         else:
             if not parsed_once:
                 parsed_once = True
@@ -198,6 +198,12 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
     if not child.content:
         child.content_hash = ""
     return _fail(ctx, child, failure)
+
+
+# unusable answers worth one retry, and what the retry is told
+RETRIED = {UNCHANGED: "That is the current version, unchanged.",
+           CHANGE_ONLY: "Your fenced block held only the `Change:` line. The `Change:` line goes before the fence; "
+                        "inside the fence goes the complete new version."}
 
 
 def _retry(messages: list[dict], answer: str, what_was_wrong: str) -> list[dict]:

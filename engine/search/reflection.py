@@ -237,6 +237,8 @@ def _fenced_block(answer: str) -> Optional[str]:
 
 
 UNCHANGED = "the answer is unchanged from the current version"
+# a small model's slip, after a prompt that asks for a `Change:` line before the fence (seen on slugify)
+CHANGE_ONLY = "the fenced block holds only the `Change:` line, not a new version"
 
 
 @dataclass
@@ -258,7 +260,7 @@ def parse_answer(answer: str, current_text: str, require_fence: bool = True) -> 
     else:
         text, fenced = (answer or "").strip(), False
     if not text.strip():
-        return ParsedAnswer(None, fenced, "the answer is empty")
+        return ParsedAnswer(None, fenced, CHANGE_ONLY if block and block.strip() else "the answer is empty")
     if text.strip() == current_text.strip():
         return ParsedAnswer(None, fenced, UNCHANGED)
     return ParsedAnswer(text, fenced)
@@ -269,8 +271,8 @@ def _without_change_line(text: str, current_text: str) -> str:
     the first line of the new version (seen in a ticket_routing run's best prompt): dropped,
     unless the current version itself starts with such a line."""
     first, _, rest = text.partition("\n")
-    if first.startswith("Change:") and not current_text.lstrip().startswith("Change:") and rest.strip():
-        return rest.strip("\n")
+    if first.startswith("Change:") and not current_text.lstrip().startswith("Change:"):
+        return rest.strip("\n")  # "" when that line is all the block holds: no new version at all
     return text
 
 
