@@ -296,7 +296,7 @@ def test_worst_regression_names_the_example_lost_most_on_and_what_went_wrong_the
     parent = {k: Scored(1.0, {}, None) for k in ("a", "b", "c")}
     child = {"a": Scored(0.5, {"verdict": "close"}, None),
              "b": Scored(0.0, {"input": "x", "error": "NameError: name 're' is not defined"}, None),
-             "c": Scored(0.0, {}, "Traceback (most recent call last):\n  File 'x', line 3\nValueError:   bad   value\n")}
+             "c": Scored(0.0, {}, "Traceback (most recent call last):\n  File 'x', line 3\nValueError: bad value\n")}
     # b and c lost as much; the first key wins, and an error-like field is all that is shown
     assert worst_regression(parent, child, ["a", "b", "c"]) == \
         "; worst: `b` 1 → 0: NameError: name 're' is not defined"
@@ -307,6 +307,10 @@ def test_worst_regression_names_the_example_lost_most_on_and_what_went_wrong_the
     note = worst_regression(parent, long, ["a"])
     assert note.startswith("; worst: `a` 1 → 0: verdict: WRONG WRONG") and note.endswith("…")
     assert len(note) < 240
+    # whitespace that is the failure stays visible
+    tabs = {"a": Scored(0.0, {"input": "Tabs\tand\nnewlines", "got": "tabs\tand\nnewlines"}, None)}
+    assert worst_regression(parent, tabs, ["a"]) == \
+        '; worst: `a` 1 → 0: input: "Tabs\\tand\\nnewlines"; got: "tabs\\tand\\nnewlines"'
     # nothing lost, nothing said
     assert worst_regression(parent, {k: Scored(1.0, {}, None) for k in parent}, ["a", "b"]) == ""
 

@@ -93,6 +93,8 @@ def reflection(detail: dict, kids: list[dict]) -> None:
                 st.markdown("**What became of it**")
                 if k["status"] == "failed":
                     st.error(k["reason"])
+                elif k["status"] == "rejected" and k["reason"]:
+                    st.warning(f"parsed and valid, then tested on the minibatch: {k['reason']}")
                 else:
                     st.success("parsed and valid: the new text was tested on the minibatch")
 
@@ -100,10 +102,12 @@ def reflection(detail: dict, kids: list[dict]) -> None:
 def proposals(kids: list[dict]) -> None:
     st.info("Each **proposal** is a child: the parent with one component rewritten. It is scored on the same "
             "minibatch as its parent, so the two totals compare like for like.", icon=":material/school:")
-    rows = [{"child": k["id"], "origin": k["origin"], "parent(s)": ", ".join(k["parent_ids"]),
+    # why before the rest: it is the long column, and what a reader of this step wants to know
+    rows = [{"child": k["id"], "status": k["status"], "why": k["reason"],
              "parent minibatch": k["parent_minibatch_score"], "child minibatch": k["minibatch_score"],
-             "status": k["status"]} for k in kids]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+             "parent(s)": ", ".join(k["parent_ids"]), "origin": k["origin"]} for k in kids]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 column_config={"why": st.column_config.TextColumn("why", width="large")})
     for k in kids:
         if not k["content"] or not k["parents"]:
             continue
@@ -158,6 +162,11 @@ def frontier_update(detail: dict, before: dict, after: dict) -> None:
         st.caption(f"A person's edit applied at the start of this step: {h['id']} ({h['status']})")
 
 
+def _seconds(x: float) -> str:
+    """Two significant digits: the side column is narrow ("34.06 s" showed as "34.0…" at 1440 px)."""
+    return f"{x:.2g} s" if x < 10 else f"{x:.0f} s"
+
+
 def runtime_panel(detail: dict, config: dict) -> None:
     st.markdown("#### Runtime model")
     check = em.runtime_check(detail, config)
@@ -169,8 +178,8 @@ def runtime_panel(detail: dict, config: dict) -> None:
                f"measured in this step: LM {lat.lm:.2f} s a call, evaluator {lat.eval:.3f} s a metric call, "
                f"{lat.accept:.0%} of proposals improved; minibatch {lat.minibatch}, validation set {lat.n_val}.")
     c1, c2 = st.columns(2)
-    c1.metric("Predicted", f"{check['predicted']:.2f} s")
-    c2.metric("Measured", f"{check['measured']:.2f} s")
+    c1.metric("Predicted", _seconds(check["predicted"]))
+    c2.metric("Measured", _seconds(check["measured"]))
     st.markdown(f"**{check['bound']}**: of the predicted time, {check['lm_seconds']:.2f} s wait for the LM "
                 f"and {check['eval_seconds']:.2f} s for metric calls on the workers.")
     st.caption("The K reflections of a step run at the same time, so the LM wait is paid once per step, not K "

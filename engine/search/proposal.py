@@ -265,14 +265,19 @@ def worst_regression(parent_results: dict[str, Scored], results: dict[str, Score
 
 
 def _first_problem(r: Scored) -> str:
-    """The evaluator's error (its last line), else an error-like side-info field, else the side
-    information on one line; at most ``NOTE_CHARS`` characters."""
+    """The evaluator's error (its last line), else an error-like side-info field (its last line),
+    else the side information on one line, strings with tabs or newlines quoted so that those
+    stay visible (``got: "tabs\\tand\\nnewlines"``); at most ``NOTE_CHARS`` characters."""
     text = r.error or next((str(r.side_info[f]) for f in ERROR_FIELDS if r.side_info.get(f)), "")
     if text:
         lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
         text = lines[-1] if lines else ""
     else:
-        text = "; ".join(f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)}"
-                         for k, v in r.side_info.items())
-    text = " ".join(text.split())
+        text = "; ".join(f"{k}: {_one_line(v)}" for k, v in r.side_info.items())
     return text if len(text) <= NOTE_CHARS else text[:NOTE_CHARS - 1] + "…"
+
+
+def _one_line(value) -> str:
+    if isinstance(value, str) and value.rstrip("\n").isprintable():  # print()'s own newline says nothing
+        return value.rstrip("\n")
+    return json.dumps(value, ensure_ascii=False, default=str)
