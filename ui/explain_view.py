@@ -102,9 +102,10 @@ def reflection(detail: dict, kids: list[dict]) -> None:
 def proposals(kids: list[dict]) -> None:
     st.info("Each **proposal** is a child: the parent with one component rewritten. It is scored on the same "
             "minibatch as its parent, so the two totals compare like for like.", icon=":material/school:")
-    # why before the rest: it is the long column, and what a reader of this step wants to know
-    rows = [{"child": k["id"], "status": k["status"], "why": k["reason"],
-             "parent minibatch": k["parent_minibatch_score"], "child minibatch": k["minibatch_score"],
+    # the scores and why first: the grid draws only the columns in view, and these are what a
+    # reader of this step wants to see without scrolling
+    rows = [{"child": k["id"], "status": k["status"], "parent minibatch": k["parent_minibatch_score"],
+             "child minibatch": k["minibatch_score"], "why": k["reason"],
              "parent(s)": ", ".join(k["parent_ids"]), "origin": k["origin"]} for k in kids]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={"why": st.column_config.TextColumn("why", width="large")})
