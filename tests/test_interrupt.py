@@ -5,6 +5,8 @@ within a watch period."""
 
 from __future__ import annotations
 
+import itertools
+
 import threading
 import time
 
@@ -123,12 +125,16 @@ def test_time_budget_cuts_work_in_flight_at_the_limit(sqlite_db, tmp_path):
 
 def test_time_budget_starts_no_step_it_cannot_finish(sqlite_db, tmp_path):
     db = sqlite_db
-    install_script(toy.endless, latency=1.0)  # a step takes a little over a second
+    # a step takes a little over a second, every time: each answer is new (no repeat, so no retry,
+    # which would add a second LM call to one step and make it longer than every step before it)
+    fresh = itertools.count()
+    install_script(lambda messages, params: f"```\n{toy.current_version(messages[1]['content'])} new{next(fresh)}\n```",
+                   latency=1.0)
     limit = 5.0
     run_id = submit_run(db, toy_config(6, budget={"max_seconds": limit, "stop_at_score": None}))
     assert run_optimizer(db, run_id, tmp_path) == "completed"
     run = repo.get_run(db, run_id)
-    assert run.steps_done >= 1
+    assert run.steps_done >= 1 and run.proposals_retried == 0
     assert run.status_reason.startswith("time budget: ") and "too few for another step" in run.status_reason
     assert run.seconds <= limit
     assert not [c for c in lm_calls(db, run_id) if c.status == "interrupted"]  # nothing had to be cut
