@@ -19,6 +19,7 @@ from storage.models import Candidate
 from storage.states import CandidateStatus, Origin
 
 from engine.search.frontier import Frontier, compute_frontier, mean_scores
+from engine.search.lineage import ancestors
 from engine.search.frontier_types import objective_scores
 from engine.search.selection import PoolView
 
@@ -89,7 +90,7 @@ class PoolState:
         with self.lock:
             eligible = {cid: dict(self.scores[cid]) for cid in self.eligible_ids() if self.scores[cid]}
             pinned = {cid for cid, c in self.candidates.items() if c.pinned and not c.vetoed and cid in self.scores}
-            order = {cid: self.candidates[cid].content_hash for cid in eligible}
+            order = {cid: self._tie_key(cid) for cid in eligible}
             objectives = {cid: self.objectives.get(cid, {}) for cid in eligible}
             return PoolView(scores=eligible, order=order, pinned=pinned, last_chosen=dict(self.last_chosen), step=step,
                             objectives=objectives, frontier_type=self.frontier_type)
@@ -99,14 +100,24 @@ class PoolState:
             return compute_frontier({c: self.scores[c] for c in self.eligible_ids()})
 
     def best(self) -> tuple[Optional[str], Optional[float]]:
-        """The best fully validated, non-vetoed candidate by mean validation score."""
+        """The best fully validated, non-vetoed candidate by mean validation score (ties: see
+        ``_tie_key``)."""
         with self.lock:
             full = {c: self.scores[c] for c in self.eligible_ids() if c in self.full}
             means = mean_scores(full)
             if not means:
                 return None, None
-            cid = max(sorted(means, key=lambda c: (self.candidates[c].content_hash, c)), key=lambda c: means[c])
+            cid = max(sorted(means, key=lambda c: (self._tie_key(c), c)), key=lambda c: means[c])
             return cid, means[cid]
+
+    def _tie_key(self, cid: str) -> tuple[int, str]:
+        """Which of two candidates with the same validation scores is preferred (lower first):
+        the one with more ancestors, then the lower content hash. A descendant that matched its
+        ancestor's scores holds the ancestor's text plus a change that improved on a minibatch;
+        an asynchronous merge of the best with three more children, kept as the best's equal,
+        otherwise lost to the best by hash, and the next proposals forked the shorter text.
+        Never the id, which hashes the run id: two runs with one seed choose alike."""
+        return (-len(ancestors(self.candidates, cid)), self.candidates[cid].content_hash)
 
     def add_scored(self, cand: Candidate, scores: dict[str, float],
                    objectives: Optional[dict[str, dict[str, float]]] = None) -> None:

@@ -65,7 +65,14 @@ def test_pruning_is_weakest_first_so_the_stronger_of_two_redundant_candidates_su
 def test_identical_candidates_keep_exactly_one():
     scores = {"B": {"e1": 1.0, "e2": 0.5}, "A": {"e1": 1.0, "e2": 0.5}}
     _, freq = _freq(scores)
-    assert freq == {"B": 2}  # equal means: the tie goes by id, A is examined (and dropped) first
+    assert freq == {"A": 2}  # equal means: the lower id is preferred, so B is examined (and dropped) first
+
+
+def test_identical_candidates_keep_the_preferred_one():
+    scores = {"A": {"e1": 1.0, "e2": 0.5}, "B": {"e1": 1.0, "e2": 0.5}, "C": {"e1": 0.0, "e2": 1.0}}
+    front = compute_frontier(scores)
+    rank = {"A": (0, "z"), "B": (-1, "y"), "C": (0, "a")}  # B preferred among equals
+    assert nondominated_frequencies(front, scores, rank.get) == {"B": 1, "C": 1}
 
 
 def test_frequencies_count_every_example_a_survivor_holds():

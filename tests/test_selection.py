@@ -72,9 +72,9 @@ class TestPareto:
             _draws(ParetoSelector(), PoolView(reordered), draws=50, seed=3)
 
     def test_all_tied_everywhere(self):
-        # every candidate holds every example: pruning keeps one (the last by id at equal means)
+        # every candidate holds every example: pruning keeps one (the first by id at equal means)
         scores = {c: {"e1": 0.5, "e2": 0.5} for c in "XYZ"}
-        assert {p[0] for p in _draws(ParetoSelector(), PoolView(scores), draws=100)} == {"Z"}
+        assert {p[0] for p in _draws(ParetoSelector(), PoolView(scores), draws=100)} == {"X"}
 
     def test_partial_validation(self):
         # P validated on e1 only, where it beats S; S holds e2 and e3
@@ -205,3 +205,25 @@ class TestEpochSampler:
         s = EpochSampler(["a", "b"], 5, seed=0)
         assert sorted(s.batch(0)) == ["a", "b"]
         assert sorted(s.batch(1)) == ["a", "b"]
+
+
+def test_a_descendant_equal_to_its_ancestor_is_preferred():
+    """An asynchronous merge of the best with three more children, validated as the best's
+    equal, lost the tie to the best by content hash; the next proposals forked the shorter text.
+    Ties now go to the candidate with more ancestors, in the best and in Pareto sampling."""
+    from engine.state import PoolState
+    from storage.models import Candidate
+
+    def cand(cid: str, parents: list[str], chash: str) -> Candidate:
+        return Candidate(id=cid, run_id="r", content={"text": cid}, content_hash=chash, origin="reflection",
+                         parent_ids=parents, component="text", step=1)
+
+    state = PoolState(val_keys=["e1", "e2"])
+    for c, scores in ((cand("seed", [], "5"), {"e1": 0.0, "e2": 0.5}),
+                      (cand("best", ["seed"], "0"), {"e1": 1.0, "e2": 0.5}),
+                      (cand("kid", ["seed"], "9"), {"e1": 0.0, "e2": 1.0}),
+                      (cand("merge", ["best", "kid"], "f"), {"e1": 1.0, "e2": 0.5})):
+        state.add_scored(c, scores)
+    assert state.best()[0] == "merge"  # before: "best", whose hash sorts first
+    picks = {p[0] for p in _draws(ParetoSelector(), state.view(2), draws=100)}
+    assert picks == {"merge", "kid"}

@@ -46,16 +46,18 @@ def nondominated_frequencies(front: Frontier, scores: Scores, tiebreak=None) -> 
 
     Candidates are considered from the weakest (lowest mean over the examples it holds) up; one
     is removed when every example it holds is also held by another survivor. ``tiebreak(id)``
-    orders candidates of equal mean (default: the id).
+    orders candidates of equal mean, lower preferred (default: the id): of two equals the
+    preferred one is considered last, so it is the one that survives.
     """
     members = front.members()
 
-    def strength(cid: str) -> tuple:
+    def mean(cid: str) -> float:
         vals = list(scores[cid].values())
-        return (sum(vals) / len(vals) if vals else 0.0, tiebreak(cid) if tiebreak else cid)
+        return sum(vals) / len(vals) if vals else 0.0
 
     alive = set(members)
-    for cid in sorted(members, key=strength):
+    by_preference = sorted(members, key=tiebreak or (lambda c: c), reverse=True)
+    for cid in sorted(by_preference, key=mean):  # stable: equal means keep the order above
         held = [k for k, h in front.holders.items() if cid in h]
         if held and all(len((front.holders[k] & alive) - {cid}) > 0 for k in held):
             alive.discard(cid)

@@ -20,9 +20,10 @@ class PoolView:
     """What selection may see: validation scores of accepted candidates, minus vetoed ones."""
 
     scores: Scores  # eligible candidate id -> example key -> score
-    # candidate id -> tie-break key (its content hash): ties never depend on ids, which hash
-    # the run id, so two runs with the same seed make the same choices
-    order: dict[str, str] = field(default_factory=dict)
+    # candidate id -> tie-break key, lower preferred (``PoolState._tie_key``: longer lineage, then
+    # content hash): ties never depend on ids, which hash the run id, so two runs with the same
+    # seed make the same choices
+    order: dict[str, tuple] = field(default_factory=dict)
     pinned: set[str] = field(default_factory=set)
     last_chosen: dict[str, int] = field(default_factory=dict)  # candidate id -> last step it was a parent
     step: int = 0
@@ -30,8 +31,8 @@ class PoolView:
     objectives: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     frontier_type: str = "instance"
 
-    def key(self, cid: str) -> tuple[str, str]:
-        return (self.order.get(cid, ""), cid)
+    def key(self, cid: str) -> tuple:
+        return (self.order.get(cid, (0, "")), cid)
 
 
 class Selector(Protocol):
