@@ -83,12 +83,19 @@ def test_the_system_aware_merge_now_merges_lines_within_a_component():
 
 def test_siblings_that_changed_different_lines_merge_with_no_lm_call(db, tmp_path):
     cfg = toy_config(8, seed_candidate="start", evaluator=LINES_EVALUATOR,
-                     search={"parents_per_step": 1, "proposals_per_parent": 3, "merge_siblings": True},
+                     search={"parents_per_step": 1, "proposals_per_parent": 3, "merge_siblings": True,
+                             "minibatch_size": 4},
                      budget={"max_steps": 1, "stop_at_score": None})
     run_id, stats = run_toy(db, tmp_path, cfg, script=lines_script)
     merged = [c for c in repo.list_candidates(db, run_id) if c.origin == "sibling_merge"]
     assert len(merged) == 1 and merged[0].merge_path == "three_way" and merged[0].status == "accepted"
     siblings = [c for c in repo.list_candidates(db, run_id) if c.origin == "reflection"]
+    # a three-way merge is tested only on the examples its siblings fixed: of the 4 they shared,
+    # the 3 whose words they added
+    added = {w for c in siblings for w in c.content["text"].split()} - {"start"}
+    words = {r["id"]: r["word"] for r in toy.dataset(8)}
+    assert len(siblings[0].minibatch_keys) == 4 and len(added) == 3
+    assert merged[0].minibatch_keys == sorted(k for k in siblings[0].minibatch_keys if words[k] in added)
     assert all(set(c.content["text"].split()) <= set(merged[0].content["text"].split()) for c in siblings)
     assert [c for c in lm_calls(db, run_id) if c.purpose == "merge"] == [] and merged[0].lm_call_id is None
     assert len(stats.calls) == 3  # the three reflections only

@@ -219,24 +219,28 @@ def _merged_content(ctx: RunContext, siblings: list[Sibling], merged: Candidate)
     return content, ""
 
 
-def _keeps_gains(ctx: RunContext, cand: Candidate, siblings: list[Sibling]) -> tuple[Optional[bool], dict, list]:
+def _keeps_gains(ctx: RunContext, cand: Candidate, siblings: list[Sibling],
+                 fixes_only: bool = False) -> tuple[Optional[bool], dict, list]:
     """Test ``cand`` on every sibling's examples: (kept every sibling's gains — None when the
     budget cut the test short —, its scores, the siblings whose gains it lost). A sibling's
     gains are kept when ``cand`` scores at least as well on each example the sibling fixed and
     in total on the sibling's examples (siblings of one parent share their examples, so totals
-    alone would not see a dropped fix)."""
-    keys = sorted({k for s in siblings for k in s.scores})
+    alone would not see a dropped fix). ``fixes_only``: only the examples the siblings fixed."""
+    keys = sorted({k for s in siblings for k in (s.fixed() if fixes_only else s.scores)})
     results = ctx.evals.evaluate(cand, keys, kind="minibatch")
     got = {k: r.score for k, r in results.items()}
     if len(got) < len(keys):
         return None, got, []
-    lost = [s for s in siblings if sum(got[k] for k in s.scores) + 1e-12 < sum(s.scores.values())
-            or any(got[k] + 1e-12 < s.scores[k] for k in s.fixed())]
+    lost = [s for s in siblings if any(got[k] + 1e-12 < s.scores[k] for k in s.fixed())
+            or (not fixes_only and sum(got[k] for k in s.scores) + 1e-12 < sum(s.scores.values()))]
     return not lost, got, lost
 
 
 def _test(ctx: RunContext, merged: Candidate, siblings: list[Sibling]) -> Optional[str]:
-    kept, got, lost = _keeps_gains(ctx, merged, siblings)
+    # a three-way merge keeps every sibling's changed lines as they were: it is tested only where
+    # they fixed something (their other examples cost as many metric calls again, and the
+    # validation pass that follows judges the whole)
+    kept, got, lost = _keeps_gains(ctx, merged, siblings, fixes_only=merged.merge_path == MergePath.THREE_WAY)
     if kept is None:
         return _finish(ctx, merged, CandidateStatus.FAILED, "budget: no metric calls left to test the merge")
     keys = sorted(got)
