@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Callable, Optional
 
 from storage import repo
 from storage.db import Database
@@ -56,6 +56,9 @@ class RunContext:
     stop_event: threading.Event = field(default_factory=threading.Event)
     lm_failures: FailureStreak = field(default_factory=FailureStreak)
     interrupt: Interrupt = field(default_factory=Interrupt)  # shared by at_step copies
+    # called before a proposal claims its text (a synchronous step's slot order, see
+    # engine.schedules.claim_order); None: claim at once
+    claim_turn: Optional[Callable[[], None]] = None
 
     def at_step(self, index: int) -> "RunContext":
         """This context for work recorded under step ``index`` (a proposal of the asynchronous

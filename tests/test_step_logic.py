@@ -51,6 +51,15 @@ def test_choose_children_by_accept_rule_most_promising_first():
     assert [o.child_id for o in chosen] == ["c3", "c1"] and [o.child_id for o in rest] == ["c4"]
 
 
+def test_equal_gains_are_chosen_by_content_not_by_id():
+    """Ids hash the run id (random per run): a tie broken by id would make two runs with one
+    seed validate different children."""
+    outs = [Outcome("c1", True, 1.0), Outcome("c4", True, 1.0)]
+    for hashes in ({"c1": "aa", "c4": "bb"}, {"c1": "bb", "c4": "aa"}):
+        chosen, _ = choose_children(outs, "best", 1, hashes)
+        assert chosen[0].child_id == min(hashes, key=hashes.get)
+
+
 # ---------------------------------------------------------------- with a real run context
 
 
@@ -132,3 +141,33 @@ def test_transition_run_refuses_what_makes_no_sense(sqlite_db):
     repo.transition_run(sqlite_db, run_id, RunStatus.STOPPED, "stopped again")  # the same status: allowed
     with pytest.raises(ValueError, match="use transition_run"):
         repo.set_run_fields(sqlite_db, run_id, status="running")
+
+
+def test_slots_of_one_parent_claim_a_shared_text_in_slot_order(ctx):
+    """Two slots of one parent answered with the same text: slot 0 keeps it and slot 1 retries,
+    even when slot 0's answer arrives last (left to the race, which one retried depended on LM
+    timing, and two runs with one seed diverged)."""
+    from concurrent.futures import ThreadPoolExecutor
+    import time
+
+    from engine.schedules.claim_order import ClaimOrder
+    from engine.schedules.synchronous import _ParentMinibatches, _slot
+
+    parent = _candidate(ctx, "start")
+    _validator(ctx).validate(parent)
+    minibatches = [ctx.train_keys[:2], ctx.train_keys[2:4]]
+
+    def script(messages, params):
+        if len(messages) > 2:  # a retry: told its text repeats a sibling's
+            return "Another.\n```\nstart retried\n```"
+        if f"Example `{minibatches[0][0]}`" in messages[-1]["content"]:
+            time.sleep(0.6)  # slot 0 answers last
+        return "Same.\n```\nstart alpha\n```"
+
+    install_script(script)
+    order = ClaimOrder([(parent.id, (0, 0)), (parent.id, (1, 0))], ctx.interrupt)
+    parents = _ParentMinibatches(ctx, [parent.id, parent.id], minibatches)
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(_slot, ctx, parents, p, 0, minibatches[p], order) for p in (0, 1)]
+        first, second = (repo.get_candidate(ctx.db, f.result().child_id) for f in futures)
+    assert first.content[SINGLE] == "start alpha" and second.content[SINGLE] == "start retried"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Optional
 
 from storage import repo
@@ -29,6 +30,7 @@ from engine.search.proposal import Outcome, run_proposal
 from engine.runtime.model import predict_step_speedup, shape_of
 from engine.search.sampling import EpochSampler
 from engine.schedules.base import AfterStep, Decision, Gate, StepRecord, close_step
+from engine.schedules.claim_order import ClaimOrder
 from engine.search.selection import make_selector, select_parents
 from engine.search.sibling_merge import combine, sibling_from_minibatch
 from engine.state import deterministic_id
@@ -57,12 +59,19 @@ class SyncSchedule:
                                 no_progress(self.ctx.db, self.ctx.run_id, idle, self.ctx.step_index))
 
 
-def choose_children(outcomes: list[Outcome], accept: str, top_k: int) -> tuple[list[Outcome], list[Outcome]]:
+def choose_children(outcomes: list[Outcome], accept: str, top_k: int,
+                    order: Optional[dict[str, str]] = None) -> tuple[list[Outcome], list[Outcome]]:
     """Which improving children pay a validation pass: all, the best one, or the top k by
-    minibatch gain. Returns (chosen, passed over), chosen ordered most promising first."""
-    improved = sorted([o for o in outcomes if o.improved], key=lambda o: (-o.gain, o.child_id))
+    minibatch gain. Returns (chosen, passed over), chosen ordered most promising first. Equal
+    gains are ordered by ``order`` (child id -> content hash), not by the ids, which hash the
+    run id: two runs with one seed choose the same child."""
+    improved = by_promise([o for o in outcomes if o.improved], order or {})
     n = {"all": len(improved), "best": 1, "top_k": top_k}[accept]
     return improved[:n], improved[n:]
+
+
+def by_promise(improved: list[Outcome], order: dict[str, str]) -> list[Outcome]:
+    return sorted(improved, key=lambda o: (-o.gain, order.get(o.child_id, ""), o.child_id))
 
 
 def plan_slots(child_costs: list[int], parent_costs: list[int], per_parent: int, affordable_lm_calls: Optional[int],
@@ -118,8 +127,9 @@ def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> Ste
         for p, _ in picks:
             ctx.state.last_chosen[p] = i
     parent_eval = _ParentMinibatches(ctx, [p for p, _ in picks], minibatches)
+    order = ClaimOrder([(step.parent_ids[p], (p, k)) for p, k in slots], ctx.interrupt)
     with ThreadPoolExecutor(max_workers=max(1, len(slots)), thread_name_prefix="proposal") as pool:
-        futures = [pool.submit(_slot, ctx, parent_eval, p, k, minibatches[p]) for p, k in slots]
+        futures = [pool.submit(_slot, ctx, parent_eval, p, k, minibatches[p], order) for p, k in slots]
         outcomes = [f.result() for f in futures]
     chosen, passed_over, merged_id = _choose(ctx, outcomes)
     for o, reason in passed_over:
@@ -144,7 +154,9 @@ def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> Ste
 def _choose(ctx: RunContext, outcomes: list[Outcome]) -> tuple[list[Outcome], list[tuple[Outcome, str]], Optional[str]]:
     """(children to validate, most promising first; (child, why not) passed over; merged child id)."""
     cfg = ctx.cfg.search
-    improved = sorted([o for o in outcomes if o.improved], key=lambda o: (-o.gain, o.child_id))
+    order = {o.child_id: ctx.state.candidates[o.child_id].content_hash for o in outcomes
+             if o.child_id in ctx.state.candidates}
+    improved = by_promise([o for o in outcomes if o.improved], order)
     if cfg.merge_siblings and len(improved) >= 2:
         merged_id = _merge(ctx, improved)
         if merged_id in {o.child_id for o in improved}:  # one child already held every change
@@ -154,7 +166,7 @@ def _choose(ctx: RunContext, outcomes: list[Outcome]) -> tuple[list[Outcome], li
         if merged_id:
             return [], [(o, f"improved on its minibatch; combined into the merge {merged_id}, which was validated "
                             "instead") for o in improved], merged_id
-    chosen, rest = choose_children(outcomes, cfg.accept, cfg.top_k)
+    chosen, rest = choose_children(outcomes, cfg.accept, cfg.top_k, order)
     return chosen, [(o, f"improved on its minibatch but not selected (accept = {cfg.accept!r})") for o in rest], None
 
 
@@ -188,7 +200,12 @@ class _ParentMinibatches:
             return self._results[p]
 
 
-def _slot(ctx: RunContext, parents: _ParentMinibatches, p: int, k: int, minibatch: list[str]) -> Outcome:
-    results = parents.get(p)
-    parent = ctx.state.candidates[parents.parent_ids[p]]
-    return run_proposal(ctx, parent, p, k, minibatch, results)
+def _slot(ctx: RunContext, parents: _ParentMinibatches, p: int, k: int, minibatch: list[str],
+          order: ClaimOrder) -> Outcome:
+    parent_id = parents.parent_ids[p]
+    try:
+        results = parents.get(p)
+        pctx = replace(ctx, claim_turn=lambda: order.wait(parent_id, (p, k)))
+        return run_proposal(pctx, ctx.state.candidates[parent_id], p, k, minibatch, results)
+    finally:
+        order.done(parent_id, (p, k))

@@ -179,6 +179,8 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
             # an LM that repeats it on the retry (or a sibling that proposes it) fails as invalid
             problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
             child.content, child.content_hash = content, chash  # kept as lineage if the retry fails too
+            if problem is None and ctx.claim_turn is not None:
+                ctx.claim_turn()
             if problem is None and ctx.state.claim(parent.id, chash):
                 repo.bump_run(ctx.db, ctx.run_id, proposals_valid=1)
                 return ctx.save(child)
