@@ -15,6 +15,7 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup
+	@$(PY) -m pip install -q -r requirements-bench.txt
 	@set -e; found=0; for f in bench/*.py; do \
 		[ -e "$$f" ] || continue; found=1; \
 		echo "== $$f"; $(PY) "$$f"; \

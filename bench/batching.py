@@ -12,7 +12,8 @@ wall-clock next to the measured one.
     .venv/bin/python -m bench.batching                # everything (≈ 15 min), writes the docs
     .venv/bin/python -m bench.batching --only "4×1 all" --seeds 1 --no-write   # one row, quick look
 
-Needs ``pip install -r requirements-bench.txt`` (gepa 0.1.4, for the GEPA rows only).
+Writing the docs needs matplotlib (``requirements-bench.txt``, which ``make bench`` installs); it is
+checked before the first run, not after the last. GEPA 0.1.4 comes with ``requirements-dev.txt``.
 """
 
 from __future__ import annotations
@@ -341,6 +342,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     import logging
 
     logging.basicConfig(level=logging.ERROR)
+    if not args.no_write:
+        import matplotlib  # noqa: F401  (fail now, not after every run: the plot needs it)
     if args.report_only:
         raw = json.loads((Path(args.raw) if args.raw else RAW).read_text())
         results, dollars = raw["results"], raw["dollars"]
