@@ -218,9 +218,9 @@ def write_doc(path: Path, table: list[str], dollar_table: list[str], summary: di
         f"{'The machine was otherwise idle' if statistics.mean(loads) < 2 else 'The machine was shared with other work'}"
         f" while the benchmark ran: the 1-minute load average on its 2 cores was {min(loads):.1f}–{max(loads):.1f} (mean {statistics.mean(loads):.1f}) at the start of the runs. "
         "Wall-clock numbers carry that noise. Scores are steadier but not identical when a run is repeated: an "
-        "early-stopped validation pass depends on the order results arrive, async runs on timing throughout, and "
-        "ties on the best validation mean go to the candidate with more ancestors, then the lower content hash, never "
-        "the id (random per run).",
+        "early-stopped validation pass depends on the order results arrive, and async runs on timing throughout (ties "
+        "on the best validation mean do not depend on the ids, which are random per run: the candidate with more "
+        "ancestors wins, then the lower content hash).",
         "",
         "## Budgets under a binding dollar cap",
         "",
