@@ -160,7 +160,8 @@ def combine(ctx: RunContext, siblings: list[Sibling], merge_id: str, step: int) 
     """Write, test and record the merge of ``siblings`` (≥ 2). Returns the merged candidate's id
     when it kept every sibling's gains on their examples (validation is the caller's), else
     None. Every attempt is recorded as a candidate, failed or rejected ones included."""
-    siblings = sorted(siblings, key=lambda s: (-s.gain, s.cand.content_hash, s.cand.id))[:MAX_SIBLINGS]  # not by id alone: random per run
+    # equal gains by content, not by the ids (random per run): which siblings are kept, and the merge's text
+    siblings = sorted(siblings, key=lambda s: (-s.gain, s.cand.content_hash, s.cand.id))[:MAX_SIBLINGS]
     merged = ctx.state.candidates.get(merge_id)
     if merged is not None and merged.finished_at is not None:
         return merge_id if merged.improved and merged.status != CandidateStatus.REJECTED else None
