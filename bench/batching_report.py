@@ -327,12 +327,17 @@ What still costs it budget: a proposal starts from the best as it is when a slot
 some of its fixes repeat what another proposal added meanwhile, and its merge then adds nothing. `async C=4 rebase` (`merge = true`) validates the child first and then
 the merge, two passes per improvement.
 
-**Repeatability.** Time to quality moves a lot between runs of the same code, more than scores at the full
-budget. In the previous run of this benchmark (the code before the queue, load 8–20) 1×1 reached its quality in
-12.7 s on average and 4×1 merge in 6.1 s (2.11× sooner); in this one 1×1 took 9.6 s, because seed 2's 1×1 run reached
-0.95 × its final best after 3.0 s, and 4×1 merge 5.9 s (1.62×). With 16 validation examples one example is 0.06 of the score,
-so a target is reached or missed by one example. What held in every run: 4×1 merge reaches the quality on every
-seed of the incremental task, asynchronous shapes without merging do not, and no shape reaches it 4× sooner.
+**Repeatability.** Time to quality moves a lot between runs, more than scores at the full budget. Two runs of
+this benchmark before the present one (the code before the queue, load 8–20; then with it, idle) had 1×1 at 12.7 s
+and 9.6 s and 4×1 merge at 2.11× and 1.62× sooner; the 9.6 s came from seed 2's 1×1 run, which then ended at 0.792
+and reached 0.95 × that after 3.0 s. Later changes to the reflection prompt (it shows earlier attempts'
+results) change what the simulated LM answers: the same seed's 1×1 run then ended at 0.906, and it ends at 0.938
+since ties on the validation mean go to the descendant, so its target is higher now. With 16 validation examples one example is 0.06 of the score, so a target is reached or
+missed by one example; a 12-seed check of 1×1, 4×1 merge and async C=4 merge is in `docs/benchmarks.md`. What held
+in every run: 4×1 merge reaches the quality on every seed of the incremental task, asynchronous shapes without
+merging do not, and no shape reaches it 4× sooner. Synchronous runs repeat exactly, except where an early-stopped
+validation pass paid for a different number of evaluations already running (then the last steps can differ);
+asynchronous runs depend on timing throughout.
 
 **Against GEPA 0.1.4** (same task, LM and evaluator): its evaluator runs in threads of the optimizer's process, with
 no sandbox round trip, and it spends up to 27 % more calls than the budget; its 4×1 and 8×1 lose quality against
