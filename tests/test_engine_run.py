@@ -135,8 +135,25 @@ def _fingerprint(db, run_id):
             "best": (cont[run.best_candidate_id], run.best_val_mean)}
 
 
-@pytest.mark.parametrize("p,k", [(2, 2), (1, 3)])  # 1x3: siblings often propose the same text and race
-def test_same_seed_gives_identical_runs(tmp_path, p, k):
+def _same_word_late_or_soon(messages, params):
+    """Every proposal of a parent adds the same word (a retry the next one), after a random
+    0-60 ms: slots with different minibatches race for one text, in a different order each run."""
+    import random
+    import time
+
+    time.sleep(random.random() * 0.06)
+    current = toy.current_version(messages[1]["content"])
+    missing = [w for w in toy.WORDS if w not in current.split()]
+    word = missing[min(len(messages) > 2, len(missing) - 1)]
+    return f"Adding {word}.\n```\n{current} {word}\n```"
+
+
+@pytest.mark.parametrize("p,k,script", [
+    (2, 2, toy.script),
+    (1, 3, toy.script),  # siblings often propose the same text and race
+    (4, 1, _same_word_late_or_soon),  # slots of one parent, each with its minibatch, race for one text
+])
+def test_same_seed_gives_identical_runs(tmp_path, p, k, script):
     from storage.db import Database
 
     prints = []
@@ -145,7 +162,7 @@ def test_same_seed_gives_identical_runs(tmp_path, p, k):
         db.create_all()
         cfg = toy_config(8, search={"parents_per_step": p, "proposals_per_parent": k},
                          budget={"max_steps": 5, "stop_at_score": None})
-        run_id, _ = run_toy(db, tmp_path / name, cfg)
+        run_id, _ = run_toy(db, tmp_path / name, cfg, script=script)
         prints.append(_fingerprint(db, run_id))
         db.dispose()
     a, b = prints
