@@ -43,11 +43,11 @@ def test_plan_slots_at_the_budget_tail_and_under_a_dollar_cap():
 
 def test_choose_children_by_accept_rule_most_promising_first():
     outs = [Outcome("c1", True, 1.0), Outcome("c2", False, -1.0), Outcome("c3", True, 2.0), Outcome("c4", True, 1.0)]
-    chosen, rest = choose_children(outs, "all", 2)
+    chosen, rest = choose_children(outs, "all", 2, {})
     assert [o.child_id for o in chosen] == ["c3", "c1", "c4"] and rest == []
-    chosen, rest = choose_children(outs, "best", 2)
+    chosen, rest = choose_children(outs, "best", 2, {})
     assert [o.child_id for o in chosen] == ["c3"] and [o.child_id for o in rest] == ["c1", "c4"]
-    chosen, rest = choose_children(outs, "top_k", 2)
+    chosen, rest = choose_children(outs, "top_k", 2, {})
     assert [o.child_id for o in chosen] == ["c3", "c1"] and [o.child_id for o in rest] == ["c4"]
 
 

@@ -60,18 +60,14 @@ class SyncSchedule:
 
 
 def choose_children(outcomes: list[Outcome], accept: str, top_k: int,
-                    order: Optional[dict[str, str]] = None) -> tuple[list[Outcome], list[Outcome]]:
+                    order: dict[str, str]) -> tuple[list[Outcome], list[Outcome]]:
     """Which improving children pay a validation pass: all, the best one, or the top k by
-    minibatch gain. Returns (chosen, passed over), chosen ordered most promising first. Equal
+    minibatch gain. Returns (chosen, passed over), both ordered most promising first. Equal
     gains are ordered by ``order`` (child id -> content hash), not by the ids, which hash the
     run id: two runs with one seed choose the same child."""
-    improved = by_promise([o for o in outcomes if o.improved], order or {})
+    improved = sorted((o for o in outcomes if o.improved), key=lambda o: (-o.gain, order.get(o.child_id, ""), o.child_id))
     n = {"all": len(improved), "best": 1, "top_k": top_k}[accept]
     return improved[:n], improved[n:]
-
-
-def by_promise(improved: list[Outcome], order: dict[str, str]) -> list[Outcome]:
-    return sorted(improved, key=lambda o: (-o.gain, order.get(o.child_id, ""), o.child_id))
 
 
 def plan_slots(child_costs: list[int], parent_costs: list[int], per_parent: int, affordable_lm_calls: Optional[int],
@@ -156,7 +152,8 @@ def _choose(ctx: RunContext, outcomes: list[Outcome]) -> tuple[list[Outcome], li
     cfg = ctx.cfg.search
     order = {o.child_id: ctx.state.candidates[o.child_id].content_hash for o in outcomes
              if o.child_id in ctx.state.candidates}
-    improved = by_promise([o for o in outcomes if o.improved], order)
+    chosen, rest = choose_children(outcomes, cfg.accept, cfg.top_k, order)
+    improved = chosen + rest  # every improving child, most promising first
     if cfg.merge_siblings and len(improved) >= 2:
         merged_id = _merge(ctx, improved)
         if merged_id in {o.child_id for o in improved}:  # one child already held every change
@@ -166,7 +163,6 @@ def _choose(ctx: RunContext, outcomes: list[Outcome]) -> tuple[list[Outcome], li
         if merged_id:
             return [], [(o, f"improved on its minibatch; combined into the merge {merged_id}, which was validated "
                             "instead") for o in improved], merged_id
-    chosen, rest = choose_children(outcomes, cfg.accept, cfg.top_k, order)
     return chosen, [(o, f"improved on its minibatch but not selected (accept = {cfg.accept!r})") for o in rest], None
 
 
