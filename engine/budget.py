@@ -103,6 +103,16 @@ class Budget:
             cap = self.cfg.max_metric_calls
             return None if cap is None else cap - self.metric_calls - self.reserved
 
+    def affords_metric_calls(self, calls: int) -> bool:
+        """Whether this thread could dispatch ``calls`` more metric calls now: what is left of
+        its block and what nobody has reserved."""
+        with self._lock:
+            cap = self.cfg.max_metric_calls
+            if cap is None:
+                return True
+            block = self._blocks.get(threading.get_ident())
+            return (block.left if block else 0) + cap - self.metric_calls - self.reserved >= calls
+
     def reserve_metric_call(self) -> bool:
         with self._lock:
             block = self._blocks.get(threading.get_ident())

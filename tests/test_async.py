@@ -149,6 +149,9 @@ def test_async_sibling_merges_rebase_improving_children_onto_the_best_one_pass_a
         for best in others:
             assert best.status == "accepted" and best.val_count
             assert any(c.parent_ids[0] != best.id for c in children)  # some child had not built on it
+        if "not written" in m.reason or "no LM call made" in m.reason:  # the budget's tail could not test it
+            assert m.status == "failed" and not m.content and m.lm_call_id is None
+            continue
         assert m.merge_path == "lm"  # the toy's words are on one line: every merge conflicts
     # children that were waiting together went into one merge (with the best, or over it)
     assert any(sum(by_id[p].origin == "reflection" for p in m.parent_ids) >= 2 for m in merges)

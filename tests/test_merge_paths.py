@@ -166,3 +166,58 @@ def test_the_asynchronous_model_pays_for_rebasing_only_when_the_best_moved_on():
     free, _ = predict_run_seconds(Shape(4, 1, schedule="async", merge_siblings=True), _lat(merge_lm=0.0), 240)
     paid, _ = predict_run_seconds(Shape(4, 1, schedule="async", merge_siblings=True), _lat(merge_lm=1.0), 240)
     assert free < paid
+
+
+# ---------------------------------------------------------------- the budget's tail
+
+
+class _TailContext:
+    """Just what ``combine`` reads before its first test: a merge the budget cannot test is
+    never written, so no LM call, no evaluation."""
+
+    def __init__(self, calls_left: int) -> None:
+        from types import SimpleNamespace
+
+        from engine.budget import Budget
+        from engine.config import BudgetConfig
+
+        self.run_id, self.saved, self.components = "r", [], ["text"]
+        self.budget = Budget(BudgetConfig(max_metric_calls=100), metric_calls=100 - calls_left, cost_usd=0.0,
+                             seconds_before=0.0)
+        self.state = SimpleNamespace(candidates={}, frontier_version=0)
+
+    def save(self, cand):
+        self.saved.append(cand)
+        return cand
+
+    def call_lm(self, *args, **kwargs):
+        raise AssertionError("no merge LM call when its merge could not be tested")
+
+
+def _siblings(texts: list[str]):
+    from engine.evaluation import Scored
+    from engine.search.sibling_merge import Sibling
+    from storage.models import Candidate
+
+    parent = Candidate(id="p", run_id="r", content={"text": BASE}, content_hash="hp")
+    out = []
+    for n, text in enumerate(texts):
+        cand = Candidate(id=f"c{n}", run_id="r", content={"text": text}, content_hash=f"h{n}", parent_ids=["p"])
+        keys = [f"e{n}a", f"e{n}b", f"e{n}c"]  # each fixed one of its three examples
+        out.append(Sibling(cand, parent, {k: float(k.endswith("a")) for k in keys},
+                           {k: Scored(0.0, {}, None) for k in keys}))
+    return out
+
+
+@pytest.mark.parametrize("texts, calls_left, why", [
+    ([BASE + "\n- a", BASE + "\n- b"], 1, "too few metric calls left to test a merge; not written"),
+    ([BASE.replace("two", "2"), BASE.replace("two", "II")], 3, "test an LM-written merge; no LM call made"),
+])
+def test_a_merge_the_budget_cannot_test_is_not_written(texts, calls_left, why):
+    from engine.search.sibling_merge import combine
+
+    ctx = _TailContext(calls_left)  # the three-way merge needs its 2 fixed examples; an LM merge all 6
+    assert combine(ctx, _siblings(texts), "m", 0) is None
+    (merged,) = ctx.saved
+    assert merged.status == "failed" and why in merged.reason and not merged.content
+    assert ctx.budget.metric_calls == 100 - calls_left  # nothing was evaluated

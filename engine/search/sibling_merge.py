@@ -169,6 +169,10 @@ def combine(ctx: RunContext, siblings: list[Sibling], merge_id: str, step: int) 
                                  parent_ids=[s.cand.id for s in siblings], step=step,
                                  frontier_version=ctx.state.frontier_version, started_at=utcnow())
     if not merged.content:
+        if not ctx.budget.affords_metric_calls(len(_test_keys(siblings, fixes_only=True))):
+            # written, it could not be tested: a merge LM call would be paid for nothing
+            return _finish(ctx, merged, CandidateStatus.FAILED, "budget: too few metric calls left to test a merge; "
+                                                                "not written")
         content, why = _merged_content(ctx, siblings, merged)
         if content is None:
             return _finish(ctx, merged, CandidateStatus.FAILED, why)
@@ -208,6 +212,8 @@ def _merged_content(ctx: RunContext, siblings: list[Sibling], merged: Candidate)
     merged.merge_path = MergePath.LM
     if not ctx.budget.may_call_lm("merge"):
         return None, "budget: no room left for the merge LM call"
+    if not ctx.budget.affords_metric_calls(len(_test_keys(siblings, fixes_only=False))):
+        return None, "budget: too few metric calls left to test an LM-written merge; no LM call made"
     messages = build_merge_prompt(ctx, siblings, component)
     res, call_id = ctx.call_lm(ctx.cfg.reflection_lm, messages, "merge", merged.id)
     merged.lm_call_id = call_id
@@ -227,7 +233,7 @@ def _keeps_gains(ctx: RunContext, cand: Candidate, siblings: list[Sibling],
     gains are kept when ``cand`` scores at least as well on each example the sibling fixed and
     in total on the sibling's examples (siblings of one parent share their examples, so totals
     alone would not see a dropped fix). ``fixes_only``: only the examples the siblings fixed."""
-    keys = sorted({k for s in siblings for k in (s.fixed() if fixes_only else s.scores)})
+    keys = _test_keys(siblings, fixes_only)
     results = ctx.evals.evaluate(cand, keys, kind="minibatch")
     got = {k: r.score for k, r in results.items()}
     if len(got) < len(keys):
@@ -235,6 +241,10 @@ def _keeps_gains(ctx: RunContext, cand: Candidate, siblings: list[Sibling],
     lost = [s for s in siblings if any(got[k] + 1e-12 < s.scores[k] for k in s.fixed())
             or (not fixes_only and sum(got[k] for k in s.scores) + 1e-12 < sum(s.scores.values()))]
     return not lost, got, lost
+
+
+def _test_keys(siblings: list[Sibling], fixes_only: bool) -> list[str]:
+    return sorted({k for s in siblings for k in (s.fixed() if fixes_only else s.scores)})
 
 
 def _test(ctx: RunContext, merged: Candidate, siblings: list[Sibling]) -> Optional[str]:
