@@ -328,3 +328,24 @@ def test_the_retry_of_an_unchanged_answer_is_reserved_against_the_dollar_cap(sql
     assert len([c for c in lm_calls(sqlite_db, run_id) if c.purpose == "reflection"]) == 1
     reasons = [c.reason for c in repo.list_candidates(sqlite_db, run_id) if c.origin != "seed"]
     assert any("no room in the budget for a retry" in r for r in reasons), reasons
+
+
+def test_a_thread_affords_what_is_left_of_its_block_and_what_nobody_reserved():
+    b = Budget(BudgetConfig(max_metric_calls=10), metric_calls=2, cost_usd=0.0, seconds_before=0.0)
+    block = b.reserve_block(5)
+    assert b.affords_metric_calls(3) and not b.affords_metric_calls(4)  # another thread: 10 - 2 - 5
+    with b.drawing_from(block):
+        assert b.affords_metric_calls(8) and not b.affords_metric_calls(9)
+        assert b.reserve_metric_call()
+        assert b.affords_metric_calls(7) and not b.affords_metric_calls(8)
+    assert Budget(BudgetConfig(max_metric_calls=None), 0, 0.0, 0.0).affords_metric_calls(10 ** 6)
+
+
+def test_an_async_proposal_leaves_room_to_validate_what_is_queued():
+    from engine.schedules.asynchronous import room_to_keep
+
+    assert room_to_keep(16, queued=0, inflight=True) == 16  # one validation pass, as before
+    assert room_to_keep(16, queued=1, inflight=True) == 32  # and the turn one queued child will take
+    assert room_to_keep(16, queued=3, inflight=True) == 32  # three children: one merged pass
+    assert room_to_keep(16, queued=4, inflight=True) == 48
+    assert room_to_keep(16, queued=4, inflight=False) == 0  # the last proposal takes the tail

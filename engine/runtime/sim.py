@@ -191,8 +191,15 @@ class _AsyncRun:
         self.proposal_seconds = 2 * self.m * lat.eval + lat.lm + lat.overhead  # half of it: a child's longest wait
 
     def fill(self) -> None:
-        while self.flight < self.c and self.budget - self.spent >= 2 * self.m + (self.v if self.flight else 0):
+        while self.flight < self.c and self.budget - self.spent >= 2 * self.m + self.keep():
             self.propose()
+
+    def keep(self) -> int:
+        """Metric calls a new proposal leaves free (engine.schedules.asynchronous.room_to_keep):
+        a validation pass, and one per turn the queued children will take."""
+        if not self.flight:
+            return 0
+        return self.v * (1 + -(-len(self.queue) // (MAX_SIBLINGS - 1)))
 
     def propose(self) -> None:
         self.flight += 1

@@ -28,7 +28,8 @@ chosen) and finished (validation done) and the frontier version it started from.
 
 Budget. A proposal starts only when the metric calls for its minibatch tests can be reserved
 as a block (``Budget.reserve_block``) while leaving room for one validation pass, as a
-synchronous step plans its batch.
+synchronous step plans its batch, and for one more per turn that the children queued for
+re-basing will take.
 Validation passes beyond a proposal's block draw from what is left, so near the end of the
 budget a pass may be cut short (recorded as such). The budget is never exceeded.
 
@@ -65,6 +66,7 @@ from engine.search.merge import find_rebase, test_merge
 from engine.search.proposal import run_proposal
 from engine.runtime.model import async_rate
 from engine.search.sampling import EpochSampler
+from engine.search.sibling_merge import MAX_SIBLINGS
 from engine.search.selection import make_selector, select_parents
 from engine.schedules.base import AfterStep, Decision, Gate, close_step
 from engine.schedules.onto_best import QUORUM, OntoBest
@@ -72,6 +74,18 @@ from engine.state import deterministic_id
 from engine.schedules.validation import step_rng, validate_child
 
 log = logging.getLogger("refract.engine")
+
+
+def room_to_keep(n_val: int, queued: int, inflight: bool) -> int:
+    """Metric calls a new proposal must leave unreserved. Its block holds its minibatch tests;
+    room for one validation pass is kept free (as a synchronous step keeps it for its whole
+    batch), from which validations draw, and one more for each turn that the improving children
+    ``queued`` for re-basing will take (up to MAX_SIBLINGS − 1 a turn): near the end of the
+    budget, what was found is validated before anything new starts. With nothing in flight,
+    nothing is kept: the budget's tail goes to one more proposal rather than to no one."""
+    if not inflight:
+        return 0
+    return n_val * (1 + -(-queued // (MAX_SIBLINGS - 1)))
 
 
 @dataclass
@@ -178,9 +192,8 @@ class AsyncSchedule:
         n_val = len(ctx.val_keys)
         if ctx.budget.affordable_lm_calls() == 0:  # its parent's minibatch would be paid for nothing
             return None
-        # a proposal's block holds its minibatch tests; room for one validation pass is kept
-        # free (as a synchronous step keeps it for its whole batch), from which validations draw
-        block = ctx.budget.reserve_block(2 * self.m, keep_free=n_val if self.inflight else 0)
+        queued = self.onto_best.waiting() if ctx.cfg.search.merge_siblings else 0
+        block = ctx.budget.reserve_block(2 * self.m, keep_free=room_to_keep(n_val, queued, bool(self.inflight)))
         if block is None:
             return None
         n = self.next_n

@@ -54,6 +54,11 @@ class OntoBest:
         with self._lock:
             self._undecided += 1
 
+    def waiting(self) -> int:
+        """Children queued for a turn (each turn validates up to MAX_SIBLINGS − 1 of them as one)."""
+        with self._lock:
+            return len(self._queue)
+
     def decided(self, pctx: RunContext, child_id: Optional[str], step: int,
                 made: Callable[[Candidate], None]) -> list[str]:
         """A proposal's child is decided: ``child_id`` improved on its minibatch (it joins the
