@@ -37,7 +37,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.lm.client import LMClient  # noqa: E402  (first: offline price map)
+from engine.lm.client import LMClient, warm_up  # noqa: E402  (first: offline price map)
 
 from bench import incremental_task as task  # noqa: E402
 from bench.time_to_quality import (GepaRecorder, add_predictions, add_time_to_quality, prediction_table,  # noqa: E402
@@ -349,6 +349,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         results, dollars = raw["results"], raw["dollars"]
     else:
         configs = [c for c in CONFIGS + ([] if args.no_overlap else OVERLAP_CONFIGS) if not args.only or c.name in args.only]
+        warm_up()  # litellm's first-completion loading is not charged to the first run (1×1, seed 0)
         results, dollars = [], []
         for seed in range(args.seeds):
             for cfg in configs:

@@ -102,8 +102,7 @@ class Worker:
         thread: a run claimed meanwhile starts anyway) and the stock of sandbox processes."""
         from engine.sandbox.warm import WarmStock
 
-        threading.Thread(target=importlib.import_module, args=("engine.lm.client",), daemon=True,
-                         name="warm-imports").start()
+        threading.Thread(target=_warm_lm, daemon=True, name="warm-imports").start()
         self.stock = WarmStock(size=ExecutorConfig().workers)
 
     def _claim_and_run(self, stop: threading.Event, once: bool) -> None:
@@ -169,3 +168,11 @@ class Worker:
                 self.beat()
             except Exception:  # a transient database error: try again at the next beat
                 log.exception("heartbeat failed")
+
+
+def _warm_lm() -> None:
+    """The LM client's imports and litellm's first-completion loading (``warm_up``)."""
+    try:
+        importlib.import_module("engine.lm.client").warm_up()
+    except Exception:  # noqa: BLE001 -- only a head start: the first real call loads the same
+        log.warning("warming up the LM client failed", exc_info=True)

@@ -302,3 +302,37 @@ def test_lm_plugins_are_imported_by_name_and_a_typo_is_an_error():
     assert is_in_process("scripted/x") and not is_in_process("openai/gpt-4.1-mini")
     with pytest.raises(ValueError, match=f"{PLUGINS_ENV}: cannot import 'tests.support.no_such_plugin'"):
         load_plugins({PLUGINS_ENV: "tests.support.no_such_plugin"})
+
+
+WARM_CHECK = r'''
+import sys, tempfile
+from engine.lm.client import LMClient, warm_up
+from engine.config import LMConfig
+from tests.support.scripted_lm import install_script
+install_script(lambda messages, params: "fine", latency=0.0)
+if sys.argv[1] == "warm":
+    warm_up()
+before = set(sys.modules)
+res = LMClient(tempfile.mkdtemp()).complete(LMConfig(model="scripted/warm-check"), [{"role": "user", "content": "hi"}])
+assert res.ok, res.error
+print(sorted(m for m in set(sys.modules) - before if m.split(".")[0] in ("litellm", "tiktoken", "tiktoken_ext")))
+'''
+
+
+def test_warm_up_loads_most_of_what_the_first_completion_would(tmp_path):
+    """A long-lived worker warms the client (engine.worker): its first reflection then loads
+    almost nothing more of litellm, and not its tokenizer (together about 0.6 s on a 2-core
+    machine). Without it, the first call loads them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def first_call_loads(mode: str) -> list[str]:
+        out = subprocess.run([sys.executable, "-c", WARM_CHECK, mode], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parents[1], timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return eval(out.stdout.strip().splitlines()[-1])
+
+    cold, warm = first_call_loads("cold"), first_call_loads("warm")
+    assert any(m.startswith("tiktoken") for m in cold) and not any(m.startswith("tiktoken") for m in warm)
+    assert len(warm) * 3 < len(cold), (len(warm), len(cold))

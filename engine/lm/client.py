@@ -50,6 +50,15 @@ log = logging.getLogger("refract.lm")
 _MAX_BACKOFF_SECONDS = 60.0
 
 
+def warm_up() -> None:
+    """Load what litellm loads on its first completion (provider modules, its default
+    tokenizer): about 0.6 s that the first reflection of a worker would otherwise wait. A
+    mocked completion: no provider is called, nothing is recorded or charged."""
+    litellm.completion(model="openai/refract-warm-up", messages=[{"role": "user", "content": "warm up"}],
+                       mock_response="ok")
+    litellm.encoding  # noqa: B018  (a lazy attribute: reading it loads the tokenizer)
+
+
 @dataclass
 class LMResult:
     text: str
