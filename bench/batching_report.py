@@ -324,7 +324,10 @@ re-based and validated as it arrived, several passes side by side, so a merge wa
 pass then replaced and forked it: in the previous run of this benchmark 25 of 39 such merges were kept after
 validation and the shape reached the 1×1 quality on 1 of 3 seeds (best val 0.771); with the queue, see the tables.
 What still costs it budget: a proposal starts from the best as it is when a slot frees, up to a proposal old, so
-some of its fixes repeat what another proposal added meanwhile, and its merge then adds nothing. `async C=4 rebase` (`merge = true`) validates the child first and then
+some of its fixes repeat what another proposal added meanwhile, and its merge then adds nothing. Freeing a slot
+as soon as a proposal's reflection ended (the next one reflects while the first is tested and validated) kept the LM
+busier but made that worse: in a 12-seed trial such runs reached the 1×1 quality on 7 seeds, against 10 when a
+proposal holds its slot until it is done, so it was not kept. `async C=4 rebase` (`merge = true`) validates the child first and then
 the merge, two passes per improvement.
 
 **Repeatability.** Time to quality moves a lot between runs, more than scores at the full budget. Two runs of
