@@ -15,13 +15,14 @@ from typing import Optional
 
 from storage import repo
 
+from engine.search.frontier import mean
 from engine.state import deterministic_id
 
 ENDINGS_WITH_A_TEST = ("completed", "stopped")
 
 
 def _mean(results: dict) -> Optional[float]:
-    return sum(r.score for r in results.values()) / len(results) if results else None
+    return mean(r.score for r in results.values()) if results else None
 
 
 def test_pass(ctx, status: str, best_id: Optional[str]) -> dict:

@@ -227,3 +227,30 @@ def test_a_descendant_equal_to_its_ancestor_is_preferred():
     assert state.best()[0] == "merge"  # before: "best", whose hash sorts first
     picks = {p[0] for p in _draws(ParetoSelector(), state.view(2), draws=100)}
     assert picks == {"merge", "kid"}
+
+
+def test_equal_scores_arriving_in_another_order_tie_as_equals():
+    """In a 4×1 run two candidates had the same 16 validation scores, arrived in a different
+    order: their plain sums differed in the last bit (0.3333333333333333 against
+    0.33333333333333337), so the tie rules never applied and timing chose the next parent.
+    Means are now exactly rounded: the descendant wins, whatever the order."""
+    import random
+
+    from engine.search.frontier import mean_scores
+    from engine.state import PoolState
+    from storage.models import Candidate
+
+    values = [1 / 3, 0.0, 1.0, 1.0, 0.0, 0.5, 0.5, 0.0, 2 / 3, 0.0, 1 / 3, 0.0, 0.5, 0.5, 0.0, 0.0]
+    keys = [f"e{i:02d}" for i in range(len(values))]
+    rng = random.Random(7)
+    orders = [rng.sample(range(len(values)), len(values)) for _ in range(200)]
+    assert len({sum(values[i] for i in o) for o in orders}) > 1  # a plain sum depends on the order
+    for first, second in zip(orders[::2], orders[1::2]):
+        state = PoolState(val_keys=keys)
+        for cid, parents, order in (("older", [], first), ("newer", ["older"], second)):
+            state.add_scored(Candidate(id=cid, run_id="r", content={"text": cid}, content_hash=cid, origin="reflection",
+                                       parent_ids=parents, component="text", step=1),
+                             {keys[i]: values[i] for i in order})
+        means = mean_scores(state.scores)
+        assert means["older"] == means["newer"]
+        assert state.best()[0] == "newer"

@@ -31,6 +31,7 @@ from storage.models import new_id
 
 from engine.config import RunConfig
 from engine.records.export import FORMAT, import_run, iso
+from engine.search.frontier import mean
 from engine.state import SINGLE, deterministic_id
 
 STR_KEY = "current_candidate"  # GEPA's component name for a plain-text candidate
@@ -156,7 +157,7 @@ def _document(folder: Path, candidates: list[dict], log: list, scores: dict, out
                       "step": step, "content": _content(cand), "status": "accepted", "component": None,
                       "reason": "" if own else "its validation scores are not in the run directory (no run_log.txt)",
                       "pinned": False, "vetoed": False, "author": "gepa",
-                      "val_mean": sum(own.values()) / len(own) if own else None, "val_scores": own, "val_cut_short": "",
+                      "val_mean": mean(own.values()) if own else None, "val_scores": own, "val_cut_short": "",
                       "minibatch_score": _total(task.get("new_subsample_scores")) if origin == "reflection" else None,
                       "parent_minibatch_score": _total(task.get("subsample_scores")) if origin == "reflection" else None,
                       "minibatch_keys": [], "frontier_version": 0, "created_at": made_at[i], "started_at": made_at[i],

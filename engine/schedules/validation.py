@@ -18,7 +18,7 @@ from storage.states import CandidateStatus, Origin
 from engine.config import SearchConfig
 from engine.context import RunContext
 from engine.evaluation import EvaluationService, Scored
-from engine.search.frontier import can_still_matter
+from engine.search.frontier import can_still_matter, mean
 from engine.search.frontier_types import objective_scores
 from engine.state import PoolState
 
@@ -63,7 +63,7 @@ class Validator:
             why_stopped.insert(0, f"interrupted ({cut}) after {len(scores)} of {n} examples")
         child.status = CandidateStatus.ACCEPTED
         child.val_count = len(scores)
-        child.val_mean = sum(scores.values()) / len(scores) if scores else None
+        child.val_mean = mean(scores.values()) if scores else None
         if len(scores) < n:
             child.val_cut_short = (why_stopped[0] if why_stopped else
                                    f"budget: no metric calls left to finish the validation pass ({len(scores)} of "

@@ -11,6 +11,7 @@ evaluated on, so the frontier is exact for the examples evaluated.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -51,13 +52,12 @@ def nondominated_frequencies(front: Frontier, scores: Scores, tiebreak=None) -> 
     """
     members = front.members()
 
-    def mean(cid: str) -> float:
-        vals = list(scores[cid].values())
-        return sum(vals) / len(vals) if vals else 0.0
+    def by_mean(cid: str) -> float:
+        return mean(scores[cid].values())
 
     alive = set(members)
     by_preference = sorted(members, key=tiebreak or (lambda c: c), reverse=True)
-    for cid in sorted(by_preference, key=mean):  # stable: equal means keep the order above
+    for cid in sorted(by_preference, key=by_mean):  # stable: equal means keep the order above
         held = [k for k, h in front.holders.items() if cid in h]
         if held and all(len((front.holders[k] & alive) - {cid}) > 0 for k in held):
             alive.discard(cid)
@@ -68,8 +68,17 @@ def nondominated_frequencies(front: Frontier, scores: Scores, tiebreak=None) -> 
     return freq
 
 
+def mean(values: Iterable[float]) -> float:
+    """The mean, exactly rounded (``math.fsum``), 0 for none. Scores arrive in the order their
+    evaluations finish, and a plain sum's last bit depends on that order: two candidates with the
+    same scores then had means 0.3333333333333333 and 0.33333333333333337, the tie rules
+    (``PoolState._tie_key``) never applied, and which one a run built on depended on timing."""
+    vals = list(values)
+    return math.fsum(vals) / len(vals) if vals else 0.0
+
+
 def mean_scores(scores: Scores) -> dict[str, float]:
-    return {cid: (sum(v.values()) / len(v) if v else 0.0) for cid, v in scores.items()}
+    return {cid: mean(v.values()) for cid, v in scores.items()}
 
 
 def can_still_matter(partial: Mapping[str, float], remaining: Iterable[str], front: Frontier,

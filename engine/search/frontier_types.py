@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Optional
 
-from engine.search.frontier import Frontier, compute_frontier
+from engine.search.frontier import Frontier, compute_frontier, mean
 
 FRONTIER_TYPES = ("instance", "objective", "hybrid", "cartesian")
 NOUNS = {"instance": "example(s)", "objective": "objective(s)", "hybrid": "example(s) or objective(s)",
@@ -44,7 +44,7 @@ def _entries(scores: Mapping[str, float], objectives: Mapping[str, Mapping[str, 
         for per_example in objectives.values():
             for name, v in per_example.items():
                 totals.setdefault(name, []).append(v)
-        out.update({(None, name): sum(vs) / len(vs) for name, vs in totals.items()})
+        out.update({(None, name): mean(vs) for name, vs in totals.items()})
     if frontier_type == "cartesian":
         out.update({(k, name): v for k, per in objectives.items() for name, v in per.items()})
     return out

@@ -25,6 +25,7 @@ from storage.states import CandidateStatus, MergePath, Origin
 
 from engine.context import RunContext
 from engine.evaluation import Scored
+from engine.search.frontier import mean
 from engine.search.lineage import ancestors
 from engine.search.reflection import _clip, _fence, _render_value, parse_answer
 from engine.search.textmerge import merge_contents
@@ -85,7 +86,7 @@ def divergent_siblings(ctx: RunContext, newest_id: str, tried: list[frozenset]) 
             return []
         lineage = {c: ancestors(state.candidates, c) for c in members}
         others = [c for c in members if c != newest_id and c not in lineage[newest_id] and newest_id not in lineage[c]]
-        means = {c: sum(state.scores[c].values()) / len(state.scores[c]) for c in members}
+        means = {c: mean(state.scores[c].values()) for c in members}
         group = [newest_id] + sorted(others, key=lambda c: (-means[c], c))[: MAX_SIBLINGS - 1]
         common = set.intersection(*(lineage[c] | {c} for c in group)) & state.full
         if len(group) < 2 or not common or any(set(group) <= t for t in tried):
