@@ -33,6 +33,10 @@ from engine.config import BudgetConfig
 # An LM call is assumed to cost up to this multiple of the most expensive call so far (prompts
 # grow as candidates and feedback grow): concurrent calls then stay under the dollar cap.
 LM_COST_MARGIN = 1.5
+# The next unit of work is assumed to take up to this multiple of the slowest recent one: units
+# of equal work vary by a few percent (more on a busy machine), and a run whose time budget is
+# close to a whole number of units otherwise started the last one and had it cut at the limit.
+TIME_MARGIN = 1.2
 
 
 class Block:
@@ -84,16 +88,17 @@ class Budget:
 
     def time_too_short(self) -> Optional[str]:
         """Why the time left cannot finish another unit of work, or None. Measured against the
-        longest of the last five durations, not their mean: with the mean, a unit a little
-        slower than average (a busy machine) was started and then cut at the limit."""
+        longest of the last five durations (not their mean: a unit a little slower than average
+        was then started and cut at the limit), with ``TIME_MARGIN`` on top."""
         cap = self.cfg.max_seconds
         with self._lock:
             recent = self._durations[-5:]
         longest = max(recent) if recent else None
-        if cap is None or longest is None or self.seconds + longest <= cap:
+        if cap is None or longest is None or self.seconds + longest * TIME_MARGIN <= cap:
             return None
         return (f"time budget: {max(0.0, cap - self.seconds):.0f} s of {cap:.0f} s left, too few for another "
-                f"{self._unit} (up to {longest:.0f} s, as measured in this run)")
+                f"{self._unit} (up to {longest * TIME_MARGIN:.0f} s: the slowest of the last five, "
+                f"{longest:.1f} s, and a margin)")
 
     # -- metric calls ----------------------------------------------------------------------
 

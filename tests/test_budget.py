@@ -175,6 +175,17 @@ class TestBudgetObject:
         assert b.exhausted(None, 0, 1).startswith("time budget spent")
         assert not b.reserve_metric_call()
 
+    def test_no_unit_starts_unless_the_slowest_recent_one_and_a_margin_fit(self):
+        b = Budget(BudgetConfig(max_seconds=10), 0, 0.0, seconds_before=8.5)
+        assert b.time_too_short() is None  # nothing measured yet
+        b.note_duration(1.0)
+        b.note_duration(1.3)
+        # 8.5 s + 1.3 s fits in 10 s, but a step that is a little slower than the slowest would not
+        why = b.exhausted(None, 1, 1)
+        assert why.startswith("time budget: 1 s of 10 s left, too few for another step") and "1.3 s" in why
+        b.update_limits(BudgetConfig(max_seconds=11))  # 8.5 s + 1.3 s × 1.2 fits in 11 s
+        assert b.exhausted(None, 1, 1) is None
+
     def test_raising_the_cap_on_a_live_budget(self):
         b = Budget(BudgetConfig(max_metric_calls=1), 1, 0.0, 0.0)
         assert not b.reserve_metric_call()

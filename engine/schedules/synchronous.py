@@ -50,10 +50,16 @@ class SyncSchedule:
             decision, applied = gate()
             if decision:
                 return decision
+            started = time.monotonic()
             record = run_step(self.ctx, repo.get_or_create_step(self.ctx.db, self.ctx.run_id, self.ctx.step_index),
                               applied)
             idle = idle + 1 if record.idle else 0
             after_step(record)
+            # what a step costs the time budget runs until the next gate: recording it and the
+            # system-aware merge after it count too (the step's own seconds left them out, and a
+            # step started with just enough time by that measure ran past the limit)
+            if not self.ctx.interrupt.is_set():  # a step cut short says nothing about how long one takes
+                self.ctx.budget.note_duration(time.monotonic() - started)
             if idle >= self.max_idle:
                 return Decision(RunStatus.COMPLETED,
                                 no_progress(self.ctx.db, self.ctx.run_id, idle, self.ctx.step_index))
@@ -139,8 +145,6 @@ def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> Ste
     step.metric_calls = run_after.metric_calls - run_before.metric_calls
     step.cost_usd = run_after.cost_usd - run_before.cost_usd
     wall = time.monotonic() - t0
-    if not ctx.interrupt.is_set():  # a step cut short says nothing about how long one takes
-        ctx.budget.note_duration(wall)
     shape = shape_of(cfg)
     return close_step(ctx, step, events=ctx.timeline.events, proposals=len(outcomes), seconds=wall,
                       busy_seconds=ctx.evals.executor.busy_seconds() - busy0, since_previous=wall,
