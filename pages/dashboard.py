@@ -72,8 +72,9 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
     cols[0].metric("Best val score", "—" if best is None else f"{best:.3f}",
                    None if best is None or seed.empty else f"{best - seed.iloc[0]:+.3f} vs seed",
                    help="mean score over the validation examples of the best fully validated candidate")
-    cols[1].metric("Improved / proposed", f"{improved} / {proposals}",
-                   help="proposals that beat their parent on its minibatch (those validated are then accepted)")
+    cols[1].metric("Improved", f"{improved} / {proposals}",  # a longer label is cut at six columns
+                   help="improved / proposed: proposals that beat their parent on its minibatch (those validated "
+                        "are then accepted), out of every proposal made")
     cols[2].metric("Metric calls", compact(run["metric_calls"]), help=f"{run['metric_calls']:,} evaluations")
     cols[3].metric("Spent", f"${run['cost_usd']:.4f}", f"{compact(run['tokens_in'])}/{compact(run['tokens_out'])} tok",
                    delta_color="off", delta_arrow="off",

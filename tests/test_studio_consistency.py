@@ -80,7 +80,7 @@ def shown(run_id: str) -> dict:
         "frontier_size": int(_metric(dash, "Frontier size").value),
         "frontier_rows": {r[0] for r in rows},
         "lineage_frontier": int(on_front.split(" on the frontier")[0].split("· ")[-1]),
-        "improved_proposed": _metric(dash, "Improved / proposed").value,
+        "improved_proposed": _metric(dash, "Improved").value,
         "metric_calls": int(_metric(dash, "Metric calls").proto.help.split()[0].replace(",", "")),
         "spent": _metric(dash, "Spent").value,
         "best_line_last": round(float(_values(best_line["y"])[-1]), 3),

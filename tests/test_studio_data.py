@@ -235,3 +235,25 @@ def test_supervisor_restarts_and_stops_the_worker(tmp_path):
     assert sup.proc.poll() is not None and not sup.owns_worker
     assert other._acquire()
     other._release()
+
+
+@pytest.mark.parametrize("schedule", ["sync", "async"])
+def test_the_step_timeline_puts_each_step_where_it_ran(sqlite_db, tmp_path, schedule):
+    """The engine records event times from their step's start; the dashboard's timeline shows
+    seconds since the run started, so each step's events lie within that step's span."""
+    from tests.support.harness import run_toy, toy_config
+
+    cfg = toy_config(6, search={"schedule": schedule, "parents_per_step": 2, "proposals_per_parent": 1},
+                     budget={"max_steps": 3, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, latency=0.3)
+    run, steps = queries.run_overview(sqlite_db, run_id), queries.step_rows(sqlite_db, run_id)
+    events = analysis.timeline_events(steps, run["started_at"])
+    t0 = pd.to_datetime(run["started_at"], utc=True)
+    spans = {s.index: ((s.started_at - t0).total_seconds(), (s.ended_at - t0).total_seconds())
+             for s in steps.itertuples() if s.events}
+    assert len(spans) >= 2 and min(b for b, _ in spans.values()) >= 0
+    assert spans[max(spans)][0] > 0.5  # the later steps start well after the run did
+    for step, rows in events.groupby("step"):
+        begin, end = spans[step]
+        assert rows["start"].min() >= begin - 0.1 and rows["end"].max() <= end + 0.1, (step, begin, end, rows)
+    assert charts.timeline_figure(events).data

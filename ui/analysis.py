@@ -219,15 +219,19 @@ def speedups(steps: pd.DataFrame) -> tuple[Optional[float], Optional[float]]:
 
 def timeline_events(steps: pd.DataFrame, run_start: Optional[datetime], last_steps: int = 8) -> pd.DataFrame:
     """Flatten the events of the last steps into (step, kind, candidate_id, start, end) seconds
-    since the run started. Events may carry epoch seconds, ISO times or offsets; all are mapped."""
+    since the run started. The engine records an event's times in seconds from its step's start
+    (``engine.evaluation.Timeline``): each step's own start is added, so steps follow each other
+    on one axis instead of all starting at 0. Epoch seconds and ISO times are read as they are."""
     cols = ["step", "kind", "candidate_id", "start", "end"]
     if steps.empty:
         return pd.DataFrame(columns=cols)
-    t0 = run_start.timestamp() if run_start else None
+    t0 = _epoch(run_start)
     rows = []
     for st_ in steps.tail(last_steps).itertuples(index=False):
+        step_start = _epoch(getattr(st_, "started_at", None))
+        base = step_start - t0 if step_start is not None and t0 is not None else 0.0
         for ev in st_.events or []:
-            s, e = _ev_time(ev.get("start"), t0), _ev_time(ev.get("end"), t0)
+            s, e = _ev_time(ev.get("start"), t0, base), _ev_time(ev.get("end"), t0, base)
             if s is None or e is None:
                 continue
             rows.append(dict(step=st_.index, kind=str(ev.get("kind", "?")), candidate_id=str(ev.get("candidate_id") or ""),
@@ -235,20 +239,30 @@ def timeline_events(steps: pd.DataFrame, run_start: Optional[datetime], last_ste
     return pd.DataFrame(rows, columns=cols)
 
 
-def _ev_time(v, t0: Optional[float]) -> Optional[float]:
-    if v is None:
+def _epoch(v) -> Optional[float]:
+    """A time (datetime, pandas Timestamp or ISO text; naive ones are UTC) as epoch seconds."""
+    if v is None or (not isinstance(v, str) and pd.isna(v)):
         return None
     if isinstance(v, str):
         try:
             v = datetime.fromisoformat(v)
         except ValueError:
             return None
-    if isinstance(v, datetime):
-        v = (v if v.tzinfo else v.replace(tzinfo=timezone.utc)).timestamp()
+    return (v if v.tzinfo else v.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _ev_time(v, t0: Optional[float], base: float) -> Optional[float]:
+    """An event time as seconds since the run started: an offset from its step's start (``base``
+    seconds after the run's), or an absolute time."""
+    if v is None:
+        return None
+    if isinstance(v, (str, datetime)):
+        v = _epoch(v)
+        return v - t0 if v is not None and t0 is not None else None
     v = float(v)
-    if v > 1e9 and t0 is not None:  # epoch seconds
-        return v - t0
-    return v
+    if v > 1e9:  # epoch seconds
+        return v - t0 if t0 is not None else None
+    return base + v
 
 
 def children_counts(candidates: pd.DataFrame) -> dict[str, dict[str, int]]:

@@ -121,7 +121,7 @@ def _live_controls(run_id: str) -> None:
     # forms, cleared in the browser on submit: the fragment's periodic reruns never carry a
     # half-typed or already-sent reason back to the server
     with left.form(f"steer_run_{run_id}", clear_on_submit=True, border=False, enter_to_submit=False):
-        cols = st.columns([1, 1, 1, 4], vertical_alignment="bottom")
+        cols = st.columns([1, 1, 1.25, 3.75], vertical_alignment="bottom")  # "Step once" whole at 1400 px
         slot = f"run:{run_id}"
         for col, kind, key in zip(cols, ("pause", "resume", "step"), (keys.RUN_PAUSE, keys.RUN_RESUME, keys.RUN_STEP)):
             col.form_submit_button(VERB[kind], key=submission.widget_key(key, slot), icon=icons[kind],

@@ -101,7 +101,7 @@ def test_new_run_from_an_example_to_its_first_accepted_candidate(studio, browser
     assert repo.get_run(studio.db, run_id).config["valset"][0]["id"] == "v0"
 
     # the live dashboard reaches the first improved (then validated: accepted) proposal by itself (no reload)
-    accepted = page.locator('[data-testid="stMetric"]', has_text="Improved / proposed").locator('[data-testid="stMetricValue"]')
+    accepted = page.locator('[data-testid="stMetric"]', has_text="Improved").locator('[data-testid="stMetricValue"]')
     deadline = time.monotonic() + 60
     while not re.match(r"[1-9]\d* / \d+", accepted.inner_text()):
         assert time.monotonic() < deadline, accepted.inner_text()

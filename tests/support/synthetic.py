@@ -183,8 +183,9 @@ def generate_run(db: Database, n_candidates: int = 60, n_val: int = 20, n_train:
                                       error=None if cstatus != "failed" else "no fenced block in the answer",
                                       started_at=t_prop))
                     lm_call_id = len(calls)  # its position; _write maps it to the row id
-                    events.append({"kind": "lm", "start": (t_prop - T0).total_seconds(),
-                                   "end": (t_prop - T0).total_seconds() + calls[-1]["seconds"], "candidate_id": _cid(run_id, n)})
+                    # seconds from the step's start, as the engine records them (engine.evaluation.Timeline)
+                    events.append({"kind": "lm", "start": (t_prop - start).total_seconds(),
+                                   "end": (t_prop - start).total_seconds() + calls[-1]["seconds"], "candidate_id": _cid(run_id, n)})
                 extra: dict[str, Any] = dict(author="ana" if human else "", lm_call_id=lm_call_id,
                                              reason="" if cstatus != "failed" else "the LM answer had no fenced block")
                 skill = [min(1.0, s + (rng.random() * 0.25 if rng.random() < 0.3 else -rng.random() * 0.08))
@@ -201,7 +202,7 @@ def generate_run(db: Database, n_candidates: int = 60, n_val: int = 20, n_train:
                 cscore = round(pscore + (0.5 if cstatus == "accepted" else -0.3), 3)
                 cands[-1].update(parent_minibatch_score=pscore, minibatch_score=cscore,
                                  minibatch_keys=[f"train-{i}" for i in mb])
-                t_eval = (t_prop - T0).total_seconds() + 8
+                t_eval = (t_prop - start).total_seconds() + 8
                 for i in mb:
                     evals.append(dict(run_id=run_id, candidate_id=cid, example_pk=None, _key=f"train-{i}",
                                       content_hash=content_of[cid]["_hash"], score=round(rng.random(), 3),
