@@ -59,6 +59,7 @@ class Optimizer:
         self.on_step = on_step
         self.stop_event = threading.Event()  # set by the worker when the lease is lost
         self._watching = threading.Event()  # set: the interrupt watcher ends
+        self._ctx: Optional[RunContext] = None  # the running run's context, once it is built
 
     # -- setup ---------------------------------------------------------------------------
 
@@ -125,6 +126,7 @@ class Optimizer:
         except Exception as exc:
             log.exception("run %s cannot start", self.run_id)
             return self._finish(None, RunStatus.FAILED, f"cannot start: {exc}")
+        self._ctx = ctx
         watcher = threading.Thread(target=watch, args=(self.db, self.run_id, ctx.budget, ctx.interrupt, self._watching),
                                    daemon=True, name="interrupt-watch")
         watcher.start()
@@ -139,6 +141,15 @@ class Optimizer:
             watcher.join()
             ctx.evals.close()
             ctx.evals.executor.close()
+
+    def interrupt(self, reason: str) -> None:
+        """Cut the work in flight, as a pause would (the worker's, with ``stop_event`` set: it
+        is leaving the run). Nothing to cut before the run's context exists."""
+        if self._ctx is not None:
+            self._ctx.interrupt.set(reason)
+
+    def interrupted(self) -> bool:
+        return self._ctx is not None and self._ctx.interrupt.is_set()
 
     def _loop(self, ctx: RunContext) -> str:
         applier = CommandApplier(ctx, lambda cid: validate_child(ctx, cid))

@@ -7,10 +7,13 @@ the queue (the studio shows their place and why). The default is sized to the ma
 
 A run is leased for ``lease_seconds``; a heartbeat thread renews the lease every third of
 that. A worker that dies (``kill -9``) stops renewing; once its lease expires any worker
-claims the run and resumes it from the database. A worker that finds its lease taken stops
-touching the run at the next step boundary. A worker asked to stop (SIGTERM) leaves its runs
-at the next step boundary, still running, and releases the leases: the next worker resumes
-them at once.
+claims the run and resumes it from the database. A worker that finds its lease taken cuts
+the work in flight at once (another worker is doing it). A worker asked to stop (SIGTERM)
+leaves its runs at the next step boundary, or, when the step in flight is not done within
+``LEAVE_GRACE`` seconds (a local model's reflection takes longer than a supervisor waits before
+SIGKILL), cuts it as a pause would: the LM calls in flight are recorded as interrupted rather
+than left to the crash recovery. Either way the runs stay running and their leases are
+released: the next worker resumes them at once.
 
 A long-lived worker (``run_forever`` without ``once``) gets ready for runs before it claims
 one: it imports the LM client (litellm takes seconds) and keeps a warm stock of sandbox
@@ -39,6 +42,10 @@ from engine.optimizer import Optimizer
 
 log = logging.getLogger("refract.worker")
 RUNS_ENV = "REFRACT_WORKER_RUNS"
+# Seconds a worker asked to stop waits for its runs' step boundaries before it cuts the work in
+# flight: a short step still ends whole, and a long one is cut well before the studio's
+# supervisor (10 s) or a container runtime (10 s by default) sends SIGKILL.
+LEAVE_GRACE = 3.0
 
 
 def default_max_runs() -> int:
@@ -153,10 +160,18 @@ class Worker:
                     stop: Optional[threading.Event] = None) -> None:
         period = self.lease_seconds / 3
         due = time.monotonic() + period
+        cut_at: Optional[float] = None
         while not done.wait(min(period, 0.5)):
             if stop is not None and stop.is_set() and not opt.stop_event.is_set():
                 log.warning("asked to stop: leaving run %s at the next step boundary", run_id)
                 opt.stop_event.set()  # the lease is still renewed until the optimizer returns
+                cut_at = time.monotonic() + LEAVE_GRACE
+            if cut_at is not None and time.monotonic() >= cut_at:
+                if not opt.interrupted():
+                    log.warning("run %s: the work in flight is not done; cutting it", run_id)
+                # again at every tick: a boundary clears the interrupt, and the asynchronous
+                # schedule's proposals still in flight after it must be cut too
+                opt.interrupt("the engine worker is stopping")
             if time.monotonic() < due:
                 continue
             due = time.monotonic() + period
@@ -164,6 +179,7 @@ class Worker:
                 if not leases.renew_lease(self.db, run_id, self.id, self.lease_seconds):
                     log.warning("lost the lease on run %s; stopping", run_id)
                     opt.stop_event.set()
+                    opt.interrupt("another worker holds the run's lease")
                     return
                 self.beat()
             except Exception:  # a transient database error: try again at the next beat

@@ -231,3 +231,48 @@ def test_sigterm_stops_the_worker_at_a_step_boundary_and_frees_the_run_at_once(t
     assert leases.claim_run(db, "next", 5, run_id=run_id) == run_id
     assert [s.ended_at is not None for s in repo.list_steps(db, run_id)].count(False) <= 1
     db.dispose()
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_cuts_a_step_that_would_outlast_the_grace_and_records_its_lm_call(tmp_path):
+    """A reflection that takes a minute (a local model) is not waited for: after LEAVE_GRACE the
+    worker cuts it as a pause would, records the call as interrupted (not left to the crash
+    recovery), exits long before a supervisor's SIGKILL and frees the run; the next worker
+    finishes it."""
+    from engine.worker import LEAVE_GRACE
+    from tests.support import toy
+    from tests.support.harness import run_optimizer
+    from tests.support.scripted_lm import install_script, uninstall_script
+
+    url = f"sqlite:///{tmp_path / 'refract.db'}"
+    db = Database(url)
+    db.create_all()
+    run_id = submit_run(db, toy_config(6, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                                       budget={"max_steps": 2, "stop_at_score": None}))
+    env = subprocess_env(tmp_path, REFRACT_SCRIPTED_LATENCY="60")
+    proc = subprocess.Popen([PYTHON, "-m", "engine", "worker", "--db", url, "--lease", "6", "--poll", "0.2"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        _wait(lambda: [c for c in repo.lm_calls_for(db, run_id) if c.status == "started"], 60, "a reflection in flight")
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        left_after = time.monotonic() - t0
+    finally:
+        _kill_group(proc)
+    assert proc.returncode == 0
+    assert left_after < LEAVE_GRACE + 5, left_after  # the supervisor kills after 10 s
+    calls = repo.lm_calls_for(db, run_id)
+    assert [c.status for c in calls] == ["interrupted"], [(c.status, c.error) for c in calls]
+    assert "the engine worker is stopping" in calls[0].error
+    run = repo.get_run(db, run_id)
+    assert run.status == "running" and run.lease_owner is None
+    install_script(toy.script)
+    try:
+        assert run_optimizer(db, run_id, tmp_path) == "completed"
+    finally:
+        uninstall_script()
+    assert repo.get_run(db, run_id).steps_done == 2
+    assert_consistent_totals(db, run_id)
+    db.dispose()

@@ -285,6 +285,7 @@ class _Session:
                     self.lost.set()
                     if self.optimizer is not None:
                         self.optimizer.stop_event.set()
+                        self.optimizer.interrupt("another process holds the run's lease")
                     return
             except Exception:  # a transient database error: try again at the next beat
                 continue
