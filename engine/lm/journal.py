@@ -22,7 +22,7 @@ log = logging.getLogger("refract.lm")
 # error_kind (engine.lm.errors.error_kind, plus no_fence and crash) -> how the CLI and the studio name it
 KIND_LABELS = {"rate_limit": "429", "server_error": "5xx", "timeout": "timeout", "bad_body": "bad body",
                "connection": "connection", "request": "refused request", "no_fence": "no fenced block",
-               "crash": "interrupted by a crash", INTERRUPTED: "cut by a pause, a stop or the time limit"}
+               "crash": "interrupted by a crash", INTERRUPTED: "cut by a pause, a stop, the time limit or a stopping worker"}
 
 
 class RunJournal:
