@@ -257,3 +257,10 @@ def test_the_step_timeline_puts_each_step_where_it_ran(sqlite_db, tmp_path, sche
         begin, end = spans[step]
         assert rows["start"].min() >= begin - 0.1 and rows["end"].max() <= end + 0.1, (step, begin, end, rows)
     assert charts.timeline_figure(events).data
+
+
+def test_a_flat_score_line_is_drawn_near_its_score():
+    flat = pd.DataFrame({"metric_calls": [20, 32], "best": [0.75, 0.75], "mean": [0.75, 0.75], "when": ["", ""]})
+    assert tuple(charts.score_progress_figure(flat).layout.yaxis.range) == pytest.approx((0.70, 0.80))
+    rising = flat.assign(best=[0.5, 0.75])
+    assert charts.score_progress_figure(rising).layout.yaxis.range is None  # plotly's own range

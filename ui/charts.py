@@ -37,6 +37,10 @@ def score_progress_figure(progress: pd.DataFrame, x: str = "metric_calls") -> go
                                  hovertemplate="%{customdata}<br>mean %{y:.3f}<extra></extra>"))
     fig.update_xaxes(title=X_LABELS[x])
     fig.update_yaxes(title="mean validation score")
+    values = pd.concat([progress["best"], progress["mean"]]).dropna() if not progress.empty else pd.Series(dtype=float)
+    if not values.empty and values.max() - values.min() < 0.02:
+        # a flat line (the seed alone, or no gain yet): plotly would span 0 to twice the score
+        fig.update_yaxes(range=[values.min() - 0.05, values.max() + 0.05])
     return _layout(fig)
 
 
