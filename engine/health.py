@@ -20,9 +20,9 @@ def cmd_health(args) -> int:
         beats = [b for b in beats if b["host"] == socket.gethostname()]
     print(f"database ok: {db.safe_url}")
     for b in beats:
-        where = f"on run {b['current_run_id']}" if b["current_run_id"] else "idle"
+        where = "stopped" if b["stopped"] else f"on run {b['current_run_id']}" if b["current_run_id"] else "idle"
         print(f"worker {b['id']} (pid {b['pid']} on {b['host']}): heartbeat {b['age_s']:.1f} s ago, {where}")
-    alive = [b for b in beats if b["age_s"] <= args.max_age]
+    alive = [b for b in beats if b["age_s"] <= args.max_age and not b["stopped"]]
     if not alive:
         print(f"unhealthy: no engine worker{' of this host' if args.this_host else ''} beat in the last "
               f"{args.max_age:g} s; start one with `python -m engine worker`")

@@ -103,6 +103,10 @@ class Worker:
             runner.join(timeout=5)
             if self.stock is not None:  # after every run's pool has closed (see engine.sandbox.warm)
                 self.stock.close()
+            try:
+                leases.worker_stopped(self.db, self.id)
+            except Exception:  # noqa: BLE001 -- the database is gone too: the studio will say "silent"
+                log.warning("could not record that worker %s stopped", self.id, exc_info=True)
 
     def _warm_up(self) -> None:
         """Ready what every run needs before the first claim: the LM client's imports (in a

@@ -41,9 +41,10 @@ def run_activity(db: Database, run_id: str, person: Optional[str] = None, limit:
 
 def worker_beats(db: Database) -> list[dict]:
     """Every engine worker that ever beat on this database, most recent first:
-    {id, pid, host, age_s, current_run_id} (``age_s``: seconds since its last heartbeat)."""
+    {id, pid, host, age_s, current_run_id, stopped} (``age_s``: seconds since its last heartbeat;
+    ``stopped``: it exited cleanly)."""
     with db.read() as s:
         beats = s.exec(select(WorkerBeat).order_by(WorkerBeat.heartbeat_at.desc())).all()
     now = datetime.now(timezone.utc)
     return [{"id": b.id, "pid": b.pid, "host": b.host, "current_run_id": b.current_run_id,
-             "age_s": (now - _utc(b.heartbeat_at)).total_seconds()} for b in beats]
+             "age_s": (now - _utc(b.heartbeat_at)).total_seconds(), "stopped": b.stopped_at is not None} for b in beats]

@@ -83,7 +83,18 @@ def worker_heartbeat(db: Database, worker_id: str, pid: int, host: str, current_
         beat.current_run_id = current_run_id
         beat.run_ids = list(run_ids if run_ids is not None else [current_run_id] if current_run_id else [])
         beat.max_runs = max_runs
+        beat.stopped_at = None
         s.add(beat)
+
+
+def worker_stopped(db: Database, worker_id: str) -> None:
+    """Record that a worker exited cleanly (its runs released): the studio then says it stopped,
+    not that it went silent, which is what a crashed or hung worker does."""
+    with db.write() as s:
+        beat = s.get(WorkerBeat, worker_id)
+        if beat is not None:
+            beat.stopped_at, beat.current_run_id, beat.run_ids = utcnow(), None, []
+            s.add(beat)
 
 
 def latest_worker_beat(db: Database) -> Optional[WorkerBeat]:

@@ -238,6 +238,7 @@ class WorkerBeat(SQLModel, table=True):
     current_run_id: Optional[str] = Field(default=None, max_length=32)  # the first of run_ids
     run_ids: list = _json()  # the runs it runs now
     max_runs: int = 1  # how many runs it runs at once
+    stopped_at: Optional[datetime] = None  # when it exited cleanly (None: running, or it died)
 
 
 class Job(SQLModel, table=True):

@@ -14,7 +14,7 @@ Contract:
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Iterable, Optional
 
 import pandas as pd
@@ -126,14 +126,19 @@ def run_config(db: Database, run_id: str) -> Optional[dict]:
 
 
 def worker_status(db: Database) -> Optional[dict]:
-    """The most recent engine worker heartbeat, or None when no worker ever ran. One statement."""
+    """The most recent engine worker heartbeat, or None when no worker ever ran; a running
+    worker's beat is preferred to a newer one of a worker that has just stopped. ``stopped_at``
+    is set when that worker exited cleanly. One statement."""
     with _read(db) as s:
-        beat = s.scalars(select(WorkerBeat).order_by(WorkerBeat.heartbeat_at.desc())).first()
-    if beat is None:
+        beats = s.scalars(select(WorkerBeat).order_by(WorkerBeat.heartbeat_at.desc()).limit(8)).all()
+    if not beats:
         return None
+    recent = utc(beats[0].heartbeat_at) - timedelta(seconds=30)
+    beat = next((b for b in beats if b.stopped_at is None and utc(b.heartbeat_at) >= recent), beats[0])
     d = beat.model_dump()
     d["heartbeat_at"] = utc(d["heartbeat_at"])
     d["started_at"] = utc(d["started_at"])
+    d["stopped_at"] = utc(d["stopped_at"]) if d.get("stopped_at") else None
     d["age_s"] = (datetime.now(timezone.utc) - d["heartbeat_at"]).total_seconds()
     return d
 

@@ -3,6 +3,7 @@ fairly (engine/fair_share.py), and the runs list saying why a run waits."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -13,9 +14,9 @@ from engine.executor import EvalOutcome, EvalTask
 from engine.fair_share import FairShare
 from engine.runs import submit_run
 from engine.worker import Worker
-from storage import queries, repo
+from storage import leases, queries, repo
 from tests.support import toy
-from tests.support.harness import assert_consistent_totals, lm_client, toy_config
+from tests.support.harness import PYTHON, ROOT, assert_consistent_totals, lm_client, subprocess_env, toy_config
 from tests.support.scripted_lm import install_script, uninstall_script
 from ui.analysis import waiting_reasons
 
@@ -98,3 +99,43 @@ def test_one_worker_runs_two_runs_at_once_and_the_third_waits_with_a_reason(sqli
             assert_consistent_totals(db, r)
     finally:
         uninstall_script()
+
+
+def test_a_worker_that_exits_cleanly_is_shown_stopped_not_silent(sqlite_db, tmp_path):
+    from ui.analysis import worker_state
+
+    db = sqlite_db
+    install_script(toy.script)
+    try:
+        run_id = submit_run(db, toy_config(6, budget={"max_steps": 1, "stop_at_score": None}))
+        worker = Worker(db, lm=lm_client(tmp_path), lease_seconds=30, poll_seconds=0.1)
+        worker.run_forever(threading.Event(), once=True)
+    finally:
+        uninstall_script()
+    assert repo.get_run(db, run_id).status == "completed"
+    beat = queries.worker_status(db)
+    assert beat["id"] == worker.id and beat["stopped_at"] is not None and beat["run_ids"] == []
+    assert worker_state(beat, 30) == "stopped"  # at once, not after 30 s of silence
+    health = subprocess.run([PYTHON, "-m", "engine", "health", "--db", db.url], cwd=ROOT, capture_output=True,
+                            text=True, env=subprocess_env(tmp_path))
+    assert health.returncode == 1 and "s ago, stopped" in health.stdout, health.stdout + health.stderr
+    table = pd.DataFrame([{"id": "queued-run", "status": "queued", "created_at": pd.Timestamp.now(tz="UTC")}])
+    assert waiting_reasons(table, beat, 30)["queued-run"].endswith("the engine worker stopped: start one with "
+                                                                   "`make run` or `python -m engine worker`")
+    # another worker that beats is what the studio shows, though the stopped one beat later
+    other = Worker(db, lm=lm_client(tmp_path), lease_seconds=30)
+    other.beat()
+    worker.beat()  # its last beat before it stopped, newer than the other's
+    leases.worker_stopped(db, worker.id)
+    assert queries.worker_status(db)["id"] == other.id and worker_state(queries.worker_status(db), 30) == "alive"
+    worker.beat()  # a stopped worker that beats again runs again
+    assert queries.worker_status(db)["stopped_at"] is None
+
+
+def test_the_worker_state_of_a_heartbeat():
+    from ui.analysis import worker_state
+
+    assert worker_state(None, 30) == "none"
+    assert worker_state({"age_s": 5, "stopped_at": None}, 30) == "alive"
+    assert worker_state({"age_s": 45, "stopped_at": None}, 30) == "silent"
+    assert worker_state({"age_s": 5, "stopped_at": pd.Timestamp.now(tz="UTC")}, 30) == "stopped"

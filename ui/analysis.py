@@ -138,6 +138,17 @@ def score_progress(run: dict, candidates: pd.DataFrame, steps: pd.DataFrame, n_v
     return out.reset_index(drop=True)
 
 
+def worker_state(beat: Optional[dict], stale_after_s: float) -> str:
+    """What the latest heartbeat (``queries.worker_status``) says: ``none`` (no worker ever ran),
+    ``stopped`` (it exited cleanly), ``silent`` (no heartbeat for ``stale_after_s``: it died or
+    hangs) or ``alive``."""
+    if beat is None:
+        return "none"
+    if beat.get("stopped_at"):
+        return "stopped"
+    return "silent" if beat["age_s"] > stale_after_s else "alive"
+
+
 def waiting_reasons(runs: pd.DataFrame, beat: Optional[dict], stale_after_s: float) -> dict[str, str]:
     """Why each queued run has not started: its place in the queue (workers take the oldest
     first) and what the engine worker is doing. ``runs``: the runs table; ``beat``: the latest
@@ -145,9 +156,12 @@ def waiting_reasons(runs: pd.DataFrame, beat: Optional[dict], stale_after_s: flo
     queued = runs[runs["status"] == "queued"].sort_values("created_at")
     if queued.empty:
         return {}
-    if beat is None:
+    state = worker_state(beat, stale_after_s)
+    if state == "none":
         why = "no engine worker has run on this database: start the studio with `make run` or `python -m engine worker`"
-    elif beat["age_s"] > stale_after_s:
+    elif state == "stopped":
+        why = "the engine worker stopped: start one with `make run` or `python -m engine worker`"
+    elif state == "silent":
         why = "the engine worker is silent (no heartbeat): `make run` restarts it"
     else:
         why = _worker_load(beat)

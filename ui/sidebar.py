@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timezone
 
 import streamlit as st
 
-from ui import data, identity, keys
+from ui import analysis, data, identity, keys
 from ui.render import fmt_seconds, md
 
 STALE_AFTER_S = 30.0
@@ -74,8 +75,14 @@ def worker_badge() -> None:
     age = beat["age_s"]
     runs = beat.get("run_ids") or ([beat["current_run_id"]] if beat.get("current_run_id") else [])
     where = f"pid {beat['pid']}, " + (f"on run{'s' if len(runs) > 1 else ''} {', '.join(runs)}" if runs else "idle")
-    if age <= STALE_AFTER_S:
+    state = analysis.worker_state(beat, STALE_AFTER_S)
+    if state == "alive":
         st.success(f"Engine worker alive: heartbeat {fmt_seconds(age)} ago ({where})", icon=":material/bolt:")
+    elif state == "stopped":
+        gone = (datetime.now(timezone.utc) - beat["stopped_at"]).total_seconds()
+        st.warning(f"Engine worker stopped {fmt_seconds(gone)} ago (pid {beat['pid']}). Runs will not progress until "
+                   "a worker runs: `make run` starts one, or `python -m engine worker` beside the studio.",
+                   icon=":material/power_off:")
     else:
         st.error(f"Engine worker silent for {fmt_seconds(age)} (last: {where}). Runs will not progress until "
                  "a worker runs; `make run` restarts it.", icon=":material/warning:")

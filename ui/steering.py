@@ -17,7 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from storage.states import RunStatus
-from ui import data, identity, interventions as iv, keys, submission
+from ui import analysis, data, identity, interventions as iv, keys, submission
 from ui.errors import shows_storage_errors
 from ui.render import fmt_seconds, md
 from ui.identity import current_actor
@@ -64,8 +64,7 @@ def show_outcome(key: str) -> None:
 
 
 def engine_alive() -> bool:
-    beat = data.worker_status(data.db_url())
-    return beat is not None and beat["age_s"] <= STALE_AFTER_S
+    return analysis.worker_state(data.worker_status(data.db_url()), STALE_AFTER_S) == "alive"
 
 
 def _ago(ts) -> str:
