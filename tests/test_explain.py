@@ -80,3 +80,10 @@ def test_unknown_steps_and_runs(db):
     assert explain_queries.step_detail(db, "rnope", 0) is None
     assert explain_queries.step_indexes(db, "rnope") == []
     assert explain_queries.run_lineage(db, "rnope") is None
+
+
+def test_the_runtime_panel_says_how_the_reflections_of_a_step_share_the_lm():
+    hosted = em.reflections_note({"reflection_lm": {"model": "openai/gpt-4.1-mini"}})
+    local = em.reflections_note({"reflection_lm": {"model": "local/qwen2.5-coder-1.5b"}})
+    assert "run at the same time" in hosted
+    assert "one request at a time" in local and "run at the same time" not in local

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Optional
 
+from engine.lm.providers import is_local
 from engine.runtime.model import Latencies, Shape, latencies_from, sync_step
 
 
@@ -101,6 +102,19 @@ def shape_from(config: dict) -> Shape:
     return Shape(parents=int(s.get("parents_per_step", 1)), per_parent=int(s.get("proposals_per_parent", 1)),
                  accept=s.get("accept", "all"), top_k=int(s.get("top_k", 2)),
                  merge_siblings=bool(s.get("merge_siblings", False)), schedule=s.get("schedule", "sync"))
+
+
+def reflections_note(config: dict) -> str:
+    """How a step's K reflections share the LM's time, for the runtime panel: at once with a
+    hosted LM; one after the other with the built-in local model, which serves one request at a
+    time (its later siblings reuse the prompt the first one processed)."""
+    if is_local((config.get("reflection_lm") or {}).get("model", "")):
+        return ("This run's reflection LM is the built-in local model, which answers one request at a time: a "
+                "step's K reflections queue, and each call's measured LM time includes its wait. Siblings share "
+                "their prompt, so the later ones cost little more than their answer; batching saves less here "
+                "than with a hosted LM, which answers the K at once.")
+    return ("The K reflections of a step run at the same time, so the LM wait is paid once per step, not K "
+            "times: that is why batching helps most when the step is LM-bound.")
 
 
 def runtime_check(detail: dict, config: dict) -> Optional[dict]:

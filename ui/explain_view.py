@@ -183,7 +183,6 @@ def runtime_panel(detail: dict, config: dict) -> None:
     c2.metric("Measured", _seconds(check["measured"]))
     st.markdown(f"**{check['bound']}**: of the predicted time, {check['lm_seconds']:.2f} s wait for the LM "
                 f"and {check['eval_seconds']:.2f} s for metric calls on the workers.")
-    st.caption("The K reflections of a step run at the same time, so the LM wait is paid once per step, not K "
-               "times: that is why batching helps most when the step is LM-bound. The measured time also holds "
-               "database writes and prompt building, which the model leaves out.")
+    st.caption(em.reflections_note(config) + " The measured time also holds database writes and prompt building, "
+               "which the model leaves out.")
     nav.link("playground", "Play with the runtime model", icon=":material/tune:")
