@@ -16,6 +16,14 @@ generated tokens, from the run's own LM-call rows.
 
 ``--keep DIR`` keeps the run's folder (its database holds every LM call's prompt and answer).
 
+``replay DIR``: the reflection prompts of a run kept with ``--keep DIR``, sent again in their
+order to a fresh runtime (temperature 0.3, 200 tokens, a fixed seed per call), so that runtime
+settings and prompt layouts are compared on the very same prompts: per call the tokens it
+processed, prompt and generation seconds, and the totals. ``--speculative TYPE`` turns on one of
+llama.cpp's speculative decodings (e.g. ``ngram_simple``: drafts from the text already seen, no
+second model); ``--tried-first`` moves each prompt's "Already tried" section before its minibatch
+feedback.
+
 Run: ``.venv/bin/python bench/reflection_cost.py prompts|run [--tree DIR] [--label NAME] [--keep DIR]
 [--example NAME]``; prints one JSON line (the load average beside each figure) for
 docs/benchmarks-local-lm.md.
@@ -74,6 +82,54 @@ for parent, batch in ((cfg.seed_candidate, rows[0:4]), (cfg.seed_candidate, rows
                 "seconds": time.monotonic() - started, "load": os.getloadavg()[0]})
 print(json.dumps(out))
 """
+
+
+_REPLAY = r"""
+import json, os, re, sqlite3, sys, time
+sys.path.insert(0, os.getcwd())
+import xllamacpp
+db, speculative, tried_first = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+if speculative:
+    make = xllamacpp.CommonParams
+    def with_speculative():
+        params = make()
+        params.speculative.types = [getattr(xllamacpp.common_speculative_type, "COMMON_SPECULATIVE_TYPE_" + speculative.upper())]
+        return params
+    xllamacpp.CommonParams = with_speculative
+from engine.lm import local as local_lm
+runtime = local_lm.get_runtime()
+rows = sqlite3.connect(db).execute("select messages from lmcall where purpose = 'reflection' order by id").fetchall()
+out = []
+for i, (text,) in enumerate(rows):
+    messages = json.loads(text)
+    section = re.search(r"(## Evaluation feedback.*?)(## Already tried.*?)(## Task)", messages[-1]["content"], re.S)
+    if tried_first and section:
+        u = messages[-1]["content"]
+        messages[-1] = {**messages[-1], "content": u[:section.start()] + section.group(2) + section.group(1)
+                        + section.group(3) + u[section.end():]}
+    started = time.monotonic()
+    t = runtime.chat({"messages": messages, "temperature": 0.3, "max_tokens": 200, "seed": 1000 + i})["timings"]
+    out.append({"seconds": time.monotonic() - started, "processed": t["prompt_n"], "prompt_s": t["prompt_ms"] / 1000,
+                "generated": t["predicted_n"], "gen_s": t["predicted_ms"] / 1000,
+                "drafted": t.get("draft_n"), "accepted": t.get("draft_n_accepted")})
+later = out[1:] or out
+print(json.dumps({"calls": len(out), "s_per_call": sum(o["seconds"] for o in out) / len(out),
+                  "s_per_call_after_first": sum(o["seconds"] for o in later) / len(later),
+                  "processed_tokens": sum(o["processed"] for o in out), "prompt_s": sum(o["prompt_s"] for o in out),
+                  "generated_tokens": sum(o["generated"] for o in out), "gen_s": sum(o["gen_s"] for o in out),
+                  "drafted": sum(o["drafted"] or 0 for o in out), "accepted": sum(o["accepted"] or 0 for o in out),
+                  "load": os.getloadavg()[0], "per_call": out}))
+"""
+
+
+def replay(tree: Path, kept: Path) -> dict:
+    args = [str(kept / "bench.db"), _arg("--speculative", "") or "", "1" if "--tried-first" in sys.argv else "0"]
+    done = subprocess.run([sys.executable, "-c", _REPLAY, *args], cwd=tree, capture_output=True, text=True,
+                          env={**os.environ, "REFRACT_MODELS": str(kept / "models")} if (kept / "models").is_dir()
+                          else None)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-2000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def prompts(tree: Path) -> list[dict]:
@@ -139,9 +195,13 @@ def _busy_seconds(calls: list) -> float:
 def main() -> None:
     tree = Path(_arg("--tree", str(ROOT))).resolve()
     what = sys.argv[1] if len(sys.argv) > 1 else ""
-    if what not in ("prompts", "run"):
-        sys.exit("usage: bench/reflection_cost.py prompts|run [--tree DIR] [--label NAME] [--keep DIR] [--example NAME]")
-    result = prompts(tree) if what == "prompts" else whole_run(tree)
+    if what not in ("prompts", "run", "replay") or (what == "replay" and len(sys.argv) < 3):
+        sys.exit("usage: bench/reflection_cost.py prompts|run [--tree DIR] [--label NAME] [--keep DIR] [--example NAME]\n"
+                 "       bench/reflection_cost.py replay KEPT_DIR [--speculative TYPE] [--tried-first]")
+    if what == "replay":
+        result = replay(tree, Path(sys.argv[2]).resolve())
+    else:
+        result = prompts(tree) if what == "prompts" else whole_run(tree)
     print(json.dumps({"label": _arg("--label", tree.name), "what": what, "result": result}), flush=True)
 
 
