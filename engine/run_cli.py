@@ -42,13 +42,13 @@ def cmd_run(args) -> int:
 
 
 def _interrupted(db, run_id: str, finished: threading.Event) -> int:
-    """Ctrl-C: a pause command, applied by the run itself when the step in flight ends (the
-    person stopped it: it is not left ``running`` for a worker to pick up). A second Ctrl-C
-    leaves at once; the run then stays ``running`` and a worker resumes it once this process's
-    lease lapses."""
+    """Ctrl-C: a pause command, which cuts the step in flight as a pause from the studio does (a
+    reflection of a local model is not waited for), and then leaves the run ``paused`` (the person
+    stopped it: it is not left ``running`` for a worker to pick up). A second Ctrl-C leaves at
+    once; the run then stays ``running`` and a worker resumes it once this process's lease lapses."""
     from engine.commands import send_command
 
-    print(f"\nInterrupted: finishing the current step of run {run_id}, then pausing it "
+    print(f"\nInterrupted: pausing run {run_id}; the step in flight is cut and redone on resume "
           "(Ctrl-C again to leave at once).", file=sys.stderr, flush=True)
     send_command(db, run_id, "pause", author="cli", reason="Ctrl-C in `engine run`")
     try:

@@ -270,6 +270,33 @@ def test_ctrl_c_leaves_the_run_paused_and_resume_continues_it(sqlite_db, tmp_pat
     assert again.total_metric_calls == result.total_metric_calls and again.candidates == result.candidates
 
 
+def test_a_second_ctrl_c_cuts_the_step_in_flight(sqlite_db, tmp_path):
+    """The first Ctrl-C waits for the step in flight; a reflection that takes a minute (a local
+    model) is cut by a second one, recorded as interrupted, and the run is left paused."""
+    env = subprocess_env(tmp_path, REFRACT_SCRIPTED_LM="tests.support.toy:endless", REFRACT_SCRIPTED_LATENCY="60")
+    proc = subprocess.Popen([PYTHON, "-m", "tests.support.api_script", sqlite_db.url], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_id = _wait_for(lambda: repo.list_runs(sqlite_db) and repo.list_runs(sqlite_db)[0].id, what="the run")
+        _wait_for(lambda: [c for c in repo.lm_calls_for(sqlite_db, run_id) if c.status == "started"],
+                  what="a reflection in flight")
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        assert proc.poll() is None  # the first one waits for the step
+        pressed = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        left = time.monotonic() - pressed
+    finally:
+        proc.kill()
+    assert "KeyboardInterrupt" in err and "Cutting the step in flight" in err and left < 15, (left, err[-2000:])
+    run = repo.get_run(sqlite_db, run_id)
+    assert run.status == "paused" and run.lease_owner is None
+    calls = repo.lm_calls_for(sqlite_db, run_id)
+    assert calls and {c.status for c in calls} == {"interrupted"}
+    assert all("Ctrl-C twice" in c.error for c in calls)
+
+
 class _StepInFlight:
     """An optimizer whose step is in flight when Ctrl-C comes: once the caller polls its
     progress, it presses Ctrl-C itself, then ends its step half a second after the stop is

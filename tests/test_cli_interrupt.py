@@ -1,4 +1,4 @@
-"""Ctrl-C in ``python -m engine run``: the step in flight ends, the run is paused (not left
+"""Ctrl-C in ``python -m engine run``: the step in flight is cut, the run is paused (not left
 ``running`` for a worker to take over), the person is told how to continue, and a resume
 lets a worker pick it up. In-process: the CLI's main thread gets the KeyboardInterrupt that a
 terminal's Ctrl-C raises."""
@@ -55,7 +55,7 @@ def test_ctrl_c_pauses_the_run_after_its_step_and_says_how_to_continue(sqlite_db
     run_id = pressed[0]
     run = repo.get_run(sqlite_db, run_id)
     assert run.status == "paused" and run.lease_owner is None, (run.status, run.status_reason)
-    assert "Interrupted: finishing the current step" in err
+    assert f"Interrupted: pausing run {run_id}; the step in flight is cut" in err
     assert f"python -m engine resume {run_id}" in err  # how to continue
     pause = repo.list_commands(sqlite_db, run_id)[-1]
     assert (pause.kind, pause.status, pause.author) == ("pause", "applied", "cli")
@@ -63,3 +63,41 @@ def test_ctrl_c_pauses_the_run_after_its_step_and_says_how_to_continue(sqlite_db
     assert leases.claim_run(sqlite_db, "worker-1", 15) is None
     send_command(sqlite_db, run_id, "resume", author="cli")
     assert leases.claim_run(sqlite_db, "worker-1", 15) == run_id
+
+
+def test_ctrl_c_cuts_a_long_reflection_instead_of_waiting_for_it(sqlite_db, tmp_path, capsys):
+    """The pause that Ctrl-C sends cuts the step in flight, as a pause from the studio does: a
+    reflection that would take a minute (a local model) is not waited for."""
+    config = toy_project(tmp_path / "project", "ctrl-c long", '''
+        [budget]
+        max_metric_calls = 1000
+        [reflection_lm]
+        model = "scripted/toy"
+    ''')
+    install_script(toy.endless, latency=60)
+    pressed: list[float] = []
+
+    def press_ctrl_c_during_a_reflection() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            runs = repo.list_runs(sqlite_db)
+            if runs and any(c.status == "started" for c in repo.lm_calls_for(sqlite_db, runs[0].id)):
+                pressed.append(time.monotonic())
+                _thread.interrupt_main()
+                return
+            time.sleep(0.1)
+
+    presser = threading.Thread(target=press_ctrl_c_during_a_reflection, daemon=True)
+    presser.start()
+    try:
+        code = cli.main(["run", str(config), "--db", sqlite_db.url, "--quiet"])
+    finally:
+        uninstall_script()
+    left = time.monotonic() - pressed[0]
+    presser.join()
+    assert code == 130 and left < 15, (code, left, capsys.readouterr().err)
+    run = repo.list_runs(sqlite_db)[0]
+    assert run.status == "paused"
+    # the reflections in flight were cut (an answer the LM cache held came back at once: done)
+    statuses = [c.status for c in repo.lm_calls_for(sqlite_db, run.id)]
+    assert "interrupted" in statuses and "started" not in statuses, statuses

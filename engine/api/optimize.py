@@ -60,8 +60,8 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
     ``executor``, ``artifact_kind``…) as a dict or a ``RunConfig``. ``db`` is a database URL
     (default: the studio's). ``name`` names the run.
 
-    Ctrl-C finishes the current step and leaves the run ``paused`` (then re-raises
-    KeyboardInterrupt); ``optimize_anything(evaluator=..., resume=RUN_ID)`` continues it with
+    Ctrl-C finishes the current step (a second Ctrl-C cuts it) and leaves the run ``paused``
+    (then re-raises KeyboardInterrupt); ``optimize_anything(evaluator=..., resume=RUN_ID)`` continues it with
     its stored settings (pass the same dataset objects again if they are not plain JSON).
     While the run is paused from the studio or the CLI the call waits for a resume; when the
     engine pauses it (the reflection LM keeps failing) the call returns, and the result's
@@ -262,8 +262,12 @@ class _Session:
                     break
                 bar.update()
             except KeyboardInterrupt:
-                if not interrupted:
-                    bar.write(f"Interrupted: finishing the current step of run {self.run_id}, then pausing it.")
+                if interrupted:  # the second one: the step in flight is not waited for
+                    bar.write("Cutting the step in flight; it is redone on resume.")
+                    opt.interrupt("interrupted in Python (Ctrl-C twice)")
+                else:
+                    bar.write(f"Interrupted: finishing the current step of run {self.run_id}, then pausing it "
+                              "(Ctrl-C again cuts the step).")
                 interrupted = True
                 opt.stop_event.set()
         thread.join()
