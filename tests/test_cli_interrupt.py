@@ -19,7 +19,26 @@ from tests.support.scripted_lm import install_script, uninstall_script
 
 
 
-def test_ctrl_c_pauses_the_run_after_its_step_and_says_how_to_continue(sqlite_db, tmp_path, capsys):
+def _press_ctrl_c_once(ready, db, pressed: list, seconds: float) -> threading.Thread:
+    """A thread that presses Ctrl-C in the main thread (as a terminal would) once ``ready(run)``
+    holds for the first run, and notes (run id, when) in ``pressed``."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            runs = repo.list_runs(db)
+            if runs and ready(runs[0]):
+                pressed.append((runs[0].id, time.monotonic()))
+                _thread.interrupt_main()
+                return
+            time.sleep(0.1)
+
+    presser = threading.Thread(target=watch, daemon=True)
+    presser.start()
+    return presser
+
+
+def test_ctrl_c_pauses_the_run_and_says_how_to_continue(sqlite_db, tmp_path, capsys):
     config = toy_project(tmp_path / "project", "ctrl-c", '''
         [search]
         minibatch_size = 3
@@ -31,20 +50,8 @@ def test_ctrl_c_pauses_the_run_after_its_step_and_says_how_to_continue(sqlite_db
         workers = 2
     ''')
     install_script(toy.endless, latency=0.05)
-    pressed: list[str] = []
-
-    def press_ctrl_c_after_two_steps() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            runs = repo.list_runs(sqlite_db)
-            if runs and runs[0].steps_done >= 2:
-                pressed.append(runs[0].id)
-                _thread.interrupt_main()
-                return
-            time.sleep(0.1)
-
-    presser = threading.Thread(target=press_ctrl_c_after_two_steps, daemon=True)
-    presser.start()
+    pressed: list[tuple[str, float]] = []
+    presser = _press_ctrl_c_once(lambda run: run.steps_done >= 2, sqlite_db, pressed, 120)
     try:
         code = cli.main(["run", str(config), "--db", sqlite_db.url, "--quiet"])
     finally:
@@ -52,7 +59,7 @@ def test_ctrl_c_pauses_the_run_after_its_step_and_says_how_to_continue(sqlite_db
     presser.join()
     err = capsys.readouterr().err
     assert pressed and code == 130, err
-    run_id = pressed[0]
+    run_id = pressed[0][0]
     run = repo.get_run(sqlite_db, run_id)
     assert run.status == "paused" and run.lease_owner is None, (run.status, run.status_reason)
     assert f"Interrupted: pausing run {run_id}; the step in flight is cut" in err
@@ -75,25 +82,14 @@ def test_ctrl_c_cuts_a_long_reflection_instead_of_waiting_for_it(sqlite_db, tmp_
         model = "scripted/toy"
     ''')
     install_script(toy.endless, latency=60)
-    pressed: list[float] = []
-
-    def press_ctrl_c_during_a_reflection() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            runs = repo.list_runs(sqlite_db)
-            if runs and any(c.status == "started" for c in repo.lm_calls_for(sqlite_db, runs[0].id)):
-                pressed.append(time.monotonic())
-                _thread.interrupt_main()
-                return
-            time.sleep(0.1)
-
-    presser = threading.Thread(target=press_ctrl_c_during_a_reflection, daemon=True)
-    presser.start()
+    pressed: list[tuple[str, float]] = []
+    in_flight = lambda run: any(c.status == "started" for c in repo.lm_calls_for(sqlite_db, run.id))  # noqa: E731
+    presser = _press_ctrl_c_once(in_flight, sqlite_db, pressed, 60)
     try:
         code = cli.main(["run", str(config), "--db", sqlite_db.url, "--quiet"])
     finally:
         uninstall_script()
-    left = time.monotonic() - pressed[0]
+    left = time.monotonic() - pressed[0][1]
     presser.join()
     assert code == 130 and left < 15, (code, left, capsys.readouterr().err)
     run = repo.list_runs(sqlite_db)[0]
