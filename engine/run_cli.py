@@ -48,7 +48,7 @@ def _interrupted(db, run_id: str, finished: threading.Event) -> int:
     once; the run then stays ``running`` and a worker resumes it once this process's lease lapses."""
     from engine.commands import send_command
 
-    print(f"\nInterrupted: pausing run {run_id}; the step in flight is cut and redone on resume "
+    print(f"\nInterrupted: pausing run {run_id}; the step in flight is cut, as a pause from the studio cuts it "
           "(Ctrl-C again to leave at once).", file=sys.stderr, flush=True)
     send_command(db, run_id, "pause", author="cli", reason="Ctrl-C in `engine run`")
     try:

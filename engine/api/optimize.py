@@ -263,7 +263,7 @@ class _Session:
                 bar.update()
             except KeyboardInterrupt:
                 if interrupted:  # the second one: the step in flight is not waited for
-                    bar.write("Cutting the step in flight; it is redone on resume.")
+                    bar.write("Cutting the step in flight, as a pause does.")
                     opt.interrupt("interrupted in Python (Ctrl-C twice)")
                 else:
                     bar.write(f"Interrupted: finishing the current step of run {self.run_id}, then pausing it "
