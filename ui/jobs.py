@@ -17,11 +17,11 @@ import streamlit as st
 from engine.access import Refused, local_actor
 from engine.jobs import CHECK_LM, TRY_EVALUATOR, TRY_EXAMPLES, request_job
 from storage import jobs
-from ui import analysis, data, identity, keys as K
+from ui import data, identity, keys as K
 from ui.errors import shows_storage_errors
 from ui.prompt_view import is_prompt_side_info, show_evaluation
 from ui.render import fmt_seconds, md, show_text
-from ui.sidebar import STALE_AFTER_S
+from ui.sidebar import engine_alive
 
 POLL_S = 1.0
 
@@ -130,7 +130,7 @@ def _progress(job: dict, waiting: str) -> None:
     age = (datetime.now(timezone.utc) - since).total_seconds()
     text = md(job["progress"]) + "…" if job["status"] == "running" and job["progress"] else waiting
     st.info(f"{text} ({fmt_seconds(age)})", icon=":material/hourglass_top:")
-    if analysis.worker_state(data.worker_status(data.db_url()), STALE_AFTER_S) != "alive":
+    if not engine_alive():
         st.warning("No engine worker is running, so nothing will happen yet: the job waits for one. Start the "
                    "studio with `make run`, or run `python -m engine worker` beside it.", icon=":material/power_off:")
 

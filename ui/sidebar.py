@@ -63,6 +63,11 @@ def render() -> None:
         worker_badge()
 
 
+def engine_alive() -> bool:
+    """Whether the latest engine worker heartbeat is a running worker's, beating lately."""
+    return analysis.worker_state(data.worker_status(data.db_url()), STALE_AFTER_S) == "alive"
+
+
 @st.fragment(run_every=BEAT_S)
 def worker_badge() -> None:
     """The engine worker's heartbeat, refreshed on its own: a live page never reruns the

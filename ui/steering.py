@@ -17,11 +17,11 @@ import pandas as pd
 import streamlit as st
 
 from storage.states import RunStatus
-from ui import analysis, data, identity, interventions as iv, keys, submission
+from ui import data, identity, interventions as iv, keys, submission
 from ui.errors import shows_storage_errors
 from ui.render import fmt_seconds, md
 from ui.identity import current_actor
-from ui.sidebar import STALE_AFTER_S, current_user
+from ui.sidebar import current_user, engine_alive
 
 LIVE_S = 0.5  # steering is seen by everyone within 2 s (worst case: one period + the cache TTL + a render)
 LOG_S = 2.0  # the dashboard's command log: its pending commands are also shown by the controls above it
@@ -61,10 +61,6 @@ def show_outcome(key: str) -> None:
     out = st.session_state.get(key)
     if out is not None:
         (st.success if out.ok else st.error)(out.message, icon=":material/check:" if out.ok else ":material/block:")
-
-
-def engine_alive() -> bool:
-    return analysis.worker_state(data.worker_status(data.db_url()), STALE_AFTER_S) == "alive"
 
 
 def _ago(ts) -> str:
