@@ -1,14 +1,22 @@
 """The runtime model's time to quality (engine/runtime/model.py, engine/runtime/sim.py):
 improvements counted as they reach the best, merges without an LM call taking no time, a step
 that keeps the best of its children gaining what the best of them is worth, merges counted as
-kept only when accepted after validation."""
+kept only when accepted after validation; a synchronous step waiting for the slowest of its
+reflections when LM latencies vary."""
 
 from __future__ import annotations
 
+import math
+import random
+import statistics
+
 from bench.time_to_quality import _override, best_of, disagreements
-from engine.runtime.model import (Latencies, Shape, improvements_to_quality, predict_run_seconds,
-                                  predict_time_to_quality)
+from engine.runtime.model import (Latencies, Shape, improvements_to_quality, lm_spread_of, predict_run_seconds,
+                                  predict_time_to_quality, run_prediction, slowest_lm)
 from engine.runtime.sim import Gains, simulate_async
+from storage import repo
+from storage.db import Database
+from tests.support.synthetic import generate_run
 
 ONE, MERGE4 = Shape(), Shape(4, 1, merge_siblings=True)
 
@@ -56,7 +64,10 @@ def test_a_step_that_keeps_the_best_of_four_gains_what_the_best_of_four_is_worth
     uneven = predict_time_to_quality(best, _lat(accept=1.0, best_of=(1.0, 1.5, 1.8, 2.0)), 10_000, 4)
     assert uneven < plain
     seed = 4 * 0.05
-    step = 3 * 0.05 + 1.0 + 3 * 0.05 + 4 * 0.05  # four parents' minibatches, reflection, four children's, validation
+    # four parents' minibatches (12 calls on 4 workers: the last two parents' end with the third wave),
+    # their reflections, the children's tests (the first two children's ran while the last reflections
+    # did: the last two children's six calls take two waves), validation
+    step = 3 * 0.05 + 1.0 + 2 * 0.05 + 4 * 0.05
     assert abs(plain - (seed + 4 * step)) < 1e-9  # one improvement per step: four steps
     assert abs(uneven - (seed + 2 * step)) < 1e-9  # the best of four is worth two: two steps
     one = predict_time_to_quality(ONE, _lat(best_of=(1.0, 3.0)), 10_000, 3)
@@ -114,3 +125,31 @@ def test_the_models_copies_of_engine_constants_match_the_engine():
 
     assert sim.QUORUM == onto_best.QUORUM
     assert sim.MAX_SIBLINGS == sibling_merge.MAX_SIBLINGS
+
+
+def test_a_synchronous_step_waits_for_its_slowest_reflection_an_asynchronous_proposal_only_for_its_own():
+    steady, varying = _lat(accept=0.75), _lat(accept=0.75, lm_spread=0.5)
+    assert slowest_lm(varying, 1) == 1.0 and slowest_lm(steady, 4) == 1.0
+    rng = random.Random(3)  # the slowest of four log-normal calls of mean 1 s, drawn
+    drawn = statistics.mean(max(math.exp(rng.gauss(-0.125, 0.5)) for _ in range(4)) for _ in range(50_000))
+    assert abs(slowest_lm(varying, 4) - drawn) < 0.02 * drawn  # about 1.57 s
+    assert slowest_lm(varying, 8) > slowest_lm(varying, 4) > slowest_lm(varying, 2) > 1.0
+
+    def longer(shape: Shape) -> float:
+        return predict_run_seconds(shape, varying, 240)[0] / predict_run_seconds(shape, steady, 240)[0]
+
+    assert longer(ONE) == 1.0  # one reflection per step: nothing to wait for
+    assert longer(Shape(4, 1)) > 1.2 and longer(MERGE4) > 1.15
+    assert longer(Shape(4, 1, schedule="async")) == 1.0 == longer(Shape(4, 1, schedule="async", merge_siblings=True))
+
+
+def test_the_spread_of_a_runs_lm_latencies_is_measured_for_its_prediction(tmp_path):
+    assert lm_spread_of([2.0, 2.0, 2.0]) == 0.0 and lm_spread_of([1.0, 3.0]) == 0.0  # too few to tell
+    rng = random.Random(5)
+    assert abs(lm_spread_of([math.exp(rng.gauss(0, 0.5)) for _ in range(4000)]) - 0.5) < 0.02
+    db = Database(f"sqlite:///{tmp_path / 'runs.db'}")
+    db.create_all()
+    run_id = generate_run(db, n_candidates=40)
+    calls = [c.seconds for c in repo.lm_calls_for(db, run_id) if not c.cached and not c.error]
+    lat = run_prediction(db, run_id)["latencies"]
+    assert lat.lm_spread == lm_spread_of(calls) > 0.2  # the synthetic run's calls take 2–8 s

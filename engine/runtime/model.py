@@ -9,7 +9,7 @@ their minibatch test, the minibatch size ``m``, the validation size ``V`` and th
 
 Synchronous step (P parents × K proposals, k = P·K), as ``engine.schedules.synchronous`` runs it:
   parents' minibatches  ceil(P·m/W)·T        (all parents at once)
-  reflections           L                    (all k at once)
+  reflections           L                    (all k at once: the slowest of k when latencies vary)
   children's minibatch  ceil(k·m/W)·T
   sibling merge         f·L + ceil(s·m/W)·T  (if enabled and s ≥ 2 children improved; f = the share of
                                              merges with a real conflict: the others are three-way, no LM call)
@@ -31,6 +31,7 @@ wall-clock is predicted by replaying the schedule (``engine.runtime.sim``).
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Optional
 
@@ -43,7 +44,7 @@ MERGE_PASS_RATE = 0.8  # fraction of sibling merges accepted after their validat
 class Latencies:
     """What the prediction is made from (all measured in a run, or assumed)."""
 
-    lm: float  # seconds per reflection (or merge) LM call
+    lm: float  # seconds per reflection (or merge) LM call: the mean
     eval: float  # seconds per metric call on a worker, dispatch included
     accept: float  # fraction of proposals that pass their minibatch test
     minibatch: int
@@ -57,6 +58,10 @@ class Latencies:
     # last, the last): more than one when proposals' gains vary, as each step keeps its largest.
     # Empty: one, whatever n. Measured on 1×1 (bench/time_to_quality.py, ``best_of``).
     best_of: tuple[float, ...] = ()
+    # how LM calls' latencies vary: the standard deviation of their logarithm (log-normal around
+    # ``lm``; 0: every call takes ``lm``). A synchronous step waits for its slowest reflection, an
+    # asynchronous proposal only for its own, so this is what the barrier costs.
+    lm_spread: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -81,11 +86,29 @@ def _binomial(n: int, p: float) -> list[float]:
     return [math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(n + 1)]
 
 
+def lm_spread_of(seconds: list[float]) -> float:
+    """``Latencies.lm_spread`` measured: the standard deviation of the calls' log latencies (0 for
+    fewer than three calls: too few to tell)."""
+    logs = [math.log(s) for s in seconds if s > 0]
+    return statistics.stdev(logs) if len(logs) >= 3 else 0.0
+
+
+def slowest_lm(lat: Latencies, k: int) -> float:
+    """Expected latency of the slowest of ``k`` LM calls made at once (``lat.lm`` when they do not
+    vary): the k-th order statistic of the log-normal, summed over its quantiles."""
+    if lat.lm_spread <= 0 or k <= 1:
+        return lat.lm
+    n, sigma = 400, lat.lm_spread
+    normal = statistics.NormalDist(-sigma * sigma / 2, sigma)
+    draws = [lat.lm * math.exp(normal.inv_cdf((i + 0.5) / n)) for i in range(n)]
+    return sum(x * (((i + 1) / n) ** k - (i / n) ** k) for i, x in enumerate(draws))
+
+
 def sync_step(shape: Shape, lat: Latencies) -> tuple[float, float]:
     """(expected seconds, expected metric calls) of one synchronous step."""
     k, m, w, t, v = shape.k, lat.minibatch, lat.workers, lat.eval, lat.n_val
     parent_calls = shape.parents * m * lat.parent_eval_share
-    base_s = _waves(parent_calls, w) * t + lat.lm + _waves(k * m, w) * t
+    base_s = _waves(parent_calls, w) * t + slowest_lm(lat, k) + _waves(k * m, w) * t
     base_c = parent_calls + k * m
     seconds = calls = 0.0
     limit = {"all": k, "best": 1, "top_k": shape.top_k}.get(shape.accept, k)
@@ -207,7 +230,8 @@ def run_prediction(db, run_id: str) -> Optional[dict]:
     extra = {"merge_pass": sum(c.status == CandidateStatus.ACCEPTED for c in merges) / len(merges),
              "merge_lm": sum(c.merge_path == MergePath.LM for c in merges) / len(merges)} if merges else {}
     lat = latencies_from(lm, evals, run.proposals_improved / run.proposals_total if run.proposals_total else None,
-                         min(cfg.search.minibatch_size, len(cfg.dataset or [None])), n_val, cfg.executor.workers, **extra)
+                         min(cfg.search.minibatch_size, len(cfg.dataset or [None])), n_val, cfg.executor.workers,
+                         lm_spread=lm_spread_of(lm), **extra)
     if lat is None:
         return None
     shape = shape_of(cfg.search)

@@ -3,7 +3,9 @@
 Closed forms (``engine.runtime.model``) describe one step; a run also has a budget's tail
 (steps trimmed, fewer proposals in flight), asynchronous proposals that queue behind each other's
 evaluations, and merges. So the wall-clock of a run is predicted by replaying the engine's
-schedule with fixed latencies: the LM takes ``L``, each metric call ``T`` on one of ``W``
+schedule with fixed latencies: the LM takes ``L`` (a synchronous step's reflections, when LM
+latencies vary (``lm_spread``), the expected slowest of them: the step waits for it; an
+asynchronous proposal waits for its own, ``L`` on average), each metric call ``T`` on one of ``W``
 workers (minibatch tests ahead of validation passes, as the engine's validation throttle
 makes them), proposals pass their minibatch test in the measured proportion ``a`` (spread
 evenly, no randomness), merges are accepted after their validation pass (keep every gain) in the
@@ -19,6 +21,8 @@ import heapq
 import itertools
 from collections import deque
 from typing import Callable, Optional
+
+from engine.runtime.model import slowest_lm
 
 MAX_SIBLINGS = 4  # as engine.search.sibling_merge
 QUORUM = 2  # as engine.schedules.onto_best: children waiting that start a turn
@@ -128,9 +132,24 @@ def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, bud
             if slots:
                 break
         spent[0] += cost
-        parents = -(-slots // k)
-        sim.evals(round(parents * m * lat.parent_eval_share), False,
-                  lambda: sim.at(lat.lm + lat.overhead, lambda: sim.evals(slots * m, False, lambda: children(slots))))
+        # each slot as engine.schedules.synchronous runs it: its parent's minibatch, its own
+        # reflection, its child's test; the step's barrier waits for the last slot
+        left = [slots]
+
+        def slot_done() -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                children(slots)
+
+        wait = slowest_lm(lat, slots)  # every slot's child is tested as its reflection ends; the last ends here
+
+        def reflect(n: int) -> None:
+            for _ in range(n):
+                sim.at(wait + lat.overhead, lambda: sim.evals(m, False, slot_done))
+
+        for first in range(0, slots, k):
+            n = min(k, slots - first)
+            sim.evals(round(m * lat.parent_eval_share), False, lambda n=n: reflect(n))
 
     def children(slots: int) -> None:
         n = sum(improves() for _ in range(slots))
