@@ -4,6 +4,7 @@ recomputed from the evaluations independently here."""
 
 from __future__ import annotations
 
+from engine.runtime.model import lm_spread_of, slowest_lm
 from storage import explain_queries, repo
 from tests.support.harness import run_toy, toy_config
 from ui import explain_model as em
@@ -71,6 +72,11 @@ def test_each_phase_is_the_steps_stored_data(db, tmp_path):
     assert check["measured"] == step.seconds and check["predicted"] > 0
     assert check["shape"].k == 4 and check["latencies"].workers == 2
     assert check["bound"] in ("LM-bound", "evaluator-bound")
+    # its LM wait is the slowest of the step's four reflections, as measured in the step's own calls
+    calls = [e["end"] - e["start"] for e in detail["step"]["events"] if e["kind"] == "lm"]
+    assert check["latencies"].lm_spread == lm_spread_of(calls)
+    assert not run.config["search"].get("merge_siblings")
+    assert check["lm_seconds"] == slowest_lm(check["latencies"], 4)
 
 
 def test_unknown_steps_and_runs(db):

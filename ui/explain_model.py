@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Optional
 
 from engine.lm.providers import is_local
-from engine.runtime.model import Latencies, Shape, latencies_from, sync_step
+from engine.runtime.model import Latencies, Shape, latencies_from, lm_spread_of, slowest_lm, sync_step
 
 
 def _val_split(detail: dict) -> str:
@@ -92,9 +92,10 @@ def step_latencies(detail: dict, config: dict) -> Optional[Latencies]:
     tested = [p for p in kids if p["minibatch_score"] is not None]
     accept = sum(p["improved"] for p in tested) / len(tested) if tested else None
     n_val = sum(1 for e in detail["examples"] if e["split"] == _val_split(detail))
-    return latencies_from([e["end"] - e["start"] for e in events if e["kind"] == "lm"],
-                          [e["end"] - e["start"] for e in events if e["kind"] != "lm"], accept,
-                          int(search.get("minibatch_size", 3)), n_val, int((config.get("executor") or {}).get("workers", 1)))
+    lm = [e["end"] - e["start"] for e in events if e["kind"] == "lm"]
+    return latencies_from(lm, [e["end"] - e["start"] for e in events if e["kind"] != "lm"], accept,
+                          int(search.get("minibatch_size", 3)), n_val, int((config.get("executor") or {}).get("workers", 1)),
+                          lm_spread=lm_spread_of(lm))
 
 
 def shape_from(config: dict) -> Shape:
@@ -125,7 +126,8 @@ def runtime_check(detail: dict, config: dict) -> Optional[dict]:
         return None
     shape = shape_from(config)
     predicted, calls = sync_step(shape, lat)
-    lm_s = lat.lm * (1 + lat.merge_lm if shape.merge_siblings and lat.accept * shape.k >= 2 else 1)
+    # the step waits for the slowest of its reflections (and a conflicting merge's call)
+    lm_s = slowest_lm(lat, shape.k) + (lat.merge_lm * lat.lm if shape.merge_siblings and lat.accept * shape.k >= 2 else 0)
     eval_s = max(0.0, predicted - lm_s)
     return {"predicted": predicted, "measured": detail["step"]["seconds"], "calls": calls, "lm_seconds": lm_s,
             "eval_seconds": eval_s, "bound": "LM-bound" if lm_s >= eval_s else "evaluator-bound",

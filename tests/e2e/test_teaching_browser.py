@@ -153,6 +153,17 @@ def test_playground(studio, page):
         slider.press("ArrowRight")
     expect(page.get_by_test_id("stMetricValue").nth(0)).not_to_have_text(before, timeout=30_000)
     _ready(page)
+    # latencies that vary: a synchronous step waits for its slowest reflection, and the page says how long
+    expect(page.get_by_text("for the slowest of its")).to_have_count(0)
+    sync_run = page.get_by_test_id("stMetricValue").nth(0).inner_text()
+    spread = page.get_by_role("slider").nth(4)  # LM latency spread
+    spread.focus()
+    for _ in range(10):
+        spread.press("ArrowRight")
+    expect(page.get_by_text(re.compile(r"the step waits [\d.]+ s for the slowest of its 4 reflections"))).to_be_visible(
+        timeout=30_000)
+    expect(page.get_by_test_id("stMetricValue").nth(0)).not_to_have_text(sync_run)  # the sync run takes longer
+    _ready(page)
     shot(page, "teaching-playground")
 
 
