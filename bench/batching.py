@@ -11,6 +11,8 @@ wall-clock next to the measured one.
 
     .venv/bin/python -m bench.batching                # everything (≈ 15 min), writes the docs
     .venv/bin/python -m bench.batching --only "4×1 all" --seeds 1 --no-write   # one row, quick look
+    .venv/bin/python -m bench.batching --lm-spread 0.5 --seeds 12   # LM latencies that vary (≈ 12 min)
+                                     # → docs/benchmarks-batching-spread.md
 
 Writing the docs needs matplotlib (``requirements-bench.txt``, which ``make bench`` installs); it is
 checked before the first run, not after the last. GEPA 0.1.4 comes with ``requirements-dev.txt``.
@@ -45,7 +47,7 @@ from bench.time_to_quality import (GepaRecorder, add_predictions, add_time_to_qu
 from engine.config import ConfigWarning, SearchConfig, parse_config  # noqa: E402
 from engine.optimizer import Optimizer  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
-from engine.runtime.model import Latencies, predict_run_seconds, shape_of  # noqa: E402
+from engine.runtime.model import Latencies, lm_spread_of, predict_run_seconds, shape_of  # noqa: E402
 from engine.sandbox import make_executor  # noqa: E402
 from tests.support.scripted_lm import install_script  # noqa: E402
 from storage import leases, repo  # noqa: E402
@@ -56,9 +58,14 @@ W, BUDGET, MINIBATCH = 4, 240, 3
 # latencies of the simulated LM and evaluator; overridable only to explore quality quickly
 LM_SECONDS = float(os.environ.get("BENCH_LM_SECONDS", 1.0))
 EVAL_SECONDS = float(os.environ.get("BENCH_EVAL_SECONDS", 0.05))
+LM_SPREAD = [0.0]  # --lm-spread: the sigma of the log of an LM call's latency (0: every call takes LM_SECONDS)
 DOC = ROOT / "docs" / "benchmarks-batching.md"
 PLOT = ROOT / "docs" / "benchmarks-batching.png"
 RAW = ROOT / "docs" / "benchmarks-batching.json"
+SPREAD_DOC = ROOT / "docs" / "benchmarks-batching-spread.md"
+SPREAD_RAW = ROOT / "docs" / "benchmarks-batching-spread.json"
+# what --lm-spread runs unless --only says otherwise: the shapes that matter for time to quality
+SPREAD_CONFIGS = ("1×1", "4×1 all", "4×1 merge", "async C=4", "async C=4 merge")
 
 
 @dataclass
@@ -127,7 +134,7 @@ def run_refract(cfg: Config, seed: int, workdir: Path) -> dict:
         run_cfg = parse_config(data)
     db = Database(f"sqlite:///{workdir / 'refract.db'}")
     db.create_all()
-    install_script(task.simulated_lm, latency=LM_SECONDS, price_per_token=cfg.price)
+    install_lm(cfg.price)
     run_id = submit_run(db, run_cfg)
     executors = []
 
@@ -167,6 +174,20 @@ def run_refract(cfg: Config, seed: int, workdir: Path) -> dict:
     return out
 
 
+def install_lm(price: float = 0.0) -> None:
+    """The simulated LM, answering after LM_SECONDS, or after a draw around it with --lm-spread."""
+    spread = LM_SPREAD[0]
+    if not spread:
+        install_script(task.simulated_lm, latency=LM_SECONDS, price_per_token=price)
+        return
+
+    def varying(messages: list[dict], params: dict) -> str:
+        time.sleep(task.latency_seconds(messages, params, LM_SECONDS, spread))
+        return task.simulated_lm(messages, params)
+
+    install_script(varying, price_per_token=price)
+
+
 def measured_latencies(db: Database, run_id: str, run, n_val: int) -> Optional[Latencies]:
     """The runtime model's inputs, as measured in the run."""
     lm = [c.seconds for c in repo.lm_calls_for(db, run_id) if not c.cached and not c.error]
@@ -178,7 +199,7 @@ def measured_latencies(db: Database, run_id: str, run, n_val: int) -> Optional[L
     merge_pass = (sum(1 for m in merges if m.status == "accepted") / len(merges)) if merges else 0.8
     merge_lm = (sum(1 for m in merges if m.merge_path == "lm") / len(merges)) if merges else 1.0
     cfg = json.loads(json.dumps(run.config))["search"]
-    return Latencies(lm=statistics.mean(lm), eval=statistics.mean(ev),
+    return Latencies(lm=statistics.mean(lm), lm_spread=lm_spread_of(lm), eval=statistics.mean(ev),
                      accept=run.proposals_improved / max(run.proposals_total, 1), minibatch=cfg["minibatch_size"],
                      n_val=n_val, workers=W, merge_pass=merge_pass, merge_lm=merge_lm)
 
@@ -200,7 +221,7 @@ def run_gepa(cfg: Config, seed: int, workdir: Path) -> dict:
     task.set_layout(cfg.task)
     t = task.make_task(seed)
     task.set_seed(seed)
-    install_script(task.simulated_lm, latency=LM_SECONDS)
+    install_lm()
     recorder = GepaRecorder({ex["id"] for ex in t["val"]})
     namespace: dict = {}
     exec(task.evaluator_source(EVAL_SECONDS), namespace)
@@ -338,23 +359,29 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--no-overlap", action="store_true", help="skip the overlapping task")
     ap.add_argument("--report-only", action="store_true", help="rebuild the docs from the saved raw results")
     ap.add_argument("--raw", help="with --report-only: the raw results file (default: docs/benchmarks-batching.json)")
+    ap.add_argument("--lm-spread", type=float, default=0.0, metavar="SIGMA",
+                    help="LM latencies drawn log-normally around the mean, SIGMA the sigma of their log (0.5: "
+                         "a coefficient of variation of about 0.53)")
     args = ap.parse_args(argv)
+    LM_SPREAD[0] = args.lm_spread
     import logging
 
     logging.basicConfig(level=logging.ERROR)
     if not args.no_write:
         import matplotlib  # noqa: F401  (fail now, not after every run: the plot needs it)
     if args.report_only:
-        raw = json.loads((Path(args.raw) if args.raw else RAW).read_text())
-        results, dollars = raw["results"], raw["dollars"]
+        raw = json.loads((Path(args.raw) if args.raw else SPREAD_RAW if LM_SPREAD[0] else RAW).read_text())
+        results, dollars = raw["results"], raw.get("dollars", [])
     else:
-        configs = [c for c in CONFIGS + ([] if args.no_overlap else OVERLAP_CONFIGS) if not args.only or c.name in args.only]
+        only = args.only or (SPREAD_CONFIGS if LM_SPREAD[0] else None)
+        extra = [] if args.no_overlap or LM_SPREAD[0] else OVERLAP_CONFIGS
+        configs = [c for c in CONFIGS + extra if not only or c.name in only]
         warm_up()  # litellm's first-completion loading is not charged to the first run (1×1, seed 0)
         results, dollars = [], []
         for seed in range(args.seeds):
             for cfg in configs:
                 results.append(_run(cfg, seed))
-        if not args.no_dollars and not args.only:
+        if not args.no_dollars and not only:
             for seed in range(args.seeds):
                 for cfg in DOLLAR_CONFIGS:
                     dollars.append(_run(cfg, seed))
@@ -367,7 +394,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"\npredicted vs measured time to quality, task {t}:\n" + "\n".join(prediction_table(results, t)))
     if dollars:
         print("\n".join(dollar_table(dollars)))
-    if not args.no_write:
+    if not args.no_write and LM_SPREAD[0]:  # its own page: the main one stays the fixed-latency task's
+        from bench.batching_report import write_spread_doc
+
+        SPREAD_RAW.write_text(json.dumps({"results": results, "lm_spread": LM_SPREAD[0]}, indent=1))
+        write_spread_doc(SPREAD_DOC, results, LM_SPREAD[0], LM_SECONDS, table(main_rows))
+    elif not args.no_write:
         RAW.write_text(json.dumps({"results": results, "dollars": dollars}, indent=1))
         from bench.batching_report import SETUP, analysis, write_doc
 

@@ -23,6 +23,7 @@ with a fixed latency, like any provider.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
 
@@ -212,6 +213,17 @@ def merge(prompt: str, rng: random.Random) -> str:
     if added and rng.random() < P_MERGE_LOSS:
         added.remove(rng.choice(added))
     return "I combined the versions.\n```\n" + _with(start, added, []) + "\n```"
+
+
+def latency_seconds(messages: list[dict], params: dict, mean: float, spread: float) -> float:
+    """One call's latency: ``mean`` seconds, or with ``spread`` > 0 a log-normal draw of that mean
+    (``spread`` is the sigma of its logarithm; 0.5 gives a coefficient of variation of about 0.53, as
+    a hosted model's answers of varying length and queueing give). Drawn from the call's own prompt
+    and sample index, so a repeated run waits the same."""
+    if spread <= 0:
+        return mean
+    rng = _rng("latency|" + messages[-1]["content"], params)
+    return mean * math.exp(rng.gauss(-spread * spread / 2, spread))
 
 
 def simulated_lm(messages: list[dict], params: dict) -> str:

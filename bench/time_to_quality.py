@@ -241,6 +241,7 @@ def ttq_table(results: list[dict], task: str) -> list[str]:
 # three-way and keeping every gain), then one limit lifted after another.
 SCENARIOS = [
     ("as measured on 1×1 (merges three-way, every merge kept)", {}),
+    ("the same, LM latencies varying (spread 0.5)", {"lm_spread": 0.5}),
     ("every proposal improves", {"accept": 1.0}),
     ("… and no engine overhead", {"accept": 1.0, "overhead": 0.0}),
     ("… and W = 16 workers", {"accept": 1.0, "overhead": 0.0, "workers": 16}),
@@ -249,15 +250,14 @@ SCENARIOS = [
 MOONSHOT_SHAPES = ["4×1 merge", "async C=4 merge", "async C=8 merge"]
 
 
-def moonshot_table(results: list[dict], shapes: dict[str, Shape], task: str = "lines") -> list[str]:
-    """Predicted 1×1 time to quality over each wide shape's, under ``SCENARIOS``, at the mean of
-    the 1×1 rows' latencies, improvements to the target and overhead; also with twice the
-    improvements (a target further away)."""
+def moonshot_latencies(results: list[dict], task: str = "lines") -> Optional[tuple[Latencies, int]]:
+    """The mean of the 1×1 rows' latencies (merges three-way and kept, their overhead and *best of
+    n*) and the improvements they needed to reach the target; None without 1×1 rows."""
     import dataclasses
 
     ones = [r for r in results if r["config"] == "1×1" and r.get("task", "lines") == task and r.get("ttq_calls")]
     if not ones:
-        return []
+        return None
     models = [base_model(r) for r in ones]
     need = round(statistics.mean(g for g, _, _ in models))
     keys = ones[0]["latencies"]
@@ -265,8 +265,33 @@ def moonshot_table(results: list[dict], shapes: dict[str, Shape], task: str = "l
                        for k, v in keys.items()})
     tables = [b for _, _, b in models if b]
     best = tuple(statistics.mean(b[i] for b in tables) for i in range(min(map(len, tables)))) if tables else ()
-    lat = dataclasses.replace(lat, merge_lm=0.0, merge_pass=1.0, overhead=statistics.mean(o for _, o, _ in models),
-                              best_of=best)
+    return dataclasses.replace(lat, merge_lm=0.0, merge_pass=1.0, overhead=statistics.mean(o for _, o, _ in models),
+                               best_of=best), need
+
+
+def modelled_ratio(results: list[dict], shapes: dict[str, Shape], name: str, over: str, **change) -> Optional[float]:
+    """The runtime model's time to quality of ``name`` over that of ``over`` at the 1×1 rows'
+    latencies (``moonshot_latencies``), with ``change`` applied."""
+    import dataclasses
+
+    base = moonshot_latencies(results)
+    if base is None or name not in shapes or over not in shapes:
+        return None
+    lat, need = dataclasses.replace(base[0], **change), base[1]
+    return (predict_time_to_quality(shapes[name], lat, 10**6, need)
+            / predict_time_to_quality(shapes[over], lat, 10**6, need))
+
+
+def moonshot_table(results: list[dict], shapes: dict[str, Shape], task: str = "lines") -> list[str]:
+    """Predicted 1×1 time to quality over each wide shape's, under ``SCENARIOS``, at the mean of
+    the 1×1 rows' latencies, improvements to the target and overhead; also with twice the
+    improvements (a target further away)."""
+    import dataclasses
+
+    base = moonshot_latencies(results, task)
+    if base is None:
+        return []
+    lat, need = base
     names = [n for n in MOONSHOT_SHAPES if n in shapes]
     lines = ["| latencies | improvements to the target | " + " | ".join(f"{n}: sooner than 1×1" for n in names) + " |",
              "|---|---|" + "---|" * len(names)]
