@@ -28,7 +28,8 @@ def main() -> None:
     from ui.errors import show_storage_error
 
     st.set_page_config(page_title="Refract", page_icon=":material/flare:", layout="wide")
-    page = st.navigation(list(nav.pages().values()), position="hidden" if identity.signed_out() else "sidebar")
+    page = st.navigation([*nav.pages().values(), nav.runs_alias()],
+                         position="hidden" if identity.signed_out() else "sidebar")
     identity.sign_in_gate(page.url_path or "runs")  # with sign-in configured, nothing below is drawn for a stranger
     try:
         sidebar.render()

@@ -26,9 +26,25 @@ PAGE_FILES = {
 }
 
 
+# The Runs page is the default one, served at "/"; Streamlit still reserves its url_path, and
+# answered "/runs" (typed, or from a bookmark) with "Page not found". So the default page
+# reserves a name nobody types, and a hidden page at "/runs" sends its visitor to "/".
+DEFAULT_RESERVED = "home"
+
+
 def pages() -> dict[str, st.Page]:
-    return {name: st.Page(str(ROOT / path), title=title, icon=icon, url_path=name, default=(name == "runs"))
+    return {name: st.Page(str(ROOT / path), title=title, icon=icon, default=(name == "runs"),
+                          url_path=DEFAULT_RESERVED if name == "runs" else name)
             for name, (path, title, icon) in PAGE_FILES.items()}
+
+
+def _to_runs() -> None:
+    st.switch_page(pages()["runs"], query_params=dict(st.query_params))
+
+
+def runs_alias() -> st.Page:
+    """The hidden page at ``/runs``: it switches to the Runs page (see ``DEFAULT_RESERVED``)."""
+    return st.Page(_to_runs, title="Runs", url_path="runs", visibility="hidden")
 
 
 def query_run() -> str | None:

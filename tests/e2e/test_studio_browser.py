@@ -85,9 +85,11 @@ def test_live_dashboard_refreshes_itself(studio, page):
 
 
 def test_runs_page_and_new_run_form(studio, page):
-    page.goto(f"{studio.url}/runs")
+    page.goto(f"{studio.url}/runs")  # typed or bookmarked: the Runs page, not Streamlit's "Page not found"
     _ready(page)
     page.get_by_text("Live synthetic").first.wait_for(state="attached")  # a canvas grid: cells are hidden DOM
+    assert page.get_by_text("Page not found").count() == 0
+    page.get_by_role("heading", name="Runs").wait_for()
     shot(page, "studio-runs")
     page.goto(f"{studio.url}/new")
     _ready(page)
