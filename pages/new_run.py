@@ -14,7 +14,7 @@ from engine.access import Refused, local_actor
 from engine.config import LOCAL_MODEL
 from engine.jobs import PREVIEW_EXAMPLES, TRY_EXAMPLES
 from storage.db import DEFAULT_DATA_DIR
-from ui import data, form_checks, identity, jobs, keys as K, nav, prompt_form, prompt_section, run_form
+from ui import data, form_carry, form_checks, identity, jobs, keys as K, nav, prompt_form, prompt_section, run_form
 from ui.sidebar import current_user
 
 DRAFT = "_new_draft"
@@ -280,7 +280,22 @@ o = st.columns(3)
 o[0].selectbox("Parent selection", run_form.SELECTIONS, key=K.NEW_SELECTION)
 o[1].selectbox("Children that pay a validation pass", run_form.ACCEPTS, key=K.NEW_ACCEPT,
                help="all improving children, only the best one of a step, or the top k")
-o[2].toggle("Merge frontier candidates", key=K.NEW_MERGE)
+o[2].toggle("Merge frontier candidates", key=K.NEW_MERGE,
+            help="after a step, combine two frontier candidates that changed different lines of a common ancestor "
+                 "(a three-way merge, no LM call)")
+o2 = st.columns(3)
+o2[0].selectbox("Schedule", run_form.SCHEDULES, key=K.NEW_SCHEDULE,
+                help="sync: steps of P×K proposals, each step waits for its slowest reflection. async: P×K proposals "
+                     "always in flight, the next starts as one ends; it pays off most when LM latencies vary")
+o2[1].toggle("Merge improving siblings", key=K.NEW_MERGE_SIBLINGS,
+             help="combine the improving children of a step (async: each improving child with the current best) and "
+                  "validate the merge instead of each: a three-way merge when they changed different lines, the "
+                  "reflection LM on a conflict")
+for k in (K.NEW_SCHEDULE, K.NEW_MERGE_SIBLINGS):
+    _errors(k)
+if st.session_state.get(K.NEW_CARRIED):
+    st.caption("Also in this config, kept as they are (no field here; edit them in a TOML file): "
+               + form_carry.summary(st.session_state[K.NEW_CARRIED]))
 with st.expander("Predicted speed-up of this batch shape (runtime model)", expanded=True):
     from ui.speedup import predicted
 

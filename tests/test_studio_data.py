@@ -12,7 +12,7 @@ from sqlalchemy import event
 
 from storage import queries
 from tests.support.synthetic import generate_run
-from ui import analysis, charts, keys as K, run_form
+from ui import analysis, charts, form_carry, keys as K, run_form
 from ui.lineage import layout, lineage_figure
 
 
@@ -178,6 +178,43 @@ def test_builtin_templates_validate():
         assert problems == []
         cfg, errors = run_form.validate(draft)
         assert errors == {}, (path, errors)
+
+
+def test_a_run_started_from_the_form_does_what_its_config_does_from_the_command_line():
+    """Settings the form has no field for (max_score, the reflection LM's max_tokens, the task LM's
+    temperature, the evaluator's time limit …) were dropped when an example was loaded into the form."""
+    from engine.config import LOCAL_MODEL, load_config
+
+    for path in run_form.list_templates().values():
+        draft, _ = run_form.template_draft(path, LOCAL_MODEL)  # the studio's default without a key
+        from_form, errors = run_form.validate(draft)
+        assert errors == {}, (path, errors)
+        from_file = load_config(path)
+        for section in ("search", "budget", "executor", "limits", "task_lm", "judge_lm"):
+            assert getattr(from_form, section) == getattr(from_file, section), (path.parent.name, section)
+        assert from_form.reflection_lm.model_dump(exclude={"model"}) == from_file.reflection_lm.model_dump(exclude={"model"})
+
+
+def test_a_duplicated_run_keeps_its_schedule_merges_and_every_other_setting():
+    path = next(p for p in run_form.list_templates().values() if p.parent.name == "toy_words")
+    draft, _ = run_form.template_draft(path, "m")
+    cfg, _ = run_form.validate(draft)
+    stored = cfg.stored()
+    stored["search"].update(schedule="async", merge_siblings=True, top_k=3, seed=7, max_score=1.0)
+    stored["reflection_lm"].update(max_tokens=321, num_retries=1)
+    stored["executor"]["timeout_seconds"] = 12
+    draft = run_form.draft_from_config(stored, "m")
+    assert (draft[K.NEW_SCHEDULE], draft[K.NEW_MERGE_SIBLINGS]) == ("async", True)
+    text = form_carry.summary(draft[K.NEW_CARRIED])
+    assert "top_k = 3" in text and "seed = 7" in text and "max_tokens = 321" in text and "timeout_seconds = 12" in text
+    again, errors = run_form.validate(draft)
+    assert errors == {}
+    for section in ("search", "reflection_lm", "executor", "budget"):
+        assert getattr(again, section).model_dump() == stored[section], section
+    # what the form edits wins over what it carries
+    draft[K.NEW_SCHEDULE], draft[K.NEW_P] = "sync", 3
+    edited, _ = run_form.validate(draft)
+    assert (edited.search.schedule, edited.search.parents_per_step, edited.search.top_k) == ("sync", 3, 3)
 
 
 def test_template_keeps_its_train_val_test_files():

@@ -135,13 +135,21 @@ def test_new_run_loads_a_builtin_example_and_submits(studio):
     at.selectbox(key=K.NEW_TEMPLATE).set_value(name).run()
     at.button(key=K.NEW_LOAD_TEMPLATE).click().run()
     assert at.text_input(key=K.NEW_NAME).value == "ISO date regex"
+    # what the example sets and the form has no field for is listed, and kept
+    assert any("max_score = 1.0" in c.value and "max_tokens = 200" in c.value for c in at.caption)
+    at.selectbox(key=K.NEW_SCHEDULE).set_value("async")
+    at.toggle(key=K.NEW_MERGE_SIBLINGS).set_value(True)
     at.button(key=K.NEW_SUBMIT).click().run()
     assert not at.exception and not at.error
-    from storage import queries
+    from storage import queries, repo
 
     runs = queries.runs_table(db)
     assert "ISO date regex" in set(runs["name"])
     assert runs.loc[runs["name"] == "ISO date regex", "status"].iloc[0] == "queued"
+    run = repo.get_run(db, runs.loc[runs["name"] == "ISO date regex", "id"].iloc[0])
+    search = run.config["search"]
+    assert (search["schedule"], search["merge_siblings"], search["max_score"]) == ("async", True, 1.0)
+    assert search["improvement"] == "improvement_or_equal" and run.config["reflection_lm"]["max_tokens"] == 200
 
 
 def test_a_read_over_the_time_limit_is_an_error_on_the_page_not_a_traceback(studio, monkeypatch):

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from engine.config import ConfigError, parse_config
 from engine.datasets import DatasetError, parse_dataset
-from ui import form_checks, keys as K, prompt_form
+from ui import form_carry, form_checks, keys as K, prompt_form
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT / "examples"
@@ -27,6 +27,7 @@ SEPARATE = DATA_SOURCES[3]
 FORMATS = ("jsonl", "json", "csv")
 SELECTIONS = ("pareto", "best", "epsilon_greedy", "top_k_pareto")
 ACCEPTS = ("all", "best", "top_k")
+SCHEDULES = ("sync", "async")
 
 EVALUATOR_TEMPLATE = '''"""evaluate(candidate, example) -> score | (score, side_info). Higher is better."""
 
@@ -49,7 +50,8 @@ def default_draft(model: str = "") -> dict:
         K.NEW_SPLIT_VAL: 0, K.NEW_SPLIT_TEST: 0, K.NEW_SPLIT_SEED: 0,
         K.NEW_MODEL: model, K.NEW_API_BASE: "", K.NEW_API_KEY_ENV: "", K.NEW_TEMPERATURE: 0.7,
         K.NEW_P: 2, K.NEW_K: 2, K.NEW_WORKERS: 4, K.NEW_MINIBATCH: 3, K.NEW_SELECTION: "pareto",
-        K.NEW_ACCEPT: "all", K.NEW_MERGE: False,
+        K.NEW_ACCEPT: "all", K.NEW_MERGE: False, K.NEW_MERGE_SIBLINGS: False, K.NEW_SCHEDULE: "sync",
+        K.NEW_CARRIED: {},
         K.NEW_MAX_CALLS: 500, K.NEW_MAX_COST: 0.0, K.NEW_MAX_SECONDS: 0, K.NEW_STOP_SCORE: 0.0,
         **prompt_form.defaults(model),
     }
@@ -139,7 +141,8 @@ def config_from_draft(draft: dict) -> tuple[dict, list[str]]:
             problems.append("dataset: the split leaves no training examples; lower the validation / test shares")
     cfg["search"] = {"parents_per_step": int(d.get(K.NEW_P) or 1), "proposals_per_parent": int(d.get(K.NEW_K) or 1),
                      "minibatch_size": int(d.get(K.NEW_MINIBATCH) or 1), "selection": d.get(K.NEW_SELECTION) or "pareto",
-                     "accept": d.get(K.NEW_ACCEPT) or "all", "merge": bool(d.get(K.NEW_MERGE))}
+                     "accept": d.get(K.NEW_ACCEPT) or "all", "merge": bool(d.get(K.NEW_MERGE)),
+                     "merge_siblings": bool(d.get(K.NEW_MERGE_SIBLINGS)), "schedule": d.get(K.NEW_SCHEDULE) or "sync"}
     cfg["budget"], budget_problems = form_checks.budget(d)
     problems += budget_problems
     lm: dict[str, Any] = {"model": d.get(K.NEW_MODEL) or "", "temperature": float(d.get(K.NEW_TEMPERATURE) or 0.0)}
@@ -154,6 +157,7 @@ def config_from_draft(draft: dict) -> tuple[dict, list[str]]:
         cfg.update(prompt_form.config_part(d))
     else:
         cfg.update(prompt_form.code_task_lm(d))
+    form_carry.apply(cfg, d.get(K.NEW_CARRIED) or {})
     return cfg, problems
 
 
@@ -163,7 +167,8 @@ FIELD_KEYS = {
     "seed_candidate": K.NEW_SEED_MODE, "evaluator": K.NEW_EVALUATOR, "dataset": K.NEW_DATA_SOURCE,
     "valset": K.NEW_DATA_SOURCE, "testset": K.NEW_DATA_SOURCE,
     "search.parents_per_step": K.NEW_P, "search.proposals_per_parent": K.NEW_K, "search.minibatch_size": K.NEW_MINIBATCH,
-    "search.selection": K.NEW_SELECTION, "search.accept": K.NEW_ACCEPT, "search": K.NEW_P,
+    "search.selection": K.NEW_SELECTION, "search.accept": K.NEW_ACCEPT, "search.schedule": K.NEW_SCHEDULE,
+    "search.merge_siblings": K.NEW_MERGE_SIBLINGS, "search": K.NEW_P,
     "budget.max_metric_calls": K.NEW_MAX_CALLS, "budget.max_cost_usd": K.NEW_MAX_COST,
     "budget.max_seconds": K.NEW_MAX_SECONDS, "budget.stop_at_score": K.NEW_STOP_SCORE, "budget": K.NEW_MAX_CALLS,
     "reflection_lm.model": K.NEW_MODEL, "reflection_lm.api_base": K.NEW_API_BASE,
@@ -292,6 +297,9 @@ def draft_from_config(cfg: dict, model_default: str = "") -> dict:
     d[K.NEW_SELECTION] = s.get("selection", d[K.NEW_SELECTION])
     d[K.NEW_ACCEPT] = s.get("accept", d[K.NEW_ACCEPT])
     d[K.NEW_MERGE] = bool(s.get("merge", False))
+    d[K.NEW_MERGE_SIBLINGS] = bool(s.get("merge_siblings", False))
+    d[K.NEW_SCHEDULE] = s.get("schedule", "sync")
+    d[K.NEW_CARRIED] = form_carry.carried(cfg)
     d[K.NEW_MAX_CALLS] = b.get("max_metric_calls") or 0
     d[K.NEW_MAX_COST] = float(b.get("max_cost_usd") or 0.0)
     d[K.NEW_MAX_SECONDS] = int(b.get("max_seconds") or 0)
