@@ -207,6 +207,7 @@ def test_a_duplicated_run_keeps_its_schedule_merges_and_every_other_setting():
     assert (draft[K.NEW_SCHEDULE], draft[K.NEW_MERGE_SIBLINGS]) == ("async", True)
     text = form_carry.summary(draft[K.NEW_CARRIED])
     assert "top_k = 3" in text and "seed = 7" in text and "max_tokens = 321" in text and "timeout_seconds = 12" in text
+    assert "workers" not in text and "schedule" not in text  # fields of the form are not listed as carried
     again, errors = run_form.validate(draft)
     assert errors == {}
     for section in ("search", "reflection_lm", "executor", "budget"):

@@ -24,6 +24,7 @@ EDITED = {
     "budget": {"max_metric_calls", "max_cost_usd", "max_seconds", "stop_at_score"},
     "reflection_lm": {"model", "api_base", "api_key_env", "temperature"},
     "task_lm": {"model"},
+    "executor": {"workers"},
 }
 _MISSING = object()
 
