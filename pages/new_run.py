@@ -294,7 +294,7 @@ o2[1].toggle("Merge improving siblings", key=K.NEW_MERGE_SIBLINGS,
 for k in (K.NEW_SCHEDULE, K.NEW_MERGE_SIBLINGS):
     _errors(k)
 if st.session_state.get(K.NEW_CARRIED):
-    st.caption("Also in this config, kept as they are (no field here; edit them in a TOML file): "
+    st.caption("Also in this config, kept as they are (no field here: a TOML file you upload above can change them): "
                + form_carry.summary(st.session_state[K.NEW_CARRIED]))
 with st.expander("Predicted speed-up of this batch shape (runtime model)", expanded=True):
     from ui.speedup import predicted
