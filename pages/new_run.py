@@ -12,6 +12,7 @@ import streamlit as st
 
 from engine.access import Refused, local_actor
 from engine.config import LOCAL_MODEL
+from engine.lm.providers import is_local
 from engine.jobs import PREVIEW_EXAMPLES, TRY_EXAMPLES
 from storage.db import DEFAULT_DATA_DIR
 from ui import data, form_carry, form_checks, identity, jobs, keys as K, nav, prompt_form, prompt_section, run_form
@@ -317,7 +318,10 @@ with st.expander("Predicted speed-up of this batch shape (runtime model)", expan
                "reflection plus its evaluations, spread over the W workers; each improving child (the acceptance "
                "rate) then pays a validation pass. The more evaluations of a step fit on the workers at once, the "
                "closer the step comes to doing k proposals in the time of one. The dashboard shows the measured "
-               "speed-up next to this prediction once the run has steps.")
+               "speed-up next to this prediction once the run has steps."
+               + (" With the built-in local model the estimate is optimistic: it answers one request at a time, so a "
+                  "step's reflections queue (siblings share their prompt, so the later ones cost little more than "
+                  "their answer)." if is_local(st.session_state[K.NEW_MODEL]) else ""))
 g = st.columns(4)
 # no bounds on the widgets: the browser would refuse an out-of-range number silently and keep
 # the previous value; the validation below refuses it by name instead

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine.config import LOCAL_MODEL
 from tests.support.synthetic import generate_run
 from tests.support.studio import open_page, studio_database
 from ui import keys as K
@@ -137,6 +138,11 @@ def test_new_run_loads_a_builtin_example_and_submits(studio):
     assert at.text_input(key=K.NEW_NAME).value == "ISO date regex"
     # what the example sets and the form has no field for is listed, and kept
     assert any("max_score = 1.0" in c.value and "max_tokens = 200" in c.value for c in at.caption)
+    # its reflection LM is the built-in local model, which does not answer a step's reflections at once
+    assert any("estimate is optimistic: it answers one request at a time" in c.value for c in at.caption)
+    at.text_input(key=K.NEW_MODEL).set_value("openai/gpt-4.1-mini").run()
+    assert not any("one request at a time" in c.value for c in at.caption)
+    at.text_input(key=K.NEW_MODEL).set_value(LOCAL_MODEL).run()
     at.selectbox(key=K.NEW_SCHEDULE).set_value("async")
     at.toggle(key=K.NEW_MERGE_SIBLINGS).set_value(True)
     at.button(key=K.NEW_SUBMIT).click().run()
