@@ -295,8 +295,8 @@ o2[1].toggle("Merge improving siblings", key=K.NEW_MERGE_SIBLINGS,
 for k in (K.NEW_SCHEDULE, K.NEW_MERGE_SIBLINGS):
     _errors(k)
 if st.session_state.get(K.NEW_CARRIED):
-    st.caption("Also in this config, kept as they are (no field here: a TOML file you upload above can change them): "
-               + form_carry.summary(st.session_state[K.NEW_CARRIED]))
+    st.caption("Also in this config, kept as they are (no field here: download the config as TOML below, edit it "
+               "and upload it above): " + form_carry.summary(st.session_state[K.NEW_CARRIED]))
 with st.expander("Predicted speed-up of this batch shape (runtime model)", expanded=True):
     from ui.speedup import predicted
 
@@ -339,7 +339,7 @@ run_form.save_draft(DRAFTS_DIR, current_user(), draft)
 
 # ------------------------------------------------------------------ try / validate / start
 st.divider()
-act = st.columns([1, 1, 1, 1])
+act = st.columns([1, 1, 1, 1, 1])
 preview = prompt_form.is_prompt(draft)
 try_clicked = act[0].button("Preview on three examples" if preview else "Try evaluator on the seed",
                             key=K.NEW_PREVIEW if preview else K.NEW_TRY, icon=":material/science:", width="stretch",
@@ -349,7 +349,11 @@ submit_clicked = act[2].button("Start run", key=K.NEW_SUBMIT, type="primary", ic
                                disabled=bool(identity.refusal_note("create_run")))
 if identity.refusal_note("create_run"):
     st.caption(identity.refusal_note("create_run"))
-act[3].button("Clear the form", key=K.NEW_RESET, on_click=_reset, width="stretch")
+act[3].download_button("Download as TOML", run_form.config_toml(draft), file_name=run_form.toml_file_name(draft),
+                       mime="application/toml", key=K.NEW_DOWNLOAD, on_click="ignore", icon=":material/download:",
+                       width="stretch", help="this form's config as a file: every setting, the datasets and the "
+                                            "evaluator inline; `python -m engine run FILE` or the upload above read it")
+act[4].button("Clear the form", key=K.NEW_RESET, on_click=_reset, width="stretch")
 
 if try_clicked or validate_clicked or submit_clicked:
     cfg, errors = run_form.validate(draft)

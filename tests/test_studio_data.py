@@ -218,6 +218,28 @@ def test_a_duplicated_run_keeps_its_schedule_merges_and_every_other_setting():
     assert (edited.search.schedule, edited.search.parents_per_step, edited.search.top_k) == ("sync", 3, 3)
 
 
+def test_the_form_downloads_a_toml_file_that_reads_back_to_the_same_config(tmp_path):
+    import tomllib
+
+    from engine.config import LOCAL_MODEL, load_config
+
+    for path in run_form.list_templates().values():
+        draft, _ = run_form.template_draft(path, LOCAL_MODEL)
+        draft[K.NEW_SCHEDULE], draft[K.NEW_MERGE_SIBLINGS] = "async", True
+        want, errors = run_form.validate(draft)
+        assert errors == {}
+        text = run_form.config_toml(draft)
+        tomllib.loads(text)  # a TOML file, whatever its content (multi-line evaluator, inline datasets)
+        again, problems = run_form.draft_from_toml(text, {}, LOCAL_MODEL)  # the form's upload
+        assert problems == []
+        got, errors = run_form.validate(again)
+        assert errors == {} and got == want, path.parent.name
+        saved = tmp_path / run_form.toml_file_name(draft)
+        saved.write_text(text)
+        assert load_config(saved) == want  # and python -m engine run reads it alike
+    assert run_form.toml_file_name({K.NEW_NAME: "ISO date regex!"}) == "iso-date-regex.toml"
+
+
 def test_template_keeps_its_train_val_test_files():
     path = next(p for p in run_form.list_templates().values() if p.parent.name == "toy_words")
     draft, _ = run_form.template_draft(path, "m")

@@ -143,6 +143,7 @@ def test_new_run_loads_a_builtin_example_and_submits(studio):
     at.text_input(key=K.NEW_MODEL).set_value("openai/gpt-4.1-mini").run()
     assert not any("one request at a time" in c.value for c in at.caption)
     at.text_input(key=K.NEW_MODEL).set_value(LOCAL_MODEL).run()
+    assert any(getattr(b, "proto", None) is not None and "Download as TOML" in str(b.proto) for b in at.get("download_button"))
     at.selectbox(key=K.NEW_SCHEDULE).set_value("async")
     at.toggle(key=K.NEW_MERGE_SIBLINGS).set_value(True)
     at.button(key=K.NEW_SUBMIT).click().run()

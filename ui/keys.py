@@ -88,6 +88,7 @@ NEW_ACCEPT = "new_accept"
 NEW_MERGE = "new_merge"
 NEW_MERGE_SIBLINGS = "new_merge_siblings"
 NEW_SCHEDULE = "new_schedule"
+NEW_DOWNLOAD = "new_download_toml"
 NEW_CARRIED = "new_carried"  # settings the form has no field for (ui.form_carry)
 NEW_MAX_CALLS = "new_max_metric_calls"
 NEW_MAX_COST = "new_max_cost"

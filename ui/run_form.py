@@ -161,6 +161,29 @@ def config_from_draft(draft: dict) -> tuple[dict, list[str]]:
     return cfg, problems
 
 
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
+def config_toml(draft: dict) -> str:
+    """The draft's config as a TOML file that ``python -m engine run`` (or the upload above the form)
+    reads back to the same config: datasets and the evaluator inline, unset values left out (TOML
+    has no null)."""
+    import tomli_w
+
+    cfg, _ = config_from_draft(draft)
+    return tomli_w.dumps(_without_none(cfg), multiline_strings=True)
+
+
+def toml_file_name(draft: dict) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", (draft.get(K.NEW_NAME) or "").lower()).strip("-")
+    return f"{slug or 'refract-run'}.toml"
+
+
 # which widget a "field: reason" line belongs next to
 FIELD_KEYS = {
     "name": K.NEW_NAME, "objective": K.NEW_OBJECTIVE, "background": K.NEW_BACKGROUND, "artifact_kind": K.NEW_KIND,
