@@ -180,8 +180,10 @@ def test_the_studio_form_round_trips_a_prompt_evaluator():
     assert any("not a valid regular expression" in e for e in errors[K.NEW_PROMPT_ASSERTS])
     draft[K.NEW_PROMPT_ASSERTS].pop()
     assert run_form.validate(draft)[1][K.NEW_PROMPT_USER][0].startswith("{body} names no field")
-    draft[K.NEW_EVAL_KIND] = "code"  # the code path keeps the task model, which its lm() calls
-    assert run_form.config_from_draft(draft)[0]["task_lm"] == {"model": "scripted/task"}
+    draft[K.NEW_EVAL_KIND] = "code"  # the code path keeps the task model, which its lm() calls, and its settings
+    assert run_form.config_from_draft(draft)[0]["task_lm"] == {"model": "scripted/task", "temperature": 0.0,
+                                                               "num_retries": 0}
+    assert (cfg.task_lm.temperature, cfg.task_lm.num_retries) == (0.0, 0)
     assert "prompt_evaluator" not in run_form.config_from_draft(draft)[0]
     assert prompt_form.assertion_config({"type": "is_json", "value": float("nan"), "weight": None}) == \
         {"type": "is_json", "weight": 1.0}
