@@ -339,7 +339,7 @@ run_form.save_draft(DRAFTS_DIR, current_user(), draft)
 
 # ------------------------------------------------------------------ try / validate / start
 st.divider()
-act = st.columns([1, 1, 1, 1, 1])
+act = st.columns([1.4, 0.85, 0.9, 1.05, 0.9])  # the preview label is the longest
 preview = prompt_form.is_prompt(draft)
 try_clicked = act[0].button("Preview on three examples" if preview else "Try evaluator on the seed",
                             key=K.NEW_PREVIEW if preview else K.NEW_TRY, icon=":material/science:", width="stretch",
