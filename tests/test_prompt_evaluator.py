@@ -167,11 +167,15 @@ def test_the_studio_form_round_trips_a_prompt_evaluator():
     from ui import keys as K, prompt_form, run_form
 
     cfg = parse_config(_config({"type": "json_schema", "value": {"type": "object"}, "weight": 2},
-                               {"type": "max_length", "value": 30}, {"type": "is_json"}))
+                               {"type": "max_length", "value": 30}, {"type": "is_json"},
+                               {"type": "python", "value": "len(output) < 20", "threshold": 0.5, "name": "short"}))
     draft = run_form.draft_from_config(cfg.stored(), "scripted/reflect")
     assert draft[K.NEW_EVAL_KIND] == "prompt" and draft[K.NEW_TASK_MODEL] == "scripted/task"
-    assert draft[K.NEW_PROMPT_ASSERTS][0] == {"type": "json_schema", "value": '{"type": "object"}', "weight": 2.0}
+    assert draft[K.NEW_PROMPT_ASSERTS][0] == {"type": "json_schema", "value": '{"type": "object"}', "weight": 2.0,
+                                              "threshold": 1.0, "name": "json_schema"}
+    assert draft[K.NEW_PROMPT_ASSERTS][3]["threshold"] == 0.5 and draft[K.NEW_PROMPT_ASSERTS][3]["name"] == "short"
     again, errors = run_form.validate(draft)
+    # every field of every assertion comes back, the threshold and name too (they were dropped)
     assert not errors and again.prompt_evaluator.assertions == cfg.prompt_evaluator.assertions
     assert again.evaluator == cfg.evaluator
     draft[K.NEW_PROMPT_ASSERTS].append({"type": "regex", "value": "([a-z]", "weight": 1.0})

@@ -46,6 +46,12 @@ def assertion_config(row: dict) -> dict:
         out["value"] = text if text.strip() else None
     weight = row.get("weight")
     out["weight"] = 1.0 if weight is None or weight != weight else float(weight)
+    threshold = row.get("threshold")
+    if threshold is not None and threshold == threshold and float(threshold) != 1.0:  # NaN: an emptied cell
+        out["threshold"] = float(threshold)
+    name = row.get("name")
+    if isinstance(name, str) and name.strip():
+        out["name"] = name.strip()
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -74,7 +80,8 @@ def draft_part(cfg: dict) -> dict:
     for a in pe.get("assert") or pe.get("assertions") or []:
         value = a.get("value")
         text = json.dumps(value) if isinstance(value, (dict, list)) else ("" if value is None else str(value))
-        rows.append({"type": a.get("type", ""), "value": text, "weight": float(a.get("weight", 1.0))})
+        rows.append({"type": a.get("type", ""), "value": text, "weight": float(a.get("weight", 1.0)),
+                     "threshold": float(a.get("threshold", 1.0)), "name": a.get("name") or ""})
     return {K.NEW_EVAL_KIND: "prompt", K.NEW_PROMPT_SYSTEM: pe.get("system") or "{candidate}",
             K.NEW_PROMPT_USER: pe.get("user", ""), K.NEW_PROMPT_ASSERTS: rows,
             K.NEW_TASK_MODEL: (cfg.get("task_lm") or {}).get("model", "")}

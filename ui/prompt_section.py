@@ -12,7 +12,7 @@ import streamlit as st
 from engine.prompt_evaluator import TYPES
 from ui import form_checks, identity, jobs, keys as K, prompt_form, run_form
 
-COLUMNS = ("type", "value", "weight")
+COLUMNS = ("type", "value", "weight", "threshold", "name")
 
 
 def task_model(errors: Callable[[str], None]) -> None:
@@ -34,12 +34,17 @@ def _assertions_table(version: int) -> None:
     editor = f"{K.NEW_PROMPT_EDITOR}_{version}"
     if editor not in st.session_state or K.NEW_PROMPT_BASE not in st.session_state:
         st.session_state[K.NEW_PROMPT_BASE] = list(st.session_state.get(K.NEW_PROMPT_ASSERTS) or [])
-    base = pd.DataFrame(st.session_state[K.NEW_PROMPT_BASE], columns=list(COLUMNS)).astype({"value": "string"})
+    base = pd.DataFrame(st.session_state[K.NEW_PROMPT_BASE], columns=list(COLUMNS)).astype({"value": "string", "name": "string"})
     edited = st.data_editor(
         base, num_rows="dynamic", hide_index=True, width="stretch", key=editor,
         column_config={"type": st.column_config.SelectboxColumn("type", options=list(TYPES), required=True, width="small"),
                        "value": st.column_config.TextColumn("value", width="large", help=prompt_form.ASSERTION_HELP),
-                       "weight": st.column_config.NumberColumn("weight", min_value=0.0, step=0.5, default=1.0, width="small")})
+                       "weight": st.column_config.NumberColumn("weight", min_value=0.0, step=0.5, default=1.0, width="small"),
+                       "threshold": st.column_config.NumberColumn(
+                           "threshold", min_value=0.0, max_value=1.0, step=0.05, default=1.0, width="small",
+                           help="llm_rubric / python: the score at which the assertion counts as passed"),
+                       "name": st.column_config.TextColumn("name", width="small",
+                                                           help="how results name it (the type when empty)")})
     rows = edited.astype(object).where(edited.notna(), None).to_dict("records")
     st.session_state[K.NEW_PROMPT_ASSERTS] = rows
 
