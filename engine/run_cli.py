@@ -114,8 +114,9 @@ def print_summary(db, run_id) -> int:
     model = run_prediction(db, run_id)
     if model:
         lat = model["latencies"]
+        spread = f", spread {lat.lm_spread:.2f}" if lat.lm_spread >= 0.05 else ""  # how much LM calls' times vary
         print(f"wall-clock: measured {model['measured']:.1f} s, predicted {model['predicted']:.1f} s by the runtime model "
-              f"(LM {lat.lm:.2f} s{f', spread {lat.lm_spread:.2f}' if lat.lm_spread >= 0.05 else ''}, evaluator {lat.eval * 1000:.0f} ms, {lat.accept:.0%} of proposals improve, "
+              f"(LM {lat.lm:.2f} s{spread}, evaluator {lat.eval * 1000:.0f} ms, {lat.accept:.0%} of proposals improve, "
               f"{lat.n_val} validation examples, {lat.workers} workers); {model['speedup']:.2f}x faster per metric call "
               "than 1×1 predicted")
     return 0 if run.status in (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.PAUSED) else 1

@@ -13,6 +13,7 @@ import statistics
 from bench.time_to_quality import _override, best_of, disagreements
 from engine.runtime.model import (Latencies, Shape, improvements_to_quality, lm_spread_of, predict_run_seconds,
                                   predict_time_to_quality, run_prediction, slowest_lm)
+from engine.run_cli import print_summary
 from engine.runtime.sim import Gains, simulate_async
 from storage import repo
 from storage.db import Database
@@ -143,7 +144,7 @@ def test_a_synchronous_step_waits_for_its_slowest_reflection_an_asynchronous_pro
     assert longer(Shape(4, 1, schedule="async")) == 1.0 == longer(Shape(4, 1, schedule="async", merge_siblings=True))
 
 
-def test_the_spread_of_a_runs_lm_latencies_is_measured_for_its_prediction(tmp_path):
+def test_the_spread_of_a_runs_lm_latencies_is_measured_for_its_prediction(tmp_path, capsys):
     assert lm_spread_of([2.0, 2.0, 2.0]) == 0.0 and lm_spread_of([1.0, 3.0]) == 0.0  # too few to tell
     rng = random.Random(5)
     assert abs(lm_spread_of([math.exp(rng.gauss(0, 0.5)) for _ in range(4000)]) - 0.5) < 0.02
@@ -153,3 +154,5 @@ def test_the_spread_of_a_runs_lm_latencies_is_measured_for_its_prediction(tmp_pa
     calls = [c.seconds for c in repo.lm_calls_for(db, run_id) if not c.cached and not c.error]
     lat = run_prediction(db, run_id)["latencies"]
     assert lat.lm_spread == lm_spread_of(calls) > 0.2  # the synthetic run's calls take 2–8 s
+    print_summary(db, run_id)  # python -m engine status RUN
+    assert f"(LM {lat.lm:.2f} s, spread {lat.lm_spread:.2f}, evaluator" in capsys.readouterr().out
