@@ -81,6 +81,9 @@ def test_from_an_empty_form_to_a_previewed_running_prompt_run(studio, page):
     while repo.get_run(studio.db, run_id).status not in ("completed", "stopped", "failed"):
         assert time.monotonic() < deadline + 120
         time.sleep(0.5)
+    run = repo.get_run(studio.db, run_id)  # the scripted reflection's prompt wins; if not, say what the run did
+    assert repo.get_candidate(studio.db, run.best_candidate_id).origin != "seed", (
+        run.status, run.status_reason, [(c.origin, c.status, c.reason) for c in repo.list_candidates(studio.db, run_id)])
     page.goto(f"{studio.url}/dashboard?run={run_id}")
     ready(page)
     heading = page.get_by_text("Assertions: pass rate of the best candidate vs the seed (validation)")
