@@ -47,7 +47,7 @@ from bench.time_to_quality import (GepaRecorder, add_predictions, add_time_to_qu
 from engine.config import ConfigWarning, SearchConfig, parse_config  # noqa: E402
 from engine.optimizer import Optimizer  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
-from engine.runtime.model import Latencies, lm_spread_of, predict_run_seconds, shape_of  # noqa: E402
+from engine.runtime.model import Latencies, latencies_from, predict_run_seconds, shape_of  # noqa: E402
 from engine.sandbox import make_executor  # noqa: E402
 from tests.support.scripted_lm import install_script  # noqa: E402
 from storage import leases, repo  # noqa: E402
@@ -199,9 +199,8 @@ def measured_latencies(db: Database, run_id: str, run, n_val: int) -> Optional[L
     merge_pass = (sum(1 for m in merges if m.status == "accepted") / len(merges)) if merges else 0.8
     merge_lm = (sum(1 for m in merges if m.merge_path == "lm") / len(merges)) if merges else 1.0
     cfg = json.loads(json.dumps(run.config))["search"]
-    return Latencies(lm=statistics.mean(lm), lm_spread=lm_spread_of(lm), eval=statistics.mean(ev),
-                     accept=run.proposals_improved / max(run.proposals_total, 1), minibatch=cfg["minibatch_size"],
-                     n_val=n_val, workers=W, merge_pass=merge_pass, merge_lm=merge_lm)
+    return latencies_from(lm, ev, run.proposals_improved / max(run.proposals_total, 1), cfg["minibatch_size"], n_val, W,
+                          merge_pass=merge_pass, merge_lm=merge_lm)
 
 
 def merge_counts(db: Database, run_id: str) -> dict:

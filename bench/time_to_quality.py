@@ -15,6 +15,7 @@ that many (``engine.runtime.model.predict_time_to_quality``).
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import threading
 import time
@@ -253,8 +254,6 @@ MOONSHOT_SHAPES = ["4×1 merge", "async C=4 merge", "async C=8 merge"]
 def moonshot_latencies(results: list[dict], task: str = "lines") -> Optional[tuple[Latencies, int]]:
     """The mean of the 1×1 rows' latencies (merges three-way and kept, their overhead and *best of
     n*) and the improvements they needed to reach the target; None without 1×1 rows."""
-    import dataclasses
-
     ones = [r for r in results if r["config"] == "1×1" and r.get("task", "lines") == task and r.get("ttq_calls")]
     if not ones:
         return None
@@ -272,8 +271,6 @@ def moonshot_latencies(results: list[dict], task: str = "lines") -> Optional[tup
 def modelled_ratio(results: list[dict], shapes: dict[str, Shape], name: str, over: str, **change) -> Optional[float]:
     """The runtime model's time to quality of ``name`` over that of ``over`` at the 1×1 rows'
     latencies (``moonshot_latencies``), with ``change`` applied."""
-    import dataclasses
-
     base = moonshot_latencies(results)
     if base is None or name not in shapes or over not in shapes:
         return None
@@ -286,8 +283,6 @@ def moonshot_table(results: list[dict], shapes: dict[str, Shape], task: str = "l
     """Predicted 1×1 time to quality over each wide shape's, under ``SCENARIOS``, at the mean of
     the 1×1 rows' latencies, improvements to the target and overhead; also with twice the
     improvements (a target further away)."""
-    import dataclasses
-
     base = moonshot_latencies(results, task)
     if base is None:
         return []

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Optional
 
 from engine.lm.providers import is_local
-from engine.runtime.model import Latencies, Shape, latencies_from, lm_spread_of, slowest_lm, sync_step
+from engine.runtime.model import Latencies, Shape, latencies_from, slowest_lm, sync_step
 
 
 def _val_split(detail: dict) -> str:
@@ -94,8 +94,7 @@ def step_latencies(detail: dict, config: dict) -> Optional[Latencies]:
     n_val = sum(1 for e in detail["examples"] if e["split"] == _val_split(detail))
     lm = [e["end"] - e["start"] for e in events if e["kind"] == "lm"]
     return latencies_from(lm, [e["end"] - e["start"] for e in events if e["kind"] != "lm"], accept,
-                          int(search.get("minibatch_size", 3)), n_val, int((config.get("executor") or {}).get("workers", 1)),
-                          lm_spread=lm_spread_of(lm))
+                          int(search.get("minibatch_size", 3)), n_val, int((config.get("executor") or {}).get("workers", 1)))
 
 
 def shape_from(config: dict) -> Shape:

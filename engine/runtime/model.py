@@ -203,12 +203,13 @@ def shape_of(search) -> Shape:
 
 def latencies_from(lm: list[float], evals: list[float], accept: Optional[float], minibatch: int, n_val: int,
                    workers: int, **extra) -> Optional[Latencies]:
-    """Latencies from measured samples (None when there is nothing to measure yet)."""
+    """Latencies from measured samples, the LM calls' spread included (None when there is nothing
+    to measure yet)."""
     if not lm or not evals:
         return None
     a = 0.5 if accept is None else accept
-    return Latencies(lm=sum(lm) / len(lm), eval=sum(evals) / len(evals), accept=a, minibatch=minibatch,
-                     n_val=n_val, workers=workers, **extra)
+    return Latencies(lm=sum(lm) / len(lm), lm_spread=lm_spread_of(lm), eval=sum(evals) / len(evals), accept=a,
+                     minibatch=minibatch, n_val=n_val, workers=workers, **extra)
 
 
 def run_prediction(db, run_id: str) -> Optional[dict]:
@@ -230,8 +231,7 @@ def run_prediction(db, run_id: str) -> Optional[dict]:
     extra = {"merge_pass": sum(c.status == CandidateStatus.ACCEPTED for c in merges) / len(merges),
              "merge_lm": sum(c.merge_path == MergePath.LM for c in merges) / len(merges)} if merges else {}
     lat = latencies_from(lm, evals, run.proposals_improved / run.proposals_total if run.proposals_total else None,
-                         min(cfg.search.minibatch_size, len(cfg.dataset or [None])), n_val, cfg.executor.workers,
-                         lm_spread=lm_spread_of(lm), **extra)
+                         min(cfg.search.minibatch_size, len(cfg.dataset or [None])), n_val, cfg.executor.workers, **extra)
     if lat is None:
         return None
     shape = shape_of(cfg.search)

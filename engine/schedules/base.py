@@ -18,7 +18,7 @@ from storage import repo
 from storage.models import Step, utcnow
 
 from engine.context import RunContext
-from engine.runtime.model import Latencies, latencies_from, lm_spread_of, shape_of, sync_step
+from engine.runtime.model import Latencies, latencies_from, shape_of, sync_step
 
 LOST = "lost"  # not a run status: another worker took the lease, so the run is left as it is
 
@@ -93,8 +93,7 @@ def _speedups(ctx: RunContext, events: list[dict], k: int, wall: float,
     lm = [e["end"] - e["start"] for e in events if e["kind"] == "lm"]
     lat = latencies_from(lm, [e["end"] - e["start"] for e in events if e["kind"] != "lm"],
                          run.proposals_improved / run.proposals_total if run.proposals_total else None,
-                         ctx.cfg.search.minibatch_size, len(ctx.val_keys), ctx.evals.executor.workers,
-                         lm_spread=lm_spread_of(lm))  # the step waited for its slowest reflection
+                         ctx.cfg.search.minibatch_size, len(ctx.val_keys), ctx.evals.executor.workers)
     if lat is None or k == 0:
         return None, None
     t1, _ = sync_step(type(shape_of(ctx.cfg.search))(), lat)
