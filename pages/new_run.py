@@ -46,6 +46,7 @@ def _default_model_reason() -> str:
 def _set_draft(draft: dict) -> None:
     """Replace the whole draft, widgets included (used by callbacks, before widgets render)."""
     st.session_state[DRAFT] = draft
+    st.session_state.pop(K.NEW_LOADED, None)  # a loaded example sets it again after this
     for key, value in draft.items():
         if key != K.NEW_COMPONENTS:
             st.session_state[key] = value
@@ -58,6 +59,9 @@ def _set_draft(draft: dict) -> None:
 
 
 def _init() -> dict:
+    if K.NEW_OPEN_EXAMPLE in st.session_state:  # "Open in the form" on the empty Runs page
+        st.session_state[K.NEW_TEMPLATE] = st.session_state.pop(K.NEW_OPEN_EXAMPLE)
+        _load_template()
     if K.NEW_PREFILL in st.session_state:  # "duplicate config" from the Runs page
         _set_draft(run_form.draft_from_config(st.session_state.pop(K.NEW_PREFILL), _default_model()))
     if DRAFT not in st.session_state:
@@ -88,6 +92,7 @@ def _load_template() -> None:
         return
     draft, problems = run_form.template_draft(path, _default_model())
     _set_draft(draft)
+    st.session_state[K.NEW_LOADED] = draft.get(K.NEW_NAME) or name
     if problems:
         st.session_state[K.NEW_ERRORS] = {run_form.GENERAL: problems}
 
@@ -147,6 +152,11 @@ with st.container(border=True):
                          "json", "csv", "txt"], accept_multiple_files=True, key=K.NEW_TOML, on_change=_load_toml)
     for problem in (st.session_state.get(K.NEW_ERRORS) or {}).get(run_form.GENERAL, []):
         st.error(problem, icon=":material/error:")
+    if st.session_state.get(K.NEW_LOADED):
+        first = "Preview on three examples" if prompt_form.is_prompt(draft) else "Try evaluator on the seed"
+        st.success(f"Loaded the example **{st.session_state[K.NEW_LOADED]}**: every section below is filled in. "
+                   f"Read it top to bottom, then **{first}** to see how the seed scores, and **Start run**, both at "
+                   "the bottom of the form.", icon=":material/check_circle:")
 
 # ------------------------------------------------------------------ what to optimize
 st.subheader("1 · What to optimize")

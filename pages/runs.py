@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import admin, analysis, charts, data, filters, keys, nav
+from ui import admin, analysis, charts, data, filters, keys, nav, welcome
 from ui.render import fmt_seconds
 from ui.sidebar import STALE_AFTER_S
 
@@ -13,8 +13,7 @@ st.title("Runs")
 admin.deleted_note()
 table = data.runs_table(url)
 if table.empty:
-    st.info("No runs yet. Create one from a built-in example in a click.")
-    nav.link("new", "New run", icon=":material/add_circle:")
+    welcome.show()
     st.stop()
 
 # a run submitted with no owner gets a name in the filter (an empty one drew an empty chip)

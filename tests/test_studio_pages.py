@@ -198,3 +198,26 @@ def test_a_run_page_opened_without_a_run_says_how_to_get_there(studio, page, tit
 def test_a_run_page_opened_with_an_unknown_run_says_so(studio):
     at = _open("pages/lineage.py", run="rnowhere")
     assert "There is no run with id rnowhere " in at.error[0].value
+
+
+def test_the_empty_runs_page_says_what_a_run_is_and_opens_an_example_in_the_form(tmp_path, monkeypatch):
+    """A newcomer's first page: what a run is, and every built-in example one click from a filled-in
+    form that says what to do next."""
+    from ui import welcome
+
+    studio_database(tmp_path, monkeypatch)
+    at = open_page("pages/runs.py")
+    assert welcome.INTRO in _texts(at)
+    cards = welcome.examples()
+    assert {c.slug for c in cards} >= {"iso_date_regex", "ticket_routing", "toy_words"}
+    ticket = next(c for c in cards if c.slug == "ticket_routing")
+    assert "no Python" in ticket.how and ticket.name in _texts(at)
+    assert next(c for c in cards if c.slug == "iso_date_regex").how == "a Python evaluator over 16 training examples"
+    at.button(key=K.RUNS_EXAMPLE.format(slug="ticket_routing")).click().run()
+    assert not at.exception
+    at.switch_page(str(Path(APP).parent / "pages/new_run.py")).run()
+    assert at.text_input(key=K.NEW_NAME).value == "Ticket routing prompt"
+    note = next(s.value for s in at.success if "Loaded the example" in s.value)
+    assert "**Preview on three examples**" in note  # a prompt run's first button, by its label
+    at.button(key=K.NEW_RESET).click().run()  # the form cleared: the note goes with the example
+    assert not any("Loaded the example" in s.value for s in at.success)

@@ -22,6 +22,7 @@ RUNS_TABLE = "runs_table"
 RUNS_COMPARE = "runs_compare"
 RUNS_DUPLICATE = "runs_duplicate"
 RUNS_OPEN = "runs_open"
+RUNS_EXAMPLE = "runs_example_{slug}"  # the empty Runs page: open a built-in example in the form
 
 # dashboard
 DASH_RUN = "dash_run_select"
@@ -102,6 +103,8 @@ NEW_ERRORS = "_new_errors"  # {field: [reasons]} from the last validation
 NEW_TRY_RESULT = "_new_try_result"  # the id of the last "try evaluator" job
 NEW_LM_RESULT = "_new_lm_result"  # the id of the last "test connection" job
 NEW_DRAFT_LOADED = "_new_draft_loaded"
+NEW_OPEN_EXAMPLE = "_new_open_example"  # a built-in example to load on arrival (the empty Runs page)
+NEW_LOADED = "_new_loaded"  # the built-in example last loaded into the form, for the note above it
 NEW_PREFILL = "_new_prefill"  # a config dict to load into the form on the next run (duplicate / template)
 
 # steering (issue 5): run controls on the dashboard
