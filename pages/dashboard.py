@@ -66,15 +66,18 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
     # the run's own counters (updated together at the end of each step), not a count of candidate
     # rows that may be newer than the run row read just before them
     improved, proposals = int(run.get("proposals_improved") or 0), int(run.get("proposals_total") or 0)
+    waiting = int(run.get("proposals_reflecting") or 0)  # not yet answered: not yet a proposal that failed
     cost = run["cost_by_purpose"]
     measured, predicted = analysis.speedups(steps)
     cols = st.columns(6)
     cols[0].metric("Best val score", "—" if best is None else f"{best:.3f}",
                    None if best is None or seed.empty else f"{best - seed.iloc[0]:+.3f} vs seed",
                    help="mean score over the validation examples of the best fully validated candidate")
-    cols[1].metric("Improved", f"{improved} / {proposals}",  # a longer label is cut at six columns
+    cols[1].metric("Improved", f"{improved} / {proposals - waiting}",  # a longer label is cut at six columns
+                   f"+{waiting} reflecting" if waiting else None, delta_color="off", delta_arrow="off",
                    help="improved / proposed: proposals that beat their parent on its minibatch (those validated "
-                        "are then accepted), out of every proposal made")
+                        "are then accepted), out of every proposal whose reflection LM has answered; "
+                        "\"reflecting\": proposals still waiting for their answer")
     cols[2].metric("Metric calls", compact(run["metric_calls"]), help=f"{run['metric_calls']:,} evaluations")
     cols[3].metric("Spent", f"${run['cost_usd']:.4f}", f"{compact(run['tokens_in'])}/{compact(run['tokens_out'])} tok",
                    delta_color="off", delta_arrow="off",
@@ -94,19 +97,20 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
 def _rates(run: dict, cost: dict) -> None:
     """Parse, validity and acceptance rates of the proposals (a weak reflection LM shows here)
     and the $ split by purpose."""
-    total = run.get("proposals_total") or 0
-    parts = [f"step {run['steps_done']}", f"{total} proposals"]
+    total, waiting = run.get("proposals_total") or 0, run.get("proposals_reflecting") or 0
+    parts = [f"step {run['steps_done']}", f"{total} proposals" + (f" ({waiting} waiting for the reflection LM)" if waiting else "")]
+    answered = max(total - waiting, 0)  # a proposal whose answer has not come is not yet a failed parse
     rates = {}
     for label, key, what in (("parsed", "proposals_parsed", "had a usable fenced answer"),
                              ("valid", "proposals_valid", "passed validate()"),
                              ("improved", "proposals_improved", "beat their parent on its minibatch")):
         n = run.get(key) or 0
-        rates[label] = n / total if total else None
-        parts.append(f"**{label}** {n}/{total}" + (f" ({n / total:.0%})" if total else ""))
+        rates[label] = n / answered if answered else None
+        parts.append(f"**{label}** {n}/{answered}" + (f" ({n / answered:.0%})" if answered else ""))
     parts += [f"{k} ${v:.4f}" for k, v in cost.items() if v]
     st.markdown(" · ".join(parts), help="parsed: the reflection LM's answer had a usable fenced block · valid: it "
                 "passed the evaluator's validate() · improved: it beat its parent on the minibatch")
-    if total >= 8 and rates["parsed"] is not None and rates["parsed"] < 0.5:
+    if answered >= 8 and rates["parsed"] is not None and rates["parsed"] < 0.5:
         st.warning(f"Only {rates['parsed']:.0%} of the reflection LM's answers could be parsed: the model may be too "
                    "weak for this task, or the artifact kind is unclear to it.", icon=":material/warning:")
 

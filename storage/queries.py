@@ -21,7 +21,7 @@ import pandas as pd
 from sqlalchemy import and_, case, func, select, text
 
 from storage.db import Database, studio_time_limit
-from storage.states import CommandStatus
+from storage.states import CommandStatus, RunStatus
 from storage.models import LM_ERROR_KINDS, Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step, WorkerBeat
 
 PURPOSES = ("reflection", "merge", "seed", "task", "judge")
@@ -66,7 +66,8 @@ def run_overview(db: Database, run_id: str) -> Optional[dict]:
     """The run row as a dict plus ``cost_by_purpose`` {purpose: $}, ``calls_by_purpose``,
     ``lm_failures_by_kind`` {error kind: LM attempts that failed so}, and
     ``commands_pending`` / ``commands_done`` (counts of the run's human commands: a pin or a
-    veto changes no counter of the run, so the studio's version token includes these).
+    veto changes no counter of the run, so the studio's version token includes these), and
+    ``proposals_reflecting`` (proposals of a running run whose reflection has not answered yet).
 
     One SQL statement: the sums and counts are correlated scalar subqueries of the run select.
     Evaluator-side cost (``lm()`` inside the evaluator) is what remains of ``cost_usd``.
@@ -79,6 +80,9 @@ def run_overview(db: Database, run_id: str) -> Optional[dict]:
     for kind in LM_ERROR_KINDS:
         cols.append(select(func.count(LMCall.id)).where(LMCall.run_id == Run.id, LMCall.error_kind == kind)
                     .scalar_subquery().label(f"lm_{kind}"))
+    # reflections sent and not yet answered: their proposals are counted, their answers not yet
+    cols.append(select(func.count(LMCall.id)).where(LMCall.run_id == Run.id, LMCall.purpose == "reflection",
+                                                    LMCall.status == "started").scalar_subquery().label("reflecting"))
     for label, cond in (("commands_pending", Command.status == CommandStatus.PENDING.value),
                         ("commands_done", Command.status != CommandStatus.PENDING.value)):
         cols.append(select(func.count(Command.id)).where(Command.run_id == Run.id, cond).scalar_subquery().label(label))
@@ -91,6 +95,8 @@ def run_overview(db: Database, run_id: str) -> Optional[dict]:
     out["cost_by_purpose"] = {p: float(m[f"cost_{p}"] or 0.0) for p in PURPOSES}
     out["calls_by_purpose"] = {p: int(m[f"n_{p}"] or 0) for p in PURPOSES}
     out["commands_pending"], out["commands_done"] = int(m["commands_pending"] or 0), int(m["commands_done"] or 0)
+    # a crashed worker's unanswered calls stay "started" until the run resumes: only a running run reflects
+    out["proposals_reflecting"] = int(m["reflecting"] or 0) if out["status"] == RunStatus.RUNNING else 0
     out["lm_failures_by_kind"] = {k: int(m[f"lm_{k}"] or 0) for k in LM_ERROR_KINDS}
     lm_cost = sum(out["cost_by_purpose"].values())  # the evaluator's lm() calls (task, judge) are in it
     out["cost_by_purpose"]["evaluator"] = max(0.0, out["cost_usd"] - lm_cost)

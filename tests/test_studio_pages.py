@@ -66,6 +66,33 @@ def test_dashboard_says_a_python_run_waits_for_its_process(studio):
     assert any(w.startswith("Waiting for its Python process") and f'resume="{run_id}"' in w for w in warnings), warnings
 
 
+def test_a_proposal_still_waiting_for_its_reflection_is_not_counted_as_a_failed_one(studio):
+    """Live, a step's proposals are counted when their reflection is sent: until it answers, the
+    rates are over the answered ones and the dashboard says how many are still reflecting."""
+    import streamlit as st
+
+    from storage import lm_calls, repo
+    from storage.models import LMCall
+
+    db, run_id = studio
+    run = repo.get_run(db, run_id)
+    parsed, total, improved = run.proposals_parsed, run.proposals_total, run.proposals_improved
+    repo.transition_run(db, run_id, "running", "")
+    for _ in range(2):  # two proposals of the step in flight, their reflections sent
+        repo.bump_run(db, run_id, proposals_total=1)
+        lm_calls.start_lm_call(db, LMCall(run_id=run_id, purpose="reflection", model="m", messages=[]))
+    at = _open("pages/dashboard.py", run=run_id)
+    line = next(m.value for m in at.markdown if "**parsed**" in m.value)
+    assert f"{total + 2} proposals (2 waiting for the reflection LM)" in line
+    assert f"**parsed** {parsed}/{total} ({parsed / total:.0%})" in line
+    kpi = next(m for m in at.metric if m.label == "Improved")
+    assert (kpi.value, kpi.delta) == (f"{improved} / {total}", "+2 reflecting")
+    repo.transition_run(db, run_id, "paused", "by ana")  # paused: nothing is reflecting any more
+    st.cache_data.clear()  # the run row as it is now, not as the live cache kept it for a second
+    at = _open("pages/dashboard.py", run=run_id)
+    assert "waiting for the reflection LM" not in next(m.value for m in at.markdown if "**parsed**" in m.value)
+
+
 def test_dashboard_shows_the_held_out_audit(studio):
     from storage import repo
 
