@@ -97,13 +97,17 @@ def print_summary(db, run_id) -> int:
 
     if audit_line(run):
         print(audit_line(run) + " (the search never saw the test set)")
-    p = run.proposals_total or 1
+    from storage.queries import run_overview
+
+    waiting = run_overview(db, run_id)["proposals_reflecting"]  # not answered yet: not yet unparsed either
+    p = max(run.proposals_total - waiting, 1)
     print(f"metric calls {run.metric_calls}  cost ${run.cost_usd:.4f}  tokens {run.tokens_in}+{run.tokens_out}  "
           f"{run.seconds:.1f} s  steps {run.steps_done}")
     from engine.lm.journal import run_lm_failures
 
     print("LM calls: " + (run_lm_failures(db, run) or f"{run.lm_calls}, none failed"))  # the dashboard's line
-    print(f"proposals {run.proposals_total}: parsed {run.proposals_parsed / p:.0%}, valid {run.proposals_valid / p:.0%}, "
+    print(f"proposals {run.proposals_total}" + (f" ({waiting} waiting for the reflection LM)" if waiting else "")
+          + f": parsed {run.proposals_parsed / p:.0%}, valid {run.proposals_valid / p:.0%}, "
           f"improved {run.proposals_improved / p:.0%}; {run.proposals_retried} asked the LM again (a retry)")
     pred = [s.predicted_speedup for s in steps if s.predicted_speedup]
     meas = [s.measured_speedup for s in steps if s.measured_speedup]

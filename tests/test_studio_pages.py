@@ -66,11 +66,12 @@ def test_dashboard_says_a_python_run_waits_for_its_process(studio):
     assert any(w.startswith("Waiting for its Python process") and f'resume="{run_id}"' in w for w in warnings), warnings
 
 
-def test_a_proposal_still_waiting_for_its_reflection_is_not_counted_as_a_failed_one(studio):
+def test_a_proposal_still_waiting_for_its_reflection_is_not_counted_as_a_failed_one(studio, capsys):
     """Live, a step's proposals are counted when their reflection is sent: until it answers, the
     rates are over the answered ones and the dashboard says how many are still reflecting."""
     import streamlit as st
 
+    from engine.run_cli import print_summary
     from storage import lm_calls, repo
     from storage.models import LMCall
 
@@ -87,6 +88,8 @@ def test_a_proposal_still_waiting_for_its_reflection_is_not_counted_as_a_failed_
     assert f"**parsed** {parsed}/{total} ({parsed / total:.0%})" in line
     kpi = next(m for m in at.metric if m.label == "Improved")
     assert (kpi.value, kpi.delta) == (f"{improved} / {total}", "+2 reflecting")
+    print_summary(db, run_id)  # python -m engine status RUN says the same
+    assert f"proposals {total + 2} (2 waiting for the reflection LM): parsed {parsed / total:.0%}," in capsys.readouterr().out
     repo.transition_run(db, run_id, "paused", "by ana")  # paused: nothing is reflecting any more
     st.cache_data.clear()  # the run row as it is now, not as the live cache kept it for a second
     at = _open("pages/dashboard.py", run=run_id)
