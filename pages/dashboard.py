@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from engine.lm.providers import is_local
 from engine.test_pass import audit_line
 from storage.attached import waiting_note
 from storage.queries import elapsed_seconds
@@ -59,7 +60,12 @@ with links:
 steering.run_controls(run_id)
 
 
-def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
+SERIAL_LM_NOTE = (" With the built-in local model both figures are rough: it answers one request at a time, so a "
+                  "step's reflections queue and their measured times include the wait (Step explained's runtime "
+                  "panel shows it step by step).")
+
+
+def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame, serial_lm: bool = False) -> None:
     elapsed = elapsed_seconds(run)
     seed = cands.loc[cands["origin"] == "seed", "val_mean"].dropna()
     best = run.get("best_val_mean")
@@ -87,7 +93,7 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame) -> None:
                    None if not predicted else f"predicted {predicted:.1f}×", delta_color="off", delta_arrow="off",
                    help="mean over the steps of the engine's measurements: measured = the step's sequential work "
                         "over its wall-clock; predicted = the runtime model's estimate for this batch shape. "
-                        "Per step in the Steps table below.")
+                        "Per step in the Steps table below." + (SERIAL_LM_NOTE if serial_lm else ""))
     _rates(run, cost)
     if audit_line(run):
         st.caption(audit_line(run) + ". The search never saw the test set.")
@@ -206,7 +212,7 @@ def live(run_id: str) -> None:
                     + ("" if len(bs) < 2 else " · " + " · ".join(f"{b.label()}" for b in bs[1:])))
     else:
         st.caption("No budget limit is set.")
-    _kpis(run, cands, steps)
+    _kpis(run, cands, steps, serial_lm=is_local((cfg.get("reflection_lm") or {}).get("model", "")))
 
     left, right = st.columns(2)
     with left:

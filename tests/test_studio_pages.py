@@ -96,6 +96,18 @@ def test_a_proposal_still_waiting_for_its_reflection_is_not_counted_as_a_failed_
     assert "waiting for the reflection LM" not in next(m.value for m in at.markdown if "**parsed**" in m.value)
 
 
+def test_the_speed_up_says_it_is_rough_when_the_local_model_reflects(studio):
+    from storage import repo
+
+    db, run_id = studio
+    speedup = next(m for m in _open("pages/dashboard.py", run=run_id).metric if m.label == "Speed-up")
+    assert "local model" not in speedup.help  # a hosted LM answers a step's reflections at once
+    config = repo.get_run(db, run_id).config
+    repo.set_run_fields(db, run_id, config={**config, "reflection_lm": {**config["reflection_lm"], "model": LOCAL_MODEL}})
+    speedup = next(m for m in _open("pages/dashboard.py", run=run_id).metric if m.label == "Speed-up")
+    assert "one request at a time" in speedup.help
+
+
 def test_dashboard_shows_the_held_out_audit(studio):
     from storage import repo
 
