@@ -154,9 +154,9 @@ with st.container(border=True):
         st.error(problem, icon=":material/error:")
     if st.session_state.get(K.NEW_LOADED):
         first = "Preview on three examples" if prompt_form.is_prompt(draft) else "Try evaluator on the seed"
-        st.success(f"Loaded the example **{st.session_state[K.NEW_LOADED]}**: every section below is filled in. "
-                   f"Read it top to bottom, then **{first}** to see how the seed scores, and **Start run**, both at "
-                   "the bottom of the form.", icon=":material/check_circle:")
+        st.info(f"Loaded the example **{st.session_state[K.NEW_LOADED]}**: every section below is filled in. "
+                f"Read it top to bottom, then **{first}** to see how the seed scores, and **Start run**, both at "
+                "the bottom of the form.", icon=":material/arrow_downward:")
 
 # ------------------------------------------------------------------ what to optimize
 st.subheader("1 · What to optimize")

@@ -39,8 +39,19 @@ def _fill(page, label: str, text: str) -> None:
 
 
 def test_from_an_empty_form_to_a_previewed_running_prompt_run(studio, page):
-    page.goto(f"{studio.url}/new")
+    # a newcomer's first page, before any run: what a run is, and the examples one click from the form
+    page.goto(studio.url)
     ready(page)
+    expect(page.get_by_text("Refract improves a text by trying changes and keeping what scores better.")).to_be_visible()
+    page.locator(".st-key-runs_example_ticket_routing").get_by_role("button", name="Open in the form").click()
+    page.wait_for_url("**/new", timeout=30_000)
+    ready(page)
+    expect(page.get_by_text(re.compile(r"Loaded the example Ticket routing prompt: every section below"))).to_be_visible()
+    expect(page.get_by_label("Run name")).to_have_value("Ticket routing prompt")
+    page.get_by_role("button", name="Clear the form").click()  # and from here, a prompt of one's own
+    ready(page)
+    expect(page.get_by_label("Run name")).to_have_value("")
+    expect(page.get_by_text("Loaded the example")).to_have_count(0)
     page.get_by_text("Start from a built-in example").wait_for()
     _fill(page, "Run name", "ticket routing")
     _fill(page, "Seed candidate", "Classify the support ticket.")
