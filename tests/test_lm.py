@@ -327,11 +327,15 @@ def test_warm_up_loads_most_of_what_the_first_completion_would(tmp_path):
     import sys
     from pathlib import Path
 
+    # both processes at once: each spends most of its time importing litellm
+    procs = {mode: subprocess.Popen([sys.executable, "-c", WARM_CHECK, mode], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+             for mode in ("cold", "warm")}
+
     def first_call_loads(mode: str) -> list[str]:
-        out = subprocess.run([sys.executable, "-c", WARM_CHECK, mode], capture_output=True, text=True,
-                             cwd=Path(__file__).resolve().parents[1], timeout=120)
-        assert out.returncode == 0, out.stderr[-2000:]
-        return eval(out.stdout.strip().splitlines()[-1])
+        out, err = procs[mode].communicate(timeout=180)
+        assert procs[mode].returncode == 0, err[-2000:]
+        return eval(out.strip().splitlines()[-1])
 
     cold, warm = first_call_loads("cold"), first_call_loads("warm")
     assert any(m.startswith("tiktoken") for m in cold) and not any(m.startswith("tiktoken") for m in warm)
