@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Optional
 
 from engine.lm.providers import is_local
-from engine.runtime.model import Latencies, Shape, latencies_from, slowest_lm, sync_step
+from engine.runtime.model import Latencies, Shape, latencies_of_events, slowest_lm, sync_step
 
 
 def _val_split(detail: dict) -> str:
@@ -92,9 +92,8 @@ def step_latencies(detail: dict, config: dict) -> Optional[Latencies]:
     tested = [p for p in kids if p["minibatch_score"] is not None]
     accept = sum(p["improved"] for p in tested) / len(tested) if tested else None
     n_val = sum(1 for e in detail["examples"] if e["split"] == _val_split(detail))
-    lm = [e["end"] - e["start"] for e in events if e["kind"] == "lm"]
-    return latencies_from(lm, [e["end"] - e["start"] for e in events if e["kind"] != "lm"], accept,
-                          int(search.get("minibatch_size", 3)), n_val, int((config.get("executor") or {}).get("workers", 1)))
+    return latencies_of_events(events, accept, int(search.get("minibatch_size", 3)), n_val,
+                               int((config.get("executor") or {}).get("workers", 1)))
 
 
 def shape_from(config: dict) -> Shape:

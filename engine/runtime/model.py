@@ -212,6 +212,14 @@ def latencies_from(lm: list[float], evals: list[float], accept: Optional[float],
                      minibatch=minibatch, n_val=n_val, workers=workers, **extra)
 
 
+def latencies_of_events(events: list[dict], accept: Optional[float], minibatch: int, n_val: int,
+                        workers: int) -> Optional[Latencies]:
+    """Latencies from a step's timeline events (``Step.events``): its LM calls and its evaluations."""
+    lm = [e["end"] - e["start"] for e in events if e["kind"] == "lm"]
+    evals = [e["end"] - e["start"] for e in events if e["kind"] != "lm"]
+    return latencies_from(lm, evals, accept, minibatch, n_val, workers)
+
+
 def run_prediction(db, run_id: str) -> Optional[dict]:
     """Predicted against measured wall-clock of a stored run, the prediction made from the
     run's own measurements: {"measured", "predicted", "speedup", "latencies"}, or None

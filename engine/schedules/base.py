@@ -18,7 +18,7 @@ from storage import repo
 from storage.models import Step, utcnow
 
 from engine.context import RunContext
-from engine.runtime.model import Latencies, latencies_from, shape_of, sync_step
+from engine.runtime.model import Latencies, latencies_of_events, shape_of, sync_step
 
 LOST = "lost"  # not a run status: another worker took the lease, so the run is left as it is
 
@@ -90,10 +90,8 @@ def _speedups(ctx: RunContext, events: list[dict], k: int, wall: float,
     """Both use the runtime model's 1×1 proposal time at the latencies measured in this step:
     the prediction as ``predict`` says, the measurement k × that time / ``wall``."""
     run = repo.get_run(ctx.db, ctx.run_id)
-    lm = [e["end"] - e["start"] for e in events if e["kind"] == "lm"]
-    lat = latencies_from(lm, [e["end"] - e["start"] for e in events if e["kind"] != "lm"],
-                         run.proposals_improved / run.proposals_total if run.proposals_total else None,
-                         ctx.cfg.search.minibatch_size, len(ctx.val_keys), ctx.evals.executor.workers)
+    lat = latencies_of_events(events, run.proposals_improved / run.proposals_total if run.proposals_total else None,
+                              ctx.cfg.search.minibatch_size, len(ctx.val_keys), ctx.evals.executor.workers)
     if lat is None or k == 0:
         return None, None
     t1, _ = sync_step(type(shape_of(ctx.cfg.search))(), lat)
