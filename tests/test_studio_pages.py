@@ -266,3 +266,13 @@ def test_the_empty_runs_page_says_what_a_run_is_and_opens_an_example_in_the_form
     assert "**Preview on three examples**" in note  # a prompt run's first button, by its label
     at.button(key=K.NEW_RESET).click().run()  # the form cleared: the note goes with the example
     assert not any("Loaded the example" in s.value for s in at.info)
+
+
+def test_the_empty_runs_page_without_the_examples_folder_still_offers_the_form(tmp_path, monkeypatch):
+    from ui import run_form
+
+    studio_database(tmp_path, monkeypatch)
+    monkeypatch.setattr(run_form, "list_templates", lambda *a, **k: {})  # installed without examples/
+    at = open_page("pages/runs.py")
+    assert not [h for h in at.subheader if h.value == "Start from an example"]
+    assert [h.value for h in at.subheader] == ["Other ways in"]

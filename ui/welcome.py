@@ -61,10 +61,23 @@ def _open(label: str) -> None:
 def show() -> None:
     """The empty Runs page."""
     st.markdown(INTRO)
+    cards = examples()
+    if cards:  # none when the examples folder is not there
+        _cards(cards)
+    st.subheader("Other ways in")
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        nav.link("new", "Start from an empty form", icon=":material/add_circle:")
+    with c2:
+        nav.link("playground", "See how batch shape changes a run's speed", icon=":material/tune:")
+    with c3:
+        st.caption("Once a run has a step, **Step explained** walks through what that step did, phase by phase.")
+
+
+def _cards(cards: list[Example]) -> None:
     st.subheader("Start from an example")
     st.caption("Each opens the New run form filled in; read it, try the evaluator on the seed, then start the run. "
                "With the built-in local model (no API key) the ISO date regex takes about four minutes on two cores.")
-    cards = examples()
     for row in range(0, len(cards), 3):
         cols = st.columns(3)
         for col, ex in zip(cols, cards[row:row + 3]):
@@ -75,11 +88,3 @@ def show() -> None:
                 if st.button("Open in the form", key=keys.RUNS_EXAMPLE.format(slug=ex.slug), on_click=_open,
                              args=(ex.label,), icon=":material/edit_note:"):
                     nav.go("new")
-    st.subheader("Other ways in")
-    c1, c2, c3 = st.columns(3)
-    with c1:
-        nav.link("new", "Start from an empty form", icon=":material/add_circle:")
-    with c2:
-        nav.link("playground", "See how batch shape changes a run's speed", icon=":material/tune:")
-    with c3:
-        st.caption("Once a run has a step, **Step explained** walks through what that step did, phase by phase.")
