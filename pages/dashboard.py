@@ -26,7 +26,7 @@ from ui.sidebar import STALE_AFTER_S
 LIVE_S, FRONTIER_S = 2.0, 5.0
 
 url = data.db_url()
-run_id = nav.query_run()
+run_id = nav.current_run()
 
 if not run_id:
     st.title("Run dashboard")
@@ -198,7 +198,7 @@ def live(run_id: str) -> None:
     reason = f" — {md(run['status_reason'])}" if run.get("status_reason") else ""
     if run["status"] == "queued":
         waiting = analysis.waiting_reasons(data.runs_table(url), data.worker_status(url), STALE_AFTER_S)
-        reason = f" — {md(waiting.get(run_id, ''))}"
+        reason = f" — {waiting.get(run_id, '')}"  # the studio's own words and run ids: its `code` spans render
     badge, best_link = st.columns([3, 1], vertical_alignment="center")
     badge.markdown(f"{status_badge(run['status'])}{reason}")
     with best_link:

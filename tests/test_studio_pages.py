@@ -276,3 +276,48 @@ def test_the_empty_runs_page_without_the_examples_folder_still_offers_the_form(t
     at = open_page("pages/runs.py")
     assert not [h for h in at.subheader if h.value == "Start from an example"]
     assert [h.value for h in at.subheader] == ["Other ways in"]
+
+
+def test_the_sidebars_pages_open_the_run_last_opened(studio):
+    """The sidebar's links carry no ?run=: a run-scoped page opened from it shows the run this
+    session opened last (and puts it in its link) instead of asking for one; a deleted run is
+    forgotten."""
+    import streamlit as st
+
+    from storage import admin, repo
+    from ui import nav
+
+    db, run_id = studio
+    at = _open("pages/dashboard.py", run=run_id)
+    name = repo.get_run(db, run_id).name
+    for page, title in (("lineage", f"Lineage · {name}"), ("explain", "Step explained"),
+                        ("compare", f"Compare candidates · {name}")):
+        at.query_params.clear()  # as the sidebar's link opens it
+        at.switch_page(str(Path(APP).parent / nav.PAGE_FILES[page][0])).run()
+        assert not at.exception and at.query_params.get(K.QP_RUN) == run_id, page
+        assert at.title[0].value == title
+        assert not [i for i in at.info if "Open a" in i.value]  # not the "open a run first" note
+    other = generate_run(db, n_candidates=10, n_val=4, n_train=8)
+    at.query_params.clear()
+    at.query_params[K.QP_RUN] = other  # a link to another run: that one is remembered now
+    at.switch_page(str(Path(APP).parent / "pages/lineage.py")).run()
+    at.query_params.clear()
+    at.switch_page(str(Path(APP).parent / "pages/dashboard.py")).run()
+    assert at.query_params.get(K.QP_RUN) == other
+    admin.delete_run(db, other, "ana", "a test")
+    st.cache_data.clear()
+    at.run()  # its link now names a run that is gone: said, and forgotten
+    assert any("no run with id" in e.value for e in at.error)
+    at.query_params.clear()
+    at.run()
+    assert at.selectbox(key=K.DASH_RUN).options  # the dashboard's run picker again
+
+
+def test_a_queued_runs_dashboard_says_how_to_start_a_worker_with_commands_as_code(tmp_path, monkeypatch):
+    from engine.runs import submit_run
+    from tests.support.harness import toy_config
+
+    db = studio_database(tmp_path, monkeypatch)
+    run_id = submit_run(db, toy_config())  # no engine worker has ever run on this database
+    line = next(m.value for m in _open("pages/dashboard.py", run=run_id).markdown if "waiting for a worker" in m.value)
+    assert "start the studio with `make run` or `python -m engine worker`" in line  # not escaped: drawn as code

@@ -12,6 +12,7 @@ SIGN_OUT = "sign_out"
 
 # query parameters (shareable links)
 QP_RUN = "run"
+LAST_RUN = "_last_run"  # the run this browser session opened last: the sidebar's pages open it
 QP_CANDIDATE = "candidate"
 
 # runs page

@@ -51,6 +51,19 @@ def query_run() -> str | None:
     return st.query_params.get(keys.QP_RUN) or None
 
 
+def current_run() -> str | None:
+    """The run in the page's link; without one (the sidebar's links carry no ``?run=``), the run
+    this browser session opened last, written into the link so that it can be shared."""
+    run_id = query_run()
+    if run_id:
+        st.session_state[keys.LAST_RUN] = run_id
+        return run_id
+    last = st.session_state.get(keys.LAST_RUN)
+    if last:
+        st.query_params[keys.QP_RUN] = last
+    return last
+
+
 def query_candidate() -> str | None:
     return st.query_params.get(keys.QP_CANDIDATE) or None
 
@@ -88,7 +101,7 @@ def linked_run(url: str, title: str, how: str) -> tuple[str, dict]:
     """(run id, overview) of the run in the page's link (``?run=``). Without one the page is
     titled ``title``, says ``how`` to get here and stops; an unknown run stops as in
     ``require_run``."""
-    run_id = query_run()
+    run_id = current_run()
     if not run_id:
         st.title(title)
         st.info(how)
@@ -105,6 +118,8 @@ def require_run(url: str, run_id: str) -> dict:
 
     run = data.run_overview(url, run_id)
     if run is None:
+        if st.session_state.get(keys.LAST_RUN) == run_id:  # deleted since: the sidebar forgets it
+            del st.session_state[keys.LAST_RUN]
         st.error(f"There is no run with id {md(run_id)} in this database (a mistyped or stale link, or another "
                  "database?). Pick a run on the Runs page.")
         link("runs", "Runs", icon=":material/list:")
