@@ -50,13 +50,14 @@ OPT_STATE_K = 30  # GEPA's best_example_evals_k: evaluations per example an eval
 class Optimizer:
     def __init__(self, db: Database, run_id: str, lm=None, executor_factory: Optional[Callable[..., Executor]] = None,
                  on_step: Optional[Callable[[RunContext], None]] = None, share: Optional[FairShare] = None,
-                 stock=None) -> None:
+                 stock=None, stop_check: Optional[Callable[[], Optional[str]]] = None) -> None:
         self.db, self.run_id = db, run_id
         self.stock = stock  # the worker's engine.sandbox.warm.WarmStock, if it keeps one
         self.share = share  # the worker's evaluation share, when it runs several runs at once
         self.lm = lm
         self.executor_factory = executor_factory
         self.on_step = on_step
+        self.stop_check = stop_check  # a Python caller's stop_callbacks (engine.api.stopping): why to stop, or None
         self.stop_event = threading.Event()  # set by the worker when the lease is lost
         self._watching = threading.Event()  # set: the interrupt watcher ends
         self._ctx: Optional[RunContext] = None  # the running run's context, once it is built
@@ -202,7 +203,7 @@ class Optimizer:
             repo.transition_run(self.db, self.run_id, RunStatus.RUNNING, "", finished_at=None)
         min_calls = 2 * min(ctx.cfg.search.minibatch_size, len(ctx.train_keys))
         why = ctx.budget.exhausted(ctx.state.best()[1], ctx.step_index, min_calls)
-        why = why or stop_reason(ctx, run.proposals_total)
+        why = why or stop_reason(ctx, run.proposals_total) or (self.stop_check() if self.stop_check else None)
         if why:
             return Decision(RunStatus.COMPLETED, why, ctx.budget.out_of_room(min_calls)), applied
         failing = evaluator_failing(self.db, self.run_id, ctx.cfg.search.minibatch_size)

@@ -166,6 +166,8 @@ def test_bad_arguments_name_the_argument(sqlite_db):
                           db=sqlite_db.url)
     with pytest.raises(ConfigError, match="search.parents_per_step"):
         optimize_anything("x", evaluator=words, config={"search": {"parents_per_step": 0}}, db=sqlite_db.url)
+    with pytest.raises(ConfigError, match=r"^stop_callbacks\[1\]: must be callable \(state\) -> bool, not int"):
+        optimize_anything("x", evaluator=words, stop_callbacks=[lambda s: False, 3], db=sqlite_db.url)
     assert repo.list_runs(sqlite_db) == []  # nothing was created
 
 
@@ -418,3 +420,58 @@ def test_opt_state_in_python_holds_the_best_evaluations_so_far(sqlite_db):
                       progress=False)
     assert seen[0] == [] and all(s == sorted(s, reverse=True) for s in seen)
     assert any(1.0 in s for s in seen)  # a later evaluation sees an earlier success on its example
+
+
+# ---------------------------------------------------------------- stop_callbacks, GEPA's stoppers unchanged
+
+
+def test_gepas_own_stoppers_end_a_run_as_they_end_a_gepa_run(sqlite_db):
+    from gepa.utils import MaxMetricCallsStopper, ScoreThresholdStopper
+
+    install_script(toy.script)
+    budget = {"budget": {"max_metric_calls": 400, "stop_at_score": None}}
+    result = optimize_anything("start", evaluator=words, dataset=toy.dataset(8), db=sqlite_db.url, progress=False,
+                               config=_config(**budget), stop_callbacks=ScoreThresholdStopper(0.5))
+    assert (result.status, result.status_reason) == ("completed", "stop_callbacks[0] (ScoreThresholdStopper) returned True")
+    assert 0.5 <= result.best_score < 1.0 and result.total_metric_calls < 400  # it stopped as soon as 0.5 was reached
+    result = optimize_anything("start", evaluator=words, dataset=toy.dataset(8), db=sqlite_db.url, progress=False,
+                               config=_config(**budget), stop_callbacks=[ScoreThresholdStopper(2.0),
+                                                                        MaxMetricCallsStopper(60)])
+    assert result.status_reason == "stop_callbacks[1] (MaxMetricCallsStopper) returned True"
+    assert 60 <= result.total_metric_calls < 100  # checked before each step: the step that crossed 60 finished
+
+
+def test_a_stop_callback_sees_the_run_as_it_stands_and_one_that_raises_ends_the_run_with_its_error(sqlite_db):
+    install_script(toy.script)
+    seen = []
+
+    def watch(state):
+        seen.append((state.i, state.total_num_evals, list(state.program_full_scores_val_set), state.steps,
+                     state.best_score, list(state.program_candidates)))
+        return state.steps >= 3
+
+    result = optimize_anything("start", evaluator=words, dataset=toy.dataset(6), db=sqlite_db.url, progress=False,
+                               config=_config(budget={"max_metric_calls": 400, "stop_at_score": None}),
+                               stop_callbacks=watch)
+    assert result.status_reason.endswith("(test_a_stop_callback_sees_the_run_as_it_stands_and_one_that_raises_ends_"
+                                         "the_run_with_its_error.<locals>.watch) returned True")
+    assert [s[3] for s in seen] == [0, 1, 2, 3]  # before every step, and once more when the third was done
+    first = seen[0]
+    assert first[0] == -1 and first[5] == ["start"] and first[4] == first[2][0]  # the seed, validated, no proposal yet
+    last = seen[-1]
+    run = repo.get_run(sqlite_db, result.run_id)
+    assert last[0] == run.proposals_total - 1 and last[1] == run.metric_calls
+    assert last[2] == result.val_aggregate_scores and last[4] == result.best_score == max(last[2])
+
+    def broken(state):
+        if state.steps == 1:
+            raise ValueError("my stopper is wrong")
+        return False
+
+    with pytest.raises(ValueError, match="my stopper is wrong"):
+        optimize_anything("start", evaluator=words, dataset=toy.dataset(6), db=sqlite_db.url, progress=False,
+                          config=_config(), stop_callbacks=broken, name="broken stopper")
+    run = next(r for r in repo.list_runs(sqlite_db) if r.name == "broken stopper")
+    assert run.status == "completed" and not run.lease_owner  # settled and released before the error was raised
+    assert run.status_reason.startswith("stop_callbacks[0] (") and run.status_reason.endswith(
+        "broken) raised ValueError: my stopper is wrong")

@@ -30,6 +30,7 @@ from engine.api.in_process import InProcessExecutor
 from engine.lm.providers import load_plugins
 from engine.optimizer import Optimizer
 from engine.api.result import OptimizeResult, build_result
+from engine.api.stopping import StopCheck, callbacks_of
 from engine.runs import examples_of
 from engine.sandbox.runtime import outcome
 
@@ -43,7 +44,8 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
                       objective: Optional[str] = None, background: Optional[str] = None,
                       config: Union[dict, RunConfig, None] = None, db: Optional[str] = None, name: Optional[str] = None,
                       resume: Optional[str] = None, validate: Optional[Callable[[Any], Any]] = None,
-                      pool: str = "thread", progress: bool = True, owner: str = "") -> OptimizeResult:
+                      pool: str = "thread", progress: bool = True, owner: str = "",
+                      stop_callbacks: Any = None) -> OptimizeResult:
     """Optimize ``seed_candidate`` (a text, a dict of named texts, or None to let the reflection
     LM write one from ``objective``) against ``evaluator``, and return the result.
 
@@ -53,6 +55,9 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
     threads, or spawned processes with ``pool="process"`` (the function must then pickle).
     ``import refract_evaluator as oa`` works inside it (``oa.log``; ``print`` is captured too).
     ``validate(candidate)``, if given, is the cheap check run before any metric call.
+    ``stop_callbacks``: a callable ``(state) -> bool`` or a list of them, called before every step
+    (every proposal with the asynchronous schedule); True ends the run (``engine.api.stopping``:
+    GEPA's own stoppers work unchanged). One that raises ends the run too, and the call raises its error.
 
     ``dataset`` / ``valset`` / ``testset`` are lists of examples: any Python objects, given to the
     evaluator as they are; the database (the studio, the reflection LM) gets their JSON form. ``config`` holds
@@ -72,6 +77,7 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
         raise ConfigError("evaluator: must be a function evaluator(candidate[, example]) -> score or (score, side_info)")
     if pool not in POOLS:
         raise ConfigError(f"pool: {pool!r} is not one of {', '.join(POOLS)}")
+    stoppers = callbacks_of(stop_callbacks)
     if pool == "process":
         _check_pickles(evaluator, "evaluator")
         _check_pickles(validate, "validate")
@@ -87,8 +93,11 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
         run_id = attached.create_attached_run(database, cfg.name, owner, cfg.stored(), examples_of(cfg), process_id,
                                               LEASE_SECONDS)
     session = _Session(database, run_id, process_id, evaluator, validate, pool,
-                       list(dataset or []) + list(valset or []) + list(testset or []))
+                       list(dataset or []) + list(valset or []) + list(testset or []),
+                       StopCheck(database, run_id, stoppers))
     session.run(progress)
+    if session.stop_check.error is not None:  # the run is settled and says why; the caller sees their error
+        raise session.stop_check.error
     return build_result(database, run_id)
 
 
@@ -198,8 +207,9 @@ class _Session:
     thread (so that Ctrl-C reaches this one), the progress bar, the wait while paused."""
 
     def __init__(self, db: Database, run_id: str, process_id: str, fn: Callable, validate, pool: str,
-                 rows: list) -> None:
+                 rows: list, stop_check: StopCheck) -> None:
         self.db, self.run_id, self.process_id = db, run_id, process_id
+        self.stop_check = stop_check
         self.fn, self.validate, self.pool = fn, validate, pool
         # the caller's own example objects (the database holds their JSON form), matched by
         # position: examples are stored dataset, valset, testset, in order
@@ -230,7 +240,7 @@ class _Session:
     def _until_settled(self, bar) -> None:
         """Run the optimizer; while the run is paused by a person, wait for their next command."""
         while True:
-            self.optimizer = Optimizer(self.db, self.run_id, executor_factory=self.executor)
+            self.optimizer = Optimizer(self.db, self.run_id, executor_factory=self.executor, stop_check=self.stop_check)
             status = self._wait(self.optimizer, bar)
             if status == "lost":
                 raise RuntimeError(f"run {self.run_id} was taken over by another process (this one's lease lapsed)")
