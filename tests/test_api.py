@@ -441,6 +441,34 @@ def test_gepas_own_stoppers_end_a_run_as_they_end_a_gepa_run(sqlite_db):
     assert 60 <= result.total_metric_calls < 100  # checked before each step: the step that crossed 60 finished
 
 
+def test_gepas_file_timeout_and_no_improvement_stoppers_work_unchanged(sqlite_db, tmp_path):
+    from gepa.utils import FileStopper, NoImprovementStopper, TimeoutStopCondition
+
+    install_script(toy.script)
+    config = _config(budget={"max_metric_calls": 400, "stop_at_score": None})
+    flag = tmp_path / "gepa.stop"
+
+    def touch_at_step_2(state):  # what a person does from a shell, by the step's clock
+        if state.steps == 2:
+            flag.touch()
+        return False
+
+    def run(stoppers):
+        return optimize_anything("start", evaluator=words, dataset=toy.dataset(6), db=sqlite_db.url, progress=False,
+                                 config=config, stop_callbacks=stoppers)
+
+    result = run([touch_at_step_2, FileStopper(str(flag))])
+    assert result.status_reason == "stop_callbacks[1] (FileStopper) returned True"
+    assert repo.get_run(sqlite_db, result.run_id).steps_done == 2
+    result = run(TimeoutStopCondition(0.0))  # already out of time: the seed alone, validated
+    assert result.status_reason == "stop_callbacks[0] (TimeoutStopCondition) returned True"
+    assert result.candidates == ["start"] and repo.get_run(sqlite_db, result.run_id).steps_done == 0
+    result = run(NoImprovementStopper(2))
+    run_row = repo.get_run(sqlite_db, result.run_id)
+    assert result.status_reason == "stop_callbacks[0] (NoImprovementStopper) returned True"
+    assert result.best_score == 1.0 and run_row.metric_calls < 400  # solved, then two steps without a gain
+
+
 def test_a_stop_callback_sees_the_run_as_it_stands_and_one_that_raises_ends_the_run_with_its_error(sqlite_db):
     install_script(toy.script)
     seen = []

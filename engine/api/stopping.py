@@ -4,9 +4,10 @@ GEPA calls each stopper with its ``GEPAState`` before every iteration and stops 
 True. Refract calls it with a ``StopState`` before every step (every proposal with the
 asynchronous schedule) — with the names GEPA's own stoppers read (``i``, ``total_num_evals``,
 ``program_candidates``, ``program_full_scores_val_set``), so ``gepa.utils.ScoreThresholdStopper``,
-``NoImprovementStopper``, ``TimeoutStopCondition``, ``FileStopper``, ``SignalStopper``,
-``MaxMetricCallsStopper`` and ``MaxCandidateProposalsStopper`` work unchanged. The run then ends
-``completed`` with the stopper named in its reason.
+``NoImprovementStopper``, ``TimeoutStopCondition``, ``FileStopper``, ``MaxMetricCallsStopper`` and
+``MaxCandidateProposalsStopper`` work unchanged (``SignalStopper`` would take over the Ctrl-C that
+pauses the run here: not for this API). The run then ends ``completed`` with the stopper named in
+its reason.
 
 A GEPA iteration is one proposal; a synchronous Refract step is P × K of them, so a stopper that
 counts its calls (``NoImprovementStopper``) counts steps there.
