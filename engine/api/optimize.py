@@ -207,9 +207,9 @@ class _Session:
     thread (so that Ctrl-C reaches this one), the progress bar, the wait while paused."""
 
     def __init__(self, db: Database, run_id: str, process_id: str, fn: Callable, validate, pool: str,
-                 rows: list, stop_check: StopCheck) -> None:
+                 rows: list, stop_check: Optional[StopCheck] = None) -> None:
         self.db, self.run_id, self.process_id = db, run_id, process_id
-        self.stop_check = stop_check
+        self.stop_check = stop_check or StopCheck(db, run_id, [])
         self.fn, self.validate, self.pool = fn, validate, pool
         # the caller's own example objects (the database holds their JSON form), matched by
         # position: examples are stored dataset, valset, testset, in order
