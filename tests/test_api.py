@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -503,3 +504,35 @@ def test_a_stop_callback_sees_the_run_as_it_stands_and_one_that_raises_ends_the_
     assert run.status == "completed" and not run.lease_owner  # settled and released before the error was raised
     assert run.status_reason.startswith("stop_callbacks[0] (") and run.status_reason.endswith(
         "broken) raised ValueError: my stopper is wrong")
+
+
+# ---------------------------------------------------------------- a Python callable as the reflection LM
+
+
+def test_a_python_callable_is_the_reflection_lm_as_in_gepa(sqlite_db):
+    """GEPA's reflection_lm may be a function prompt -> answer: here too, called through the
+    engine's LM client (recorded, cached), with the reflection prompt as one string."""
+    prompts = []
+
+    def reflect(prompt: str) -> str:
+        prompts.append(prompt)
+        current = toy.current_version(prompt)
+        missing = [w for w in toy.missing_words(prompt) if w not in current.split()]
+        return f"Adding {missing[0]}.\n```\n{current} {missing[0]}\n```" if missing else "```\n" + current + "\n```"
+
+    config = {"budget": {"max_metric_calls": 300, "stop_at_score": 1.0}, "executor": {"workers": 3}}
+    result = optimize_anything("start", evaluator=words, dataset=toy.dataset(6), db=sqlite_db.url, progress=False,
+                               config=config, reflection_lm=reflect)
+    assert result.best_score == 1.0 and set(toy.WORDS[:6]) <= set(result.best_candidate.split())
+    run = repo.get_run(sqlite_db, result.run_id)
+    model = run.config["reflection_lm"]["model"]
+    assert re.fullmatch(r"python/reflect-[0-9a-f]{10}", model), model
+    calls = [c for c in repo.lm_calls_for(sqlite_db, result.run_id) if c.purpose == "reflection"]
+    assert len(calls) == len(prompts) > 0 and all(c.model == model and c.tokens_in > 0 and c.cost_usd == 0 for c in calls)
+    assert prompts[0].startswith("You improve") and "## Current version" in prompts[0]  # system, then user text
+
+    with pytest.raises(ConfigError, match="^config.reflection_lm.model: also given as the argument reflection_lm="):
+        optimize_anything("start", evaluator=words, db=sqlite_db.url, reflection_lm=reflect,
+                          config={"reflection_lm": {"model": "openai/gpt-4.1-mini"}})
+    with pytest.raises(ConfigError, match="^reflection_lm: must be a litellm model string or a callable"):
+        optimize_anything("start", evaluator=words, db=sqlite_db.url, reflection_lm=42)

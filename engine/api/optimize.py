@@ -30,6 +30,7 @@ from engine.api.in_process import InProcessExecutor
 from engine.lm.providers import load_plugins
 from engine.optimizer import Optimizer
 from engine.api.result import OptimizeResult, build_result
+from engine.api.callable_lm import model_for
 from engine.api.stopping import StopCheck, callbacks_of
 from engine.runs import examples_of
 from engine.sandbox.runtime import outcome
@@ -45,7 +46,7 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
                       config: Union[dict, RunConfig, None] = None, db: Optional[str] = None, name: Optional[str] = None,
                       resume: Optional[str] = None, validate: Optional[Callable[[Any], Any]] = None,
                       pool: str = "thread", progress: bool = True, owner: str = "",
-                      stop_callbacks: Any = None) -> OptimizeResult:
+                      stop_callbacks: Any = None, reflection_lm: Union[str, Callable, None] = None) -> OptimizeResult:
     """Optimize ``seed_candidate`` (a text, a dict of named texts, or None to let the reflection
     LM write one from ``objective``) against ``evaluator``, and return the result.
 
@@ -55,6 +56,8 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
     threads, or spawned processes with ``pool="process"`` (the function must then pickle).
     ``import refract_evaluator as oa`` works inside it (``oa.log``; ``print`` is captured too).
     ``validate(candidate)``, if given, is the cheap check run before any metric call.
+    ``reflection_lm``: a litellm model string, or a callable ``(prompt: str) -> str`` as in GEPA
+    (``engine.api.callable_lm``; give it again to resume such a run).
     ``stop_callbacks``: a callable ``(state) -> bool`` or a list of them, called before every step
     (every proposal with the asynchronous schedule); True ends the run (``engine.api.stopping``:
     GEPA's own stoppers work unchanged). One that raises ends the run too, and the call raises its error.
@@ -78,6 +81,10 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
     if pool not in POOLS:
         raise ConfigError(f"pool: {pool!r} is not one of {', '.join(POOLS)}")
     stoppers = callbacks_of(stop_callbacks)
+    reflection_model = model_for(reflection_lm) if callable(reflection_lm) else reflection_lm
+    if reflection_model is not None and not isinstance(reflection_model, str):
+        raise ConfigError(f"reflection_lm: must be a litellm model string or a callable (prompt) -> str, "
+                          f"not {type(reflection_lm).__name__}")
     if pool == "process":
         _check_pickles(evaluator, "evaluator")
         _check_pickles(validate, "validate")
@@ -89,7 +96,8 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
             return build_result(database, resume)
         run_id = resume
     else:
-        cfg = build_config(seed_candidate, evaluator, dataset, valset, testset, objective, background, config, name)
+        cfg = build_config(seed_candidate, evaluator, dataset, valset, testset, objective, background, config, name,
+                           reflection_model)
         run_id = attached.create_attached_run(database, cfg.name, owner, cfg.stored(), examples_of(cfg), process_id,
                                               LEASE_SECONDS)
     session = _Session(database, run_id, process_id, evaluator, validate, pool,
@@ -105,7 +113,8 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
 
 
 def build_config(seed_candidate, evaluator: Callable, dataset, valset, testset, objective, background,
-                 config: Union[dict, RunConfig, None], name: Optional[str]) -> RunConfig:
+                 config: Union[dict, RunConfig, None], name: Optional[str],
+                 reflection_model: Optional[str] = None) -> RunConfig:
     """The run's validated config: ``config``'s settings plus the arguments (an argument and a
     ``config`` key for the same thing is an error, not a silent choice)."""
     if not isinstance(config, (dict, RunConfig, type(None))):
@@ -120,6 +129,11 @@ def build_config(seed_candidate, evaluator: Callable, dataset, valset, testset, 
         if data.get(key) not in (None, value) and not isinstance(config, RunConfig):
             raise ConfigError(f"config.{key}: also given as the argument {key}=; give it once")
         data[key] = value
+    if reflection_model is not None:
+        lm = dict(data.get("reflection_lm") or {})
+        if lm.get("model") not in (None, reflection_model) and not isinstance(config, RunConfig):
+            raise ConfigError("config.reflection_lm.model: also given as the argument reflection_lm=; give it once")
+        data["reflection_lm"] = {**lm, "model": reflection_model}
     data.pop("evaluator_file", None)
     data["evaluator"] = evaluator_record(evaluator)
     data.setdefault("name", getattr(evaluator, "__name__", "") or "python run")
