@@ -536,3 +536,23 @@ def test_a_python_callable_is_the_reflection_lm_as_in_gepa(sqlite_db):
                           config={"reflection_lm": {"model": "openai/gpt-4.1-mini"}})
     with pytest.raises(ConfigError, match="^reflection_lm: must be a litellm model string or a callable"):
         optimize_anything("start", evaluator=words, db=sqlite_db.url, reflection_lm=42)
+
+
+def test_a_run_whose_callable_reflection_lm_failed_resumes_with_it(sqlite_db):
+    down = [True]
+
+    def flaky(prompt: str) -> str:
+        if down[0]:
+            raise ConnectionError("my model server is down")
+        current = toy.current_version(prompt)
+        missing = [w for w in toy.missing_words(prompt) if w not in current.split()]
+        return f"```\n{current} {missing[0] if missing else 'extra'}\n```"
+
+    config = {"budget": {"max_metric_calls": 300, "stop_at_score": 1.0}, "reflection_lm": {"num_retries": 0}}
+    first = optimize_anything("start", evaluator=words, dataset=toy.dataset(4), db=sqlite_db.url, progress=False,
+                              config=config, reflection_lm=flaky)
+    assert first.status == "paused" and "my model server is down" in first.status_reason  # the engine paused it
+    down[0] = False
+    result = optimize_anything(evaluator=words, resume=first.run_id, db=sqlite_db.url, progress=False,
+                               reflection_lm=flaky)
+    assert (result.status, result.best_score) == ("completed", 1.0)
