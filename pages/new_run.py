@@ -12,10 +12,9 @@ import streamlit as st
 
 from engine.access import Refused, local_actor
 from engine.config import LOCAL_MODEL
-from engine.lm.providers import is_local
 from engine.jobs import PREVIEW_EXAMPLES, TRY_EXAMPLES
 from storage.db import DEFAULT_DATA_DIR
-from ui import data, form_carry, form_checks, identity, jobs, keys as K, nav, prompt_form, prompt_section, run_form
+from ui import data, form_carry, form_checks, identity, jobs, keys as K, nav, prompt_form, prompt_section, run_form, speedup
 from ui.sidebar import current_user
 
 DRAFT = "_new_draft"
@@ -308,30 +307,7 @@ if st.session_state.get(K.NEW_CARRIED):
     st.caption("Also in this config, kept as they are (no field here: download the config as TOML below, edit it "
                "and upload it above): " + form_carry.summary(st.session_state[K.NEW_CARRIED]))
 with st.expander("Predicted speed-up of this batch shape (runtime model)", expanded=True):
-    from ui.speedup import predicted
-
-    a1, a2, a3 = st.columns(3)
-    acc = a1.slider("assumed acceptance rate", 0.05, 1.0, 0.3, 0.05, key="new_assume_accept")
-    l_ref = a2.number_input("reflection latency (s)", 0.5, 600.0, 20.0 if "local" in st.session_state[K.NEW_MODEL] else 6.0,
-                            key="new_assume_reflect")
-    t_ev = a3.number_input("one evaluation (s)", 0.01, 600.0, 0.5, key="new_assume_eval")
-    snap, _ = run_form.dataset_splits({k: st.session_state.get(k) for k in DATA_KEYS})
-    n_val = max(1, len((snap[1] or snap[0]) if snap else []))
-    k_ = int(st.session_state[K.NEW_P]) * int(st.session_state[K.NEW_K])
-    step_sp, call_sp = predicted(int(st.session_state[K.NEW_P]), int(st.session_state[K.NEW_K]),
-                                 int(st.session_state[K.NEW_WORKERS]), acc, l_ref, t_ev,
-                                 int(st.session_state[K.NEW_MINIBATCH]), n_val, st.session_state[K.NEW_ACCEPT])
-    m1, m2 = st.columns(2)
-    m1.metric(f"One step of {k_} proposals vs {k_} sequential steps", f"{step_sp:.2f}×")
-    m2.metric("Metric calls per second vs 1×1", f"{call_sp:.2f}×")
-    st.caption("How the estimate works: the k proposals of a step reflect at the same time, so a step costs about one "
-               "reflection plus its evaluations, spread over the W workers; each improving child (the acceptance "
-               "rate) then pays a validation pass. The more evaluations of a step fit on the workers at once, the "
-               "closer the step comes to doing k proposals in the time of one. The dashboard shows the measured "
-               "speed-up next to this prediction once the run has steps."
-               + (" With the built-in local model the estimate is optimistic: it answers one request at a time, so a "
-                  "step's reflections queue (siblings share their prompt, so the later ones cost little more than "
-                  "their answer)." if is_local(st.session_state[K.NEW_MODEL]) else ""))
+    speedup.estimate_panel(run_form.dataset_splits({k: st.session_state.get(k) for k in DATA_KEYS})[0])
 g = st.columns(4)
 # no bounds on the widgets: the browser would refuse an out-of-range number silently and keep
 # the previous value; the validation below refuses it by name instead

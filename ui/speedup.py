@@ -1,9 +1,13 @@
 """The new-run form's speed-up prediction: one adapter over ``engine.runtime.model`` so that the
-page does not depend on that module's data classes."""
+page does not depend on that module's data classes, and the form's panel that shows it."""
 
 from __future__ import annotations
 
+import streamlit as st
+
+from engine.lm.providers import is_local
 from engine.runtime.model import Latencies, Shape, predict_speedup, predict_step_speedup
+from ui import keys as K
 
 
 def predicted(parents: int, per_parent: int, workers: int, accept_rate: float, lm_seconds: float,
@@ -13,3 +17,29 @@ def predicted(parents: int, per_parent: int, workers: int, accept_rate: float, l
     lat = Latencies(lm=lm_seconds, eval=eval_seconds, accept=accept_rate, minibatch=minibatch, n_val=n_val,
                     workers=workers)
     return predict_step_speedup(shape, lat), predict_speedup(shape, lat)
+
+
+def estimate_panel(splits) -> None:
+    """The form's prediction for its batch shape, at latencies the user assumes; ``splits`` are
+    the form's dataset splits (train, val, test), or None while it has none."""
+    a1, a2, a3 = st.columns(3)
+    acc = a1.slider("assumed acceptance rate", 0.05, 1.0, 0.3, 0.05, key="new_assume_accept")
+    l_ref = a2.number_input("reflection latency (s)", 0.5, 600.0, 20.0 if "local" in st.session_state[K.NEW_MODEL] else 6.0,
+                            key="new_assume_reflect")
+    t_ev = a3.number_input("one evaluation (s)", 0.01, 600.0, 0.5, key="new_assume_eval")
+    n_val = max(1, len((splits[1] or splits[0]) if splits else []))
+    k_ = int(st.session_state[K.NEW_P]) * int(st.session_state[K.NEW_K])
+    step_sp, call_sp = predicted(int(st.session_state[K.NEW_P]), int(st.session_state[K.NEW_K]),
+                                 int(st.session_state[K.NEW_WORKERS]), acc, l_ref, t_ev,
+                                 int(st.session_state[K.NEW_MINIBATCH]), n_val, st.session_state[K.NEW_ACCEPT])
+    m1, m2 = st.columns(2)
+    m1.metric(f"One step of {k_} proposals vs {k_} sequential steps", f"{step_sp:.2f}×")
+    m2.metric("Metric calls per second vs 1×1", f"{call_sp:.2f}×")
+    st.caption("How the estimate works: the k proposals of a step reflect at the same time, so a step costs about one "
+               "reflection plus its evaluations, spread over the W workers; each improving child (the acceptance "
+               "rate) then pays a validation pass. The more evaluations of a step fit on the workers at once, the "
+               "closer the step comes to doing k proposals in the time of one. The dashboard shows the measured "
+               "speed-up next to this prediction once the run has steps."
+               + (" With the built-in local model the estimate is optimistic: it answers one request at a time, so a "
+                  "step's reflections queue (siblings share their prompt, so the later ones cost little more than "
+                  "their answer)." if is_local(st.session_state[K.NEW_MODEL]) else ""))
