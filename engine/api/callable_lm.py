@@ -23,7 +23,6 @@ from typing import Callable
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 from litellm.types.utils import ModelResponse, Usage
 
-from engine.config import ConfigError
 from engine.lm.providers import register_provider
 
 PROVIDER = "python"
@@ -33,10 +32,7 @@ _callables: dict[str, Callable] = {}
 
 
 def model_for(fn: Callable) -> str:
-    """Register ``fn`` and return the model string that reaches it."""
-    if not callable(fn):
-        raise ConfigError(f"reflection_lm: must be a litellm model string or a callable (prompt) -> str, "
-                          f"not {type(fn).__name__}")
+    """Register the callable ``fn`` and return the model string that reaches it."""
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", getattr(fn, "__name__", None) or type(fn).__name__).strip("_")[:60] or "fn"
     try:
         source = inspect.getsource(fn)
