@@ -556,3 +556,22 @@ def test_a_run_whose_callable_reflection_lm_failed_resumes_with_it(sqlite_db):
     result = optimize_anything(evaluator=words, resume=first.run_id, db=sqlite_db.url, progress=False,
                                reflection_lm=flaky)
     assert (result.status, result.best_score) == ("completed", 1.0)
+
+
+def test_with_the_async_schedule_stop_callbacks_are_asked_before_every_proposal(sqlite_db):
+    install_script(toy.endless)
+    calls = []
+
+    def six_proposals(state):
+        calls.append(state.i)
+        return state.i >= 5
+
+    config = _config(search={"schedule": "async", "parents_per_step": 2, "proposals_per_parent": 1},
+                     budget={"max_metric_calls": 400, "stop_at_score": None})
+    result = optimize_anything("start", evaluator=words, dataset=toy.dataset(8), db=sqlite_db.url, progress=False,
+                               config=config, stop_callbacks=six_proposals)
+    run = repo.get_run(sqlite_db, result.run_id)
+    assert result.status_reason == "stop_callbacks[0] (test_with_the_async_schedule_stop_callbacks_are_asked_before_" \
+                                   "every_proposal.<locals>.six_proposals) returned True"
+    assert 6 <= run.proposals_total <= 6 + 2  # the two in flight when it said stop finish
+    assert len(calls) > run.steps_done + 1  # asked more often than once a step (C = 2 proposals per step)
