@@ -164,9 +164,12 @@ def test_async_sibling_merges_rebase_improving_children_onto_the_best_one_pass_a
     for e in repo.evaluations_for(sqlite_db, run_id):
         if split[e.example_pk] == "val" and not e.cached:
             passes.setdefault(e.candidate_id, []).append(e.created_at)
-    spans = sorted((min(t), max(t)) for t in passes.values())
+    spans = sorted((min(t), max(t), cid) for cid, t in passes.items())
     assert len(spans) >= 3
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+    overlaps = [(a, b) for a, b in zip(spans, spans[1:]) if a[1] > b[0]]
+    # (it failed once in a full suite and never alone: the pair, as written, says which passes overlapped)
+    assert not overlaps, [(f"{c[2]} {by_id[c[2]].origin} {by_id[c[2]].status} val {by_id[c[2]].val_count} "
+                           f"{c[0].time()}–{c[1].time()} {by_id[c[2]].reason!r}") for pair in overlaps for c in pair]
     run = repo.get_run(sqlite_db, run_id)
     assert run.metric_calls <= 90 and run.budget_overshoot == 0
     assert_consistent_totals(sqlite_db, run_id)
