@@ -442,8 +442,8 @@ def test_gepas_own_stoppers_end_a_run_as_they_end_a_gepa_run(sqlite_db):
     assert 60 <= result.total_metric_calls < 100  # checked before each step: the step that crossed 60 finished
 
 
-def test_gepas_file_timeout_and_no_improvement_stoppers_work_unchanged(sqlite_db, tmp_path):
-    from gepa.utils import FileStopper, NoImprovementStopper, TimeoutStopCondition
+def test_gepas_file_timeout_proposal_and_no_improvement_stoppers_work_unchanged(sqlite_db, tmp_path):
+    from gepa.utils import FileStopper, MaxCandidateProposalsStopper, NoImprovementStopper, TimeoutStopCondition
 
     install_script(toy.script)
     config = _config(budget={"max_metric_calls": 400, "stop_at_score": None})
@@ -464,6 +464,9 @@ def test_gepas_file_timeout_and_no_improvement_stoppers_work_unchanged(sqlite_db
     result = run(TimeoutStopCondition(0.0))  # already out of time: the seed alone, validated
     assert result.status_reason == "stop_callbacks[0] (TimeoutStopCondition) returned True"
     assert result.candidates == ["start"] and repo.get_run(sqlite_db, result.run_id).steps_done == 0
+    result = run(MaxCandidateProposalsStopper(5))  # GEPA's i: the proposals made, minus one
+    assert result.status_reason == "stop_callbacks[0] (MaxCandidateProposalsStopper) returned True"
+    assert 5 <= repo.get_run(sqlite_db, result.run_id).proposals_total < 5 + 4  # the step (2×2) that crossed 5 finished
     result = run(NoImprovementStopper(2))
     run_row = repo.get_run(sqlite_db, result.run_id)
     assert result.status_reason == "stop_callbacks[0] (NoImprovementStopper) returned True"
