@@ -164,6 +164,10 @@ def one(system: str, folder: Path, seed: int, seconds: float) -> dict:
         os.environ["REFRACT_DATA"] = str(data)
         load = os.getloadavg()[0]
         out = (run_refract if system == "refract" else run_gepa)(task, evaluate, seed, seconds, data)
+        if os.environ.get("REAL_LM_KEEP"):  # a run's database (every prompt and answer), to study it
+            import shutil
+
+            shutil.copytree(data, os.environ["REAL_LM_KEEP"], dirs_exist_ok=True)
     out.update(system=system, task=task["name"], kind=task["kind"], seed=seed, seconds=seconds,
                load=round(load, 2), load_after=round(os.getloadavg()[0], 2))
     out["val_best"] = mean_score(evaluate, out["best"], task["val"])

@@ -337,3 +337,19 @@ def test_a_compact_prompt_shows_a_tried_module_by_its_changed_lines_and_a_short_
     assert "```\nx\n```" in shown  # a whole text shorter than any diff of it
     _, _, full = _prompt(current_text=module, tried=[(tried, "")])
     assert "```\n" + tried + "\n```" in full and "Changed lines" not in full  # only small models get the diff
+
+
+class TestSmallModelFences:
+    """Answers of the local 1.5B model seen in a run of a date regex (bench/real_lm_dev)."""
+
+    def test_a_change_line_in_a_fenced_block_of_its_own_is_not_part_of_the_new_version(self):
+        answer = "```\nChange: Updated the regular expression.\n```\n```\n\\d{4}-\\d{2}-\\d{2}\n```"
+        assert parse_answer(answer, r"\d+-\d+-\d+").text == r"\d{4}-\d{2}-\d{2}"
+
+    def test_a_block_opened_with_four_backticks_and_closed_with_three_ends_at_its_close(self):
+        answer = "Change: anchor it.\n\n````\n^(19|20)\\d{2}-\\d{2}-\\d{2}$\n```"
+        assert parse_answer(answer, r"\d+-\d+-\d+").text == r"^(19|20)\d{2}-\d{2}-\d{2}$"
+
+    def test_a_lone_change_block_is_still_no_new_version(self):
+        a = parse_answer("```\nChange: nothing else follows.\n```\n", r"\d+")
+        assert a.text is None and a.reason == CHANGE_ONLY

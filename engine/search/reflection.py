@@ -224,16 +224,26 @@ def answer_token_cap(current_text: str, configured: int) -> int:
 _OPEN = re.compile(r"^(`{3,})[^\n`]*\n", re.M)
 
 
+# a small model's slip: the `Change:` line in a fenced block of its own, before the real one
+# ("```\nChange: …\n```\n```\nnew version\n```": taken whole, the new version held two fence lines)
+_CHANGE_BLOCK = re.compile(r"^(`{3,})[^\n`]*\n[ \t]*(Change:[^\n]*)\n+\1[ \t]*\n(?=\s*`{3,})", re.M)
+
+
 def _fenced_block(answer: str) -> Optional[str]:
     """The text between the first opening fence and the LAST closing fence of the same length
     (as GEPA does), so an artifact that itself contains fenced blocks — a prompt with examples
-    in code fences — survives whole. An unclosed fence takes the rest of the answer."""
+    in code fences — survives whole. A fenced block holding only the `Change:` line is read as
+    that line. An unclosed fence takes the rest of the answer, but for a closing fence of another
+    length on its last line (a 1.5B model opened with four backticks and closed with three)."""
+    answer = _CHANGE_BLOCK.sub(lambda m: m.group(2) + "\n", answer, count=1)
     m = _OPEN.search(answer)
     if m is None:
         return None
     ticks, body = m.group(1), answer[m.end():]
     closes = list(re.finditer(rf"^{ticks}[ \t]*$", body, re.M))
-    return body[: closes[-1].start()] if closes else body
+    if closes:
+        return body[: closes[-1].start()]
+    return re.sub(r"\n`{3,}[ \t]*\n*\Z", "", body)
 
 
 UNCHANGED = "the answer is unchanged from the current version"
