@@ -86,19 +86,32 @@ class Budget:
             recent = self._durations[-5:]
         return sum(recent) / len(recent) if recent else None
 
-    def time_too_short(self) -> Optional[str]:
-        """Why the time left cannot finish another unit of work, or None. Measured against the
-        longest of the last five durations (not their mean: a unit a little slower than average
-        was then started and cut at the limit), with ``TIME_MARGIN`` on top."""
+    def time_share_left(self) -> Optional[float]:
+        """How many units of work the time left can pay, as a share of the longest of the last
+        five observed durations with ``TIME_MARGIN`` on top (not their mean: a unit a little
+        slower than average was then started and cut at the limit); None without a time cap or
+        before the first unit."""
         cap = self.cfg.max_seconds
         with self._lock:
             recent = self._durations[-5:]
-        longest = max(recent) if recent else None
-        if cap is None or longest is None or self.seconds + longest * TIME_MARGIN <= cap:
+        if cap is None or not recent:
             return None
-        return (f"time budget: {max(0.0, cap - self.seconds):.0f} s of {cap:.0f} s left, too few for another "
-                f"{self._unit} (up to {longest * TIME_MARGIN:.0f} s: the slowest of the last five, "
-                f"{longest:.1f} s, and a margin)")
+        return max(0.0, cap - self.seconds) / (max(recent) * TIME_MARGIN)
+
+    def time_too_short(self, min_share: float = 1.0) -> Optional[str]:
+        """Why the time left cannot pay ``min_share`` of another unit of work, or None. A
+        synchronous step may be shrunk to the slots the time left pays (``min_share`` is then
+        one slot's share of a step): a run whose steps took a minute otherwise stopped with a
+        third of its time unused."""
+        share = self.time_share_left()
+        if share is None or share >= min_share:
+            return None
+        with self._lock:
+            longest = max(self._durations[-5:])
+        what = self._unit if min_share >= 1 else f"{self._unit}, not even one proposal of it"
+        return (f"time budget: {max(0.0, self.cfg.max_seconds - self.seconds):.0f} s of {self.cfg.max_seconds:.0f} s "
+                f"left, too few for another {what} (a {self._unit} takes up to {longest * TIME_MARGIN:.0f} s: "
+                f"the slowest of the last five, {longest:.1f} s, and a margin)")
 
     # -- metric calls ----------------------------------------------------------------------
 
@@ -243,9 +256,11 @@ class Budget:
         """The metric calls or the dollars are spent (``exhausted`` says so in words)."""
         return self._calls_spent(min_step_calls) or self._money_spent()
 
-    def exhausted(self, best: Optional[float], steps_done: int, min_step_calls: int) -> Optional[str]:
+    def exhausted(self, best: Optional[float], steps_done: int, min_step_calls: int,
+                  min_time_share: float = 1.0) -> Optional[str]:
         """Why the run must stop now, or None. ``min_step_calls`` is the fewest metric calls a
-        useful step needs (a parent and a child on a minibatch)."""
+        useful step needs (a parent and a child on a minibatch); ``min_time_share`` the smallest
+        share of a unit of work worth starting (``time_too_short``)."""
         c = self.cfg
         if c.stop_at_score is not None and best is not None and best >= c.stop_at_score:
             return f"reached stop_at_score {c.stop_at_score} (best {best:.4g})"
@@ -257,7 +272,7 @@ class Budget:
                     f"${self.max_call_cost * LM_COST_MARGIN:.4f})")
         if self.out_of_time():
             return f"time budget spent ({self.seconds:.0f} s of {c.max_seconds:.0f} s)"
-        too_short = self.time_too_short()
+        too_short = self.time_too_short(min_time_share)
         if too_short:
             return too_short
         if c.max_steps is not None and steps_done >= c.max_steps:

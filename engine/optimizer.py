@@ -35,6 +35,7 @@ from engine.search.merge import try_merge
 from engine.search.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
 from engine.stoppers import stop_reason
+from engine.lm.providers import one_at_a_time
 from engine.test_pass import test_pass
 from engine.schedules.base import LOST, Decision, Schedule, StepRecord
 from engine.schedules.synchronous import SyncSchedule
@@ -202,7 +203,11 @@ class Optimizer:
         if run.status in (RunStatus.COMPLETED, RunStatus.FAILED):  # continued by a budget change: go on
             repo.transition_run(self.db, self.run_id, RunStatus.RUNNING, "", finished_at=None)
         min_calls = 2 * min(ctx.cfg.search.minibatch_size, len(ctx.train_keys))
-        why = ctx.budget.exhausted(ctx.state.best()[1], ctx.step_index, min_calls)
+        # a synchronous step on an LM that answers one request at a time is shrunk to the
+        # proposals the time left pays (run_step): its reflections queue, so fewer take less time
+        serial = ctx.cfg.search.schedule == "sync" and one_at_a_time(ctx.cfg.reflection_lm)
+        one_slot = 1 / ctx.cfg.search.batch_size if serial else 1.0
+        why = ctx.budget.exhausted(ctx.state.best()[1], ctx.step_index, min_calls, one_slot)
         why = why or stop_reason(ctx, run.proposals_total) or (self.stop_check() if self.stop_check else None)
         if why:
             return Decision(RunStatus.COMPLETED, why, ctx.budget.out_of_room(min_calls)), applied

@@ -191,3 +191,28 @@ class TestBudgetObject:
         assert not b.reserve_metric_call()
         b.update_limits(BudgetConfig(max_metric_calls=2))
         assert b.reserve_metric_call()
+
+
+def test_the_time_left_pays_a_share_of_a_step_and_a_step_is_shrunk_to_it():
+    from engine.schedules.synchronous import time_slots
+
+    b = Budget(BudgetConfig(max_seconds=100), 0, 0.0, seconds_before=70.0)
+    b.note_duration(50.0)  # 30 s left, a step takes up to 60 s: half a step
+    assert abs(b.time_share_left() - 0.5) < 0.01
+    assert b.time_too_short() is not None  # a whole step does not fit
+    assert b.time_too_short(min_share=0.25) is None  # one slot of a 2x2 step does
+    assert "not even one proposal" in b.time_too_short(min_share=0.75)
+    assert time_slots(0.5, 4) == 2 and time_slots(None, 4) == 4 and time_slots(0.1, 4) == 1 and time_slots(1.3, 4) == 4
+
+
+def test_a_run_on_a_one_at_a_time_lm_uses_its_last_seconds_for_a_smaller_step(sqlite_db, tmp_path):
+    # max_concurrency = 1: the scripted LM then answers the step's four reflections one after
+    # another, as the local model does; the last step is shrunk instead of the run stopping
+    cfg = toy_config(8, search={"parents_per_step": 2, "proposals_per_parent": 2},
+                     budget={"max_seconds": 4.0, "stop_at_score": None, "max_metric_calls": 1000},
+                     reflection_lm={"max_concurrency": 1})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, latency=0.3)
+    steps = repo.list_steps(sqlite_db, run_id)
+    sizes = [len([p for p in s.proposal_ids if p]) for s in steps]
+    assert sizes[0] == 4 and min(sizes) < 4, sizes
+    assert repo.get_run(sqlite_db, run_id).seconds <= 4.5

@@ -52,6 +52,13 @@ def is_local(model: str) -> bool:
     return model.split("/", 1)[0] == "local"
 
 
+def one_at_a_time(lm) -> bool:
+    """Whether the LM of these settings (an ``LMConfig``) answers one request at a time: the
+    local model (one runtime, requests queue) or ``max_concurrency = 1``. Concurrent requests
+    to it take as long together as one after the other."""
+    return is_local(lm.model) or lm.max_concurrency == 1
+
+
 def register_builtin_providers() -> None:
     """Register ``local`` (cheap: nothing loads until a first call)."""
     from engine.lm.local import LocalLLM

@@ -26,6 +26,7 @@ from storage.states import RunStatus
 
 from engine.context import RunContext
 from engine.evaluation import Scored
+from engine.lm.providers import one_at_a_time
 from engine.search.proposal import Outcome, run_proposal
 from engine.runtime.model import predict_step_speedup, shape_of
 from engine.search.sampling import EpochSampler
@@ -104,8 +105,21 @@ def plan_slots(child_costs: list[int], parent_costs: list[int], per_parent: int,
 def _plan(ctx: RunContext, parent_ids: list[str], minibatches: list[list[str]]) -> list[tuple[int, int]]:
     parents = [ctx.state.candidates[pid] for pid in parent_ids]
     unknown = [len(mb) - len(ctx.evals.known(parent, mb)) for parent, mb in zip(parents, minibatches)]
-    return plan_slots([len(mb) for mb in minibatches], unknown, ctx.cfg.search.proposals_per_parent,
-                      ctx.budget.affordable_lm_calls(), ctx.budget.remaining_metric_calls(), len(ctx.val_keys))
+    slots = plan_slots([len(mb) for mb in minibatches], unknown, ctx.cfg.search.proposals_per_parent,
+                       ctx.budget.affordable_lm_calls(), ctx.budget.remaining_metric_calls(), len(ctx.val_keys))
+    if not one_at_a_time(ctx.cfg.reflection_lm):
+        return slots
+    return slots[: time_slots(ctx.budget.time_share_left(), len(slots))]
+
+
+def time_slots(share: Optional[float], n: int) -> int:
+    """How many of a step's ``n`` slots the time left pays, at one n-th of a whole step each: on
+    an LM that answers one request at a time the step's reflections queue behind one another, so
+    a step of fewer slots takes about that share of the time (the gate lets such a step start
+    only when one slot fits: ``Budget.time_too_short``)."""
+    if share is None or share >= 1:
+        return n
+    return max(1, int(share * n))
 
 
 def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> StepRecord:
