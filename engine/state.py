@@ -53,6 +53,7 @@ class PoolState:
     lock: threading.RLock = field(default_factory=threading.RLock)
     objectives: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # id -> key -> side_info["scores"]
     frontier_type: str = "instance"  # [search] frontier: what selection's frontier is kept over
+    top_score: Optional[float] = None  # the highest validation score of any candidate (minibatch.top_score)
 
     @classmethod
     def load(cls, db: Database, run_id: str, val_keys: list[str], before_step: int) -> "PoolState":
@@ -69,6 +70,7 @@ class PoolState:
             key = pk_to_key.get(ev.example_pk)
             if key in valset:
                 state.scores.setdefault(ev.candidate_id, {})[key] = ev.score
+                state.top_score = ev.score if state.top_score is None else max(state.top_score, ev.score)
                 if objective_scores(ev.side_info):
                     state.objectives.setdefault(ev.candidate_id, {})[key] = objective_scores(ev.side_info)
         for c in accepted:
@@ -124,6 +126,9 @@ class PoolState:
         with self.lock:
             self.candidates[cand.id] = cand
             self.scores[cand.id] = dict(scores)
+            if scores:
+                top = max(scores.values())
+                self.top_score = top if self.top_score is None else max(self.top_score, top)
             self.objectives[cand.id] = {k: v for k, v in (objectives or {}).items() if v}
             if len(scores) == len(self.val_keys):
                 self.full.add(cand.id)

@@ -114,6 +114,8 @@ class Candidate(SQLModel, table=True):
     parent_minibatch_score: Optional[float] = None
     minibatch_score: Optional[float] = None
     minibatch_keys: list = _json("list")
+    # how the parent's minibatch was drawn (engine.search.minibatch): known failures, redraws
+    minibatch_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     val_mean: Optional[float] = None
     val_count: int = 0
     val_cut_short: str = Field(default="", max_length=500)

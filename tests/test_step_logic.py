@@ -9,6 +9,7 @@ import litellm
 import pytest
 
 from engine.optimizer import Optimizer
+from engine.search.minibatch import Minibatch
 from engine.search.proposal import Outcome, run_proposal
 from engine.runs import submit_run
 from engine.state import SINGLE, content_hash
@@ -106,7 +107,7 @@ def test_one_proposal_improves_on_its_parents_minibatch(ctx):
     _validator(ctx).validate(parent)
     minibatch = ctx.train_keys[:4]
     results = ctx.evals.evaluate(parent, minibatch, kind="minibatch")
-    outcome = run_proposal(ctx, ctx.state.candidates[parent.id], 0, 0, minibatch, results)
+    outcome = run_proposal(ctx, ctx.state.candidates[parent.id], 0, 0, Minibatch(minibatch, results))
     child = repo.get_candidate(ctx.db, outcome.child_id)
     assert outcome.improved and outcome.gain == 1.0 and child.improved
     assert child.status == CandidateStatus.PROPOSED and child.parent_ids == [parent.id]
@@ -121,7 +122,7 @@ def test_a_proposal_whose_lm_fails_is_a_failed_child_and_counts_in_the_streak(ct
     parent = _candidate(ctx, "start")
     _validator(ctx).validate(parent)
     results = ctx.evals.evaluate(parent, ctx.train_keys[:4], kind="minibatch")
-    outcome = run_proposal(ctx, ctx.state.candidates[parent.id], 0, 0, ctx.train_keys[:4], results)
+    outcome = run_proposal(ctx, ctx.state.candidates[parent.id], 0, 0, Minibatch(ctx.train_keys[:4], results))
     child = repo.get_candidate(ctx.db, outcome.child_id)
     assert not outcome.improved and not child.improved and child.status == CandidateStatus.FAILED
     assert ctx.consecutive_lm_failures == 1
@@ -166,8 +167,10 @@ def test_slots_of_one_parent_claim_a_shared_text_in_slot_order(ctx):
 
     install_script(script)
     order = ClaimOrder([(parent.id, (0, 0)), (parent.id, (1, 0))], ctx.interrupt)
-    parents = _ParentMinibatches(ctx, [parent.id, parent.id], minibatches)
+    parents = _ParentMinibatches(ctx, [parent.id, parent.id], sampler=None, first=0)
+    parents._results = {p: Minibatch(mb, ctx.evals.evaluate(parent, mb, kind="minibatch"))  # drawn: these two
+                        for p, mb in enumerate(minibatches)}
     with ThreadPoolExecutor(2) as pool:
-        futures = [pool.submit(_slot, ctx, parents, p, 0, minibatches[p], order) for p in (0, 1)]
+        futures = [pool.submit(_slot, ctx, parents, p, 0, order) for p in (0, 1)]
         first, second = (repo.get_candidate(ctx.db, f.result().child_id) for f in futures)
     assert first.content[SINGLE] == "start alpha" and second.content[SINGLE] == "start retried"

@@ -63,6 +63,7 @@ from storage.states import Origin, RunStatus
 
 from engine.context import RunContext
 from engine.search.merge import find_rebase, test_merge
+from engine.search import minibatch
 from engine.search.proposal import run_proposal
 from engine.runtime.model import async_rate
 from engine.search.sampling import EpochSampler
@@ -96,7 +97,7 @@ class _Job:
     slot: int
     parent_id: str = ""
     k: int = 0
-    minibatch: list[str] = field(default_factory=list)
+    n: int = 0  # its epoch slice: ``EpochSampler.batch(n)``, the start of its minibatch
     block: object = None
     started: float = 0.0
     started_at: object = None
@@ -206,7 +207,7 @@ class AsyncSchedule:
         parent_id, reason = picks[0]
         k = sum(1 for j in self.inflight.values() if j.parent_id == parent_id)
         self.next_n += 1
-        job = _Job(index, slot, parent_id=parent_id, k=k, minibatch=self.sampler.batch(n), block=block)
+        job = _Job(index, slot, parent_id=parent_id, k=k, n=n, block=block)
         self.onto_best.started()
         w = self._register(job)
         w.step.parent_ids = w.step.parent_ids + [parent_id]
@@ -240,8 +241,7 @@ class AsyncSchedule:
 
     def _proposal_job(self, pctx: RunContext, job: _Job) -> None:
         parent = pctx.state.candidates[job.parent_id]
-        parent_results = pctx.evals.evaluate(parent, job.minibatch, kind="minibatch")
-        outcome = run_proposal(pctx, parent, job.slot, job.k, job.minibatch, parent_results)
+        outcome = run_proposal(pctx, parent, job.slot, job.k, minibatch.for_parent(pctx, parent, self.sampler, job.n))
         job.child_id, job.improved = outcome.child_id, outcome.improved
         child = pctx.state.candidates[outcome.child_id]
         job.evaluable = bool(child.minibatch_keys) and child.minibatch_score is not None

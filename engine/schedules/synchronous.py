@@ -25,10 +25,11 @@ from storage.models import Step, utcnow
 from storage.states import RunStatus
 
 from engine.context import RunContext
-from engine.evaluation import Scored
 from engine.lm.providers import one_at_a_time
 from engine.search.proposal import Outcome, run_proposal
 from engine.runtime.model import predict_step_speedup, shape_of
+from engine.search import minibatch
+from engine.search.minibatch import Minibatch
 from engine.search.sampling import EpochSampler
 from engine.schedules.base import AfterStep, Decision, Gate, StepRecord, close_step
 from engine.schedules.claim_order import ClaimOrder
@@ -142,10 +143,10 @@ def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> Ste
     with ctx.state.lock:
         for p, _ in picks:
             ctx.state.last_chosen[p] = i
-    parent_eval = _ParentMinibatches(ctx, [p for p, _ in picks], minibatches)
+    parent_eval = _ParentMinibatches(ctx, [p for p, _ in picks], sampler, i * cfg.parents_per_step)
     order = ClaimOrder([(step.parent_ids[p], (p, k)) for p, k in slots], ctx.interrupt)
     with ThreadPoolExecutor(max_workers=max(1, len(slots)), thread_name_prefix="proposal") as pool:
-        futures = [pool.submit(_slot, ctx, parent_eval, p, k, minibatches[p], order) for p, k in slots]
+        futures = [pool.submit(_slot, ctx, parent_eval, p, k, order) for p, k in slots]
         outcomes = [f.result() for f in futures]
     chosen, passed_over, merged_id = _choose(ctx, outcomes)
     for o, reason in passed_over:
@@ -199,27 +200,29 @@ def _merge(ctx: RunContext, improved: list[Outcome]) -> Optional[str]:
 
 
 class _ParentMinibatches:
-    """Each parent slot is evaluated on its minibatch once, shared by its K proposals."""
+    """Each parent slot draws its minibatch (``engine.search.minibatch``) once, shared by its K
+    proposals; the slots' known failures are planned in slot order at once."""
 
-    def __init__(self, ctx: RunContext, parent_ids: list[str], minibatches: list[list[str]]) -> None:
-        self.ctx, self.parent_ids, self.minibatches = ctx, parent_ids, minibatches
+    def __init__(self, ctx: RunContext, parent_ids: list[str], sampler: EpochSampler, first: int) -> None:
+        self.ctx, self.parent_ids = ctx, parent_ids
         self._locks = [threading.Lock() for _ in parent_ids]
-        self._results: dict[int, dict[str, Scored]] = {}
+        self._results: dict[int, Minibatch] = {}
+        if sampler is not None:
+            self._drawer = minibatch.Drawer(ctx, sampler)
+            self._planned = [self._drawer.plan(ctx.state.candidates[pid], first + p) for p, pid in enumerate(parent_ids)]
 
-    def get(self, p: int) -> dict[str, Scored]:
+    def get(self, p: int) -> Minibatch:
         with self._locks[p]:
             if p not in self._results:
-                parent = self.ctx.state.candidates[self.parent_ids[p]]
-                self._results[p] = self.ctx.evals.evaluate(parent, self.minibatches[p], kind="minibatch")
+                self._results[p] = self._drawer.draw(self._planned[p])
             return self._results[p]
 
 
-def _slot(ctx: RunContext, parents: _ParentMinibatches, p: int, k: int, minibatch: list[str],
-          order: ClaimOrder) -> Outcome:
+def _slot(ctx: RunContext, parents: _ParentMinibatches, p: int, k: int, order: ClaimOrder) -> Outcome:
     parent_id = parents.parent_ids[p]
     try:
-        results = parents.get(p)
+        mb = parents.get(p)
         pctx = replace(ctx, claim_turn=lambda: order.wait(parent_id, (p, k)))
-        return run_proposal(pctx, ctx.state.candidates[parent_id], p, k, minibatch, results)
+        return run_proposal(pctx, ctx.state.candidates[parent_id], p, k, mb)
     finally:
         order.done(parent_id, (p, k))

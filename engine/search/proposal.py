@@ -19,6 +19,7 @@ from engine.interrupt import INTERRUPTED
 from engine.config import LMConfig
 from engine.lm.images import supports_vision
 from engine.lm.providers import is_local
+from engine.search.minibatch import Minibatch
 from engine.search.reflection import CHANGE_ONLY, UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, parse_answer
 from engine.state import content_hash, deterministic_id, to_evaluator
 
@@ -48,27 +49,33 @@ def human_feedback(ctx: RunContext, candidate_id: str) -> list[str]:
     return [c.text for c in repo.list_comments(ctx.db, ctx.run_id, candidate_id, kind="feedback")]
 
 
-def run_proposal(ctx: RunContext, parent: Candidate, slot: int, k: int, minibatch: list[str],
-                 parent_results: dict[str, Scored]) -> Outcome:
-    """Proposal k of parent slot ``slot`` (a parent may fill several slots of one step)."""
+def run_proposal(ctx: RunContext, parent: Candidate, slot: int, k: int, mb: Minibatch) -> Outcome:
+    """Proposal k of parent slot ``slot`` (a parent may fill several slots of one step), on the
+    parent's minibatch ``mb`` (``engine.search.minibatch``)."""
     child_id = deterministic_id(ctx.run_id, ctx.step_index, slot, parent.id, k, "reflection")
     existing = repo.find_candidate(ctx.db, child_id)
     if existing is not None and existing.status != CandidateStatus.PROPOSED and existing.finished_at:
         return Outcome(child_id, existing.status == CandidateStatus.ACCEPTED or existing.improved,
                        (existing.minibatch_score or 0) - (existing.parent_minibatch_score or 0))
+    if existing is not None and existing.minibatch_keys and existing.minibatch_keys != mb.keys:
+        # a step redone after a restart: the child keeps the minibatch it was written for
+        keys = list(existing.minibatch_keys)
+        mb = Minibatch(keys, ctx.evals.evaluate(parent, keys, kind="minibatch"), existing.minibatch_reason)
     component = next_component(ctx.components, parent, len(ctx.state.tried_texts(parent.id, ctx.step_index)) + k)
     child = existing or Candidate(id=child_id, run_id=ctx.run_id, content={}, content_hash="", origin=Origin.REFLECTION,
                                   parent_ids=[parent.id], component=component, step=ctx.step_index,
                                   frontier_version=ctx.state.frontier_version, started_at=utcnow(),
-                                  minibatch_keys=list(minibatch))
+                                  minibatch_keys=list(mb.keys), minibatch_reason=mb.reason)
     if not child.content:
-        if _perfect(ctx, parent_results):
+        if mb.aced:
+            return Outcome(_fail(ctx, child, f"skipped: {mb.reason}").id, False, 0.0)
+        if _perfect(ctx, mb.results):
             return Outcome(_fail(ctx, child, f"skipped: the parent scores the perfect score {ctx.cfg.search.max_score:g} on "
                                              "every minibatch example (skip_perfect_score)").id, False, 0.0)
-        child = _reflect(ctx, parent, child, k, parent_results)
+        child = _reflect(ctx, parent, child, k, mb.results)
         if child.status == CandidateStatus.FAILED:
             return Outcome(child.id, False, 0.0)
-    return _test_on_minibatch(ctx, parent, child, minibatch, parent_results)
+    return _test_on_minibatch(ctx, parent, child, mb.keys, mb.results)
 
 
 def _perfect(ctx: RunContext, parent_results: dict[str, Scored]) -> bool:
