@@ -18,7 +18,7 @@ from storage.db import Database
 from storage.models import Candidate
 from storage.states import CandidateStatus, Origin
 
-from engine.search.frontier import Frontier, compute_frontier, mean_scores
+from engine.search.frontier import Frontier, compute_frontier, mean, mean_scores
 from engine.search.lineage import ancestors
 from engine.search.frontier_types import objective_scores
 from engine.search.selection import PoolView
@@ -94,8 +94,11 @@ class PoolState:
             pinned = {cid for cid, c in self.candidates.items() if c.pinned and not c.vetoed and cid in self.scores}
             order = {cid: self._tie_key(cid) for cid in eligible}
             objectives = {cid: self.objectives.get(cid, {}) for cid in eligible}
+            seeds = [c for c in self.candidates.values() if c.origin == Origin.SEED and c.id in self.scores]
+            seed = min(seeds, key=lambda c: (mean(self.scores[c.id].values()), c.content_hash), default=None)
             return PoolView(scores=eligible, order=order, pinned=pinned, last_chosen=dict(self.last_chosen), step=step,
-                            objectives=objectives, frontier_type=self.frontier_type)
+                            objectives=objectives, frontier_type=self.frontier_type,
+                            seed_scores=dict(self.scores[seed.id]) if seed else {})
 
     def frontier(self) -> Frontier:
         with self.lock:

@@ -254,3 +254,20 @@ def test_equal_scores_arriving_in_another_order_tie_as_equals():
         means = mean_scores(state.scores)
         assert means["older"] == means["newer"]
         assert state.best()[0] == "newer"
+
+
+def test_a_candidate_below_the_seed_is_no_parent_unless_pinned():
+    from engine.search.selection import below_seed
+
+    seed = {"a": 1.0, "b": 0.0, "c": 1.0, "d": 0.0}
+    # "match nothing": right on every negative example, best there, but below the seed overall
+    scores = {"seed": seed, "nothing": {"a": 0.0, "b": 1.0, "c": 0.0, "d": 0.0},
+              "better": {"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.0}, "partial": {"a": 0.0}}
+    assert set(below_seed(scores, seed)) == {"nothing", "partial"}
+    assert below_seed(scores, seed)["nothing"] == (0.25, 0.5)
+    view = PoolView(scores=scores, seed_scores=seed)
+    for i in range(20):
+        picks = select_parents(ParetoSelector(), view, 2, random.Random(i), pin_every=3)
+        assert not {p for p, _ in picks} & {"nothing", "partial"}
+    pinned = PoolView(scores=scores, seed_scores=seed, pinned={"nothing"}, step=5)
+    assert "nothing" in {p for p, _ in select_parents(ParetoSelector(), pinned, 2, random.Random(0), pin_every=3)}

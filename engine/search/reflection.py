@@ -38,6 +38,12 @@ TASK = (
 # the closing reminder stays at the end, where a small model looks last; constant too
 REMINDER = "## Task\nWrite the `Change:` line, then one fenced code block holding the complete new {kind_short} ({kind})."
 
+# What the artifact is when the run does not say (no artifact_kind, as in a GEPA program): the
+# kind of the current version. "A prompt, code or configuration" made a 1.5B model answer a
+# regular expression with Python code that uses one.
+DEFAULT_KIND = ("a text of the same kind as the current version (a regular expression stays a regular expression, "
+                "code stays code, a prompt stays a prompt)")
+
 MAX_FIELD_CHARS = 4000
 INLINE_CHARS = 300  # longest value a compact rendering keeps on its field's line
 
@@ -123,7 +129,7 @@ def build_prompt(*, kind: str, objective: str, background: str, component: str, 
     feedback, human feedback and earlier attempts, then a short constant reminder."""
     images = ImageCollector(vision)
     feedback = [replace(fb, example=images.strip(fb.example), side_info=images.strip(fb.side_info)) for fb in feedback]
-    kind = kind.strip() or "a text artifact (a prompt, code or configuration)"
+    kind = kind.strip() or DEFAULT_KIND
     kind_short = "artifact"
     what = f"the component `{component}` of a multi-part candidate ({', '.join(components)})" if len(components) > 1 else "the candidate"
     head = []

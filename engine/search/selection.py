@@ -8,10 +8,10 @@ the injected ``random.Random`` so a run is reproducible for a fixed seed.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from engine.search.frontier import Scores, mean_scores, nondominated_frequencies
+from engine.search.frontier import Scores, mean, mean_scores, nondominated_frequencies
 from engine.search.frontier_types import NOUNS, typed_frontier
 
 
@@ -30,6 +30,7 @@ class PoolView:
     # candidate id -> example key -> side_info["scores"]; and which frontier to keep over them
     objectives: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     frontier_type: str = "instance"
+    seed_scores: dict[str, float] = field(default_factory=dict)  # the seed's validation scores (below_seed)
 
     def key(self, cid: str) -> tuple:
         return (self.order.get(cid, (0, "")), cid)
@@ -120,9 +121,28 @@ def make_selector(name: str, epsilon: float = 0.1, k: int = 5) -> Selector:
     }[name]
 
 
+def below_seed(scores: Scores, seed_scores: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """Candidates whose validation mean is below the seed's on the examples both were evaluated
+    on: id -> (its mean, the seed's mean there). Such a candidate is no parent (a pin still makes
+    it one): with the local model, a regex that could match nothing scored 1 on every invalid
+    date, held the frontier there, and every later proposal was a variant of it."""
+    out = {}
+    for cid, sc in scores.items():
+        common = [k for k in sc if k in seed_scores]
+        if common:
+            own, seed = mean(sc[k] for k in common), mean(seed_scores[k] for k in common)
+            if own < seed - 1e-9:
+                out[cid] = (own, seed)
+    return out
+
+
 def select_parents(selector: Selector, view: PoolView, n: int, rng: random.Random, pin_every: int) -> list[tuple[str, str]]:
-    """Apply the strategy, then honour pins: a pinned candidate not chosen for ``pin_every``
-    steps replaces the last strategy pick. Pinned candidates are always eligible."""
+    """Apply the strategy to the candidates not ``below_seed``, then honour pins: a pinned
+    candidate not chosen for ``pin_every`` steps replaces the last strategy pick. Pinned
+    candidates are always eligible."""
+    low = below_seed(view.scores, view.seed_scores)
+    if low and len(low) < len(view.scores):
+        view = replace(view, scores={c: s for c, s in view.scores.items() if c not in low})
     picks = selector.select(view, n, rng) if view.scores else []
     due = [c for c in sorted(view.pinned, key=view.key)
            if view.step - view.last_chosen.get(c, -10**9) >= pin_every and c not in {p for p, _ in picks}]
