@@ -103,12 +103,15 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
+    from engine.datasets import TooDeep, read_json
     from engine.records.export import import_run
 
     try:
-        doc = json.loads(_read_flag_file("file", args.file))
+        doc = read_json(_read_flag_file("file", args.file))
     except json.JSONDecodeError as exc:
         raise UserError(f"file: cannot read {args.file}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    except TooDeep as exc:
+        raise UserError(f"file: cannot read {args.file}: {exc}") from None
     print(f"run {import_run(_db(args), doc)}")
     return 0
 

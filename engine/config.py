@@ -371,15 +371,29 @@ def check_budget_feasible(cfg: RunConfig) -> None:
         )
 
 
+def parse_toml(text: str, name: str) -> dict:
+    """A config file's TOML as a dict; ``ConfigError`` (``config: NAME: reason``) when it is not TOML
+    or nests deeper than the TOML reader can follow."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config: {name}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config: {name}: nested too deeply for the TOML reader (arrays or tables about "
+                          "1,000 levels deep); flatten it") from None
+
+
 def load_config(path: str | Path, allow_outside_files: bool = False) -> RunConfig:
+    from engine.datasets import read_text_file
+
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        text = read_text_file(path)  # a regular file, UTF-8: the error names the file and the byte
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_config(data, base_dir=path.parent, allow_outside_files=allow_outside_files)
+        raise ConfigError(f"config: {path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ConfigError(f"config: {exc}") from None
+    return parse_config(parse_toml(text, str(path)), base_dir=path.parent, allow_outside_files=allow_outside_files)
 
 
 def finite(x: Any) -> bool:

@@ -30,6 +30,7 @@ from storage.db import Database
 from storage.models import new_id
 
 from engine.config import RunConfig
+from engine.datasets import TooDeep, open_regular, read_json, read_text_file
 from engine.records.export import FORMAT, import_run, iso
 from engine.search.frontier import mean
 from engine.state import SINGLE, deterministic_id
@@ -44,13 +45,27 @@ class GepaImportError(ValueError):
     """The folder is not a GEPA run directory that can be read; the message says what is missing."""
 
 
-def _read_json(path: Path) -> Any:
+def _read_text(path: Path, strict: bool = True) -> str:
+    """A file of the run directory as text (a regular file; UTF-8, or with undecodable bytes
+    replaced when not ``strict``), or GepaImportError saying why not."""
     try:
-        return json.loads(path.read_text())
+        if not strict:
+            with open_regular(path) as f:
+                return f.read().decode("utf-8", errors="replace")
+        return read_text_file(path)
     except OSError as exc:
         raise GepaImportError(f"{path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:  # not UTF-8, or not a regular file
+        raise GepaImportError(str(exc)) from None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return read_json(_read_text(path))
     except json.JSONDecodeError as exc:
         raise GepaImportError(f"{path}: not valid JSON: {exc}") from None
+    except TooDeep as exc:
+        raise GepaImportError(f"{path}: {exc}") from None
 
 
 def _val_scores_from_log(path: Path) -> dict[int, dict[str, float]]:
@@ -58,7 +73,7 @@ def _val_scores_from_log(path: Path) -> dict[int, dict[str, float]]:
     if not path.exists():
         return {}
     out, pending = {}, None
-    for line in path.read_text(errors="replace").splitlines():
+    for line in _read_text(path, strict=False).splitlines():  # a log: a stray byte is no reason to refuse
         m = _SCORES_LINE.match(line)
         if m:
             try:
