@@ -13,9 +13,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from engine.prompt_evaluator import PromptEvaluatorConfig, check_placeholders, generate_source
+from engine.user_errors import refuse_bool_number
 
 LOCAL_MODEL = "local/qwen2.5-coder-1.5b"
 
@@ -27,6 +28,11 @@ class ConfigError(ValueError):
 class _Strict(BaseModel):
     # nan and inf are no budget, limit or rate: refuse them instead of comparing with them
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        return refuse_bool_number(cls, info.field_name, value)  # true is no minibatch size
 
 
 class SearchConfig(_Strict):

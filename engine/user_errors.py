@@ -7,6 +7,7 @@ command line reports, so every command speaks alike and exits with code 2.
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from pydantic import ValidationError
@@ -81,3 +82,17 @@ def reasons_of(exc: BaseException) -> list[str]:
             if text.startswith(f"no {field} "):
                 return [f"{field}: {text}"]
     return text.splitlines() or [type(exc).__name__]
+
+
+def refuse_bool_number(model: type, field: str, value: Any) -> Any:
+    """``value`` unchanged, or ValueError when it is true/false for a number field of ``model``
+    (pydantic reads ``minibatch_size = true`` as 1): for a ``mode="before"`` field validator."""
+    if not isinstance(value, bool):
+        return value
+    annotation = model.model_fields[field].annotation
+    kinds = {a for a in (typing.get_args(annotation) or (annotation,)) if a is not type(None)}
+    if kinds == {int}:
+        raise ValueError(f"must be a whole number, not {value!r}")
+    if kinds and kinds <= {int, float}:
+        raise ValueError(f"must be a number, not {value!r}")
+    return value

@@ -286,6 +286,10 @@ FILE_CASES = [
      ["error: config: ", "bad.toml: nested too deeply for the TOML reader"]),
     ("a TOML file not in UTF-8", lambda p: ["submit", _latin1(p)],
      ["error: config: ", "latin1.toml: not UTF-8 text (byte 0xe9 at position 11); save the file as UTF-8"]),
+    ("minibatch_size = true", lambda p: ["submit", _project(p, search="minibatch_size = true")],
+     ["error: search.minibatch_size: must be a whole number, not True"]),
+    ("temperature = true", lambda p: ["submit", _project(p, lm="temperature = true")],
+     ["error: reflection_lm.temperature: must be a number, not True"]),
     ("a FIFO as the dataset", lambda p: ["submit", _project(p, files={'"train.jsonl"': f'"{_fifo(p, "pipe.jsonl")}"'})],
      ["error: dataset_file: ", "pipe.jsonl: a named pipe (FIFO), not a regular file"]),
     ("a FIFO as the evaluator", lambda p: ["validate", _project(p, files={'"evaluator.py"': f'"{_fifo(p, "pipe.py")}"'})],
@@ -343,3 +347,11 @@ def test_a_csv_field_longer_than_csvs_own_limit_but_within_the_row_limit_is_read
 
     (tmp_path / "wide.csv").write_text("word,note\nalpha," + "x" * 200_000 + "\n")
     assert [len(r["note"]) for r in load_dataset(tmp_path / "wide.csv")] == [200_000]
+
+
+def test_true_is_no_weight_of_an_assertion():
+    from engine.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match=r"prompt_evaluator\.assert\.0\.weight: must be a number, not True"):
+        parse_config({"name": "p", "seed_candidate": "Classify.", "dataset": [{"text": "a"}],
+                      "prompt_evaluator": {"user": "{text}", "assert": [{"type": "contains", "value": "a", "weight": True}]}})
