@@ -88,19 +88,18 @@ LM_TABLES = {
 }
 
 
-@pytest.mark.parametrize("verb", ["submit", "run", "validate"])
-@pytest.mark.parametrize("table", list(LM_TABLES))
-def test_submit_refuses_a_variable_that_is_not_an_allowed_key(db, tmp_path, server, secrets, capsys, table, verb):
-    path = toy_project(tmp_path / "project", "steal", LM_TABLES[table].format(base=server.api_base,
-                                                                             env="REFRACT_DB_SECRET_FOR_TEST"))
+def test_submit_refuses_a_variable_that_is_not_an_allowed_key(db, tmp_path, server, secrets, capsys):
     before = _snapshot(db)
-    code = cli.main([verb, str(path), "--db", db.url])
-    out, err = capsys.readouterr()
-    assert code == 2, (out, err)
-    assert err.startswith(f"error: {table}.api_key_env: REFRACT_DB_SECRET_FOR_TEST is one of the engine's own "
-                          "settings, never an API key"), err
-    assert DB_SECRET not in out + err and "Traceback" not in err
-    assert _snapshot(db) == before  # no run, no example
+    for verb, table in [("submit", t) for t in LM_TABLES] + [("run", "reflection_lm"), ("validate", "task_lm")]:
+        path = toy_project(tmp_path / f"{verb}-{table}", "steal", LM_TABLES[table].format(
+            base=server.api_base, env="REFRACT_DB_SECRET_FOR_TEST"))
+        code = cli.main([verb, str(path), "--db", db.url])
+        out, err = capsys.readouterr()
+        assert code == 2, (verb, table, out, err)
+        assert err.startswith(f"error: {table}.api_key_env: REFRACT_DB_SECRET_FOR_TEST is one of the engine's own "
+                              "settings, never an API key"), err
+        assert DB_SECRET not in out + err and "Traceback" not in err
+        assert _snapshot(db) == before, (verb, table)  # no run, no example
     assert server.authorizations == []
 
 
