@@ -253,6 +253,7 @@ def parse_config(data: dict, base_dir: Path | None = None, allow_outside_files: 
     in ``base_dir`` (the config's folder) or below, unless ``allow_outside_files`` (or the
     config's own ``allow_outside_files = true``) says otherwise."""
     from engine.datasets import DatasetError, load_dataset, read_text_file
+    from engine.lm.keys import config_key_problems  # one check for submit, the studio's form, the Python API
 
     data = dict(data)
     base = (base_dir or Path.cwd()).resolve()
@@ -293,7 +294,9 @@ def parse_config(data: dict, base_dir: Path | None = None, allow_outside_files: 
         cfg = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc)) from None
-    check_keys(cfg)
+    keys = config_key_problems(cfg)  # a key the deployment does not let go where the config sends it
+    if keys:
+        raise ConfigError("\n".join(keys))
     check_budget_feasible(cfg)
     for message in config_warnings(cfg):
         warnings.warn(message, ConfigWarning, stacklevel=2)
@@ -350,16 +353,6 @@ def config_warnings(cfg: RunConfig) -> list[str]:
                    "and the evaluator seems to return some: the reflection prompt will say each image was omitted; "
                    "choose a vision model to send them")
     return out
-
-
-def check_keys(cfg: RunConfig) -> None:
-    """Refuse an LM key the deployment does not allow to be sent where the config sends it
-    (``engine.lm.keys``): checked here, so submit, the studio's form and the Python API refuse alike."""
-    from engine.lm.keys import config_key_problems
-
-    problems = config_key_problems(cfg)
-    if problems:
-        raise ConfigError("\n".join(problems))
 
 
 def check_budget_feasible(cfg: RunConfig) -> None:
