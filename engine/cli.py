@@ -66,6 +66,10 @@ def cmd_worker(args) -> int:
     import signal
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if args.parent:  # started by a studio: end with it (engine.supervisor)
+        from engine.supervisor import end_with_parent
+
+        end_with_parent(args.parent, stop)
     print(f"worker {worker.id} on {_db(args).safe_url}", file=sys.stderr, flush=True)
     try:
         worker.run_forever(stop, once=args.once)
@@ -103,12 +107,15 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
+    from engine.datasets import TooDeep, read_json
     from engine.records.export import import_run
 
     try:
-        doc = json.loads(_read_flag_file("file", args.file))
+        doc = read_json(_read_flag_file("file", args.file))
     except json.JSONDecodeError as exc:
         raise UserError(f"file: cannot read {args.file}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    except TooDeep as exc:
+        raise UserError(f"file: cannot read {args.file}: {exc}") from None
     print(f"run {import_run(_db(args), doc)}")
     return 0
 
@@ -252,6 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds between looks for work when idle (a command on a paused run waits at most this)")
     sp.add_argument("--runs", type=_positive_int, default=None,
                     help="runs to run at once (default: REFRACT_WORKER_RUNS, else half the cores, at least 2)")
+    sp.add_argument("--parent", type=_positive_int, default=None,
+                    help="the pid of the studio that started this worker: the worker stops when it is gone")
     add("status", cmd_status, "list runs, or show one").add_argument("run", nargs="?")
     sp = add("export", cmd_export, "write a run as one JSON document")
     sp.add_argument("run")

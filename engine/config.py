@@ -13,9 +13,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from engine.prompt_evaluator import PromptEvaluatorConfig, check_placeholders, generate_source
+from engine.user_errors import refuse_bool_number
 
 LOCAL_MODEL = "local/qwen2.5-coder-1.5b"
 
@@ -27,6 +28,11 @@ class ConfigError(ValueError):
 class _Strict(BaseModel):
     # nan and inf are no budget, limit or rate: refuse them instead of comparing with them
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        return refuse_bool_number(cls, info.field_name, value)  # true is no minibatch size
 
 
 class SearchConfig(_Strict):
@@ -247,6 +253,7 @@ def parse_config(data: dict, base_dir: Path | None = None, allow_outside_files: 
     in ``base_dir`` (the config's folder) or below, unless ``allow_outside_files`` (or the
     config's own ``allow_outside_files = true``) says otherwise."""
     from engine.datasets import DatasetError, load_dataset, read_text_file
+    from engine.lm.keys import config_key_problems  # one check for submit, the studio's form, the Python API
 
     data = dict(data)
     base = (base_dir or Path.cwd()).resolve()
@@ -287,6 +294,9 @@ def parse_config(data: dict, base_dir: Path | None = None, allow_outside_files: 
         cfg = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc)) from None
+    keys = config_key_problems(cfg)  # a key the deployment does not let go where the config sends it
+    if keys:
+        raise ConfigError("\n".join(keys))
     check_budget_feasible(cfg)
     for message in config_warnings(cfg):
         warnings.warn(message, ConfigWarning, stacklevel=2)
@@ -360,15 +370,29 @@ def check_budget_feasible(cfg: RunConfig) -> None:
         )
 
 
+def parse_toml(text: str, name: str) -> dict:
+    """A config file's TOML as a dict; ``ConfigError`` (``config: NAME: reason``) when it is not TOML
+    or nests deeper than the TOML reader can follow."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config: {name}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config: {name}: nested too deeply for the TOML reader (arrays or tables about "
+                          "1,000 levels deep); flatten it") from None
+
+
 def load_config(path: str | Path, allow_outside_files: bool = False) -> RunConfig:
+    from engine.datasets import read_text_file
+
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        text = read_text_file(path)  # a regular file, UTF-8: the error names the file and the byte
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_config(data, base_dir=path.parent, allow_outside_files=allow_outside_files)
+        raise ConfigError(f"config: {path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ConfigError(f"config: {exc}") from None
+    return parse_config(parse_toml(text, str(path)), base_dir=path.parent, allow_outside_files=allow_outside_files)
 
 
 def finite(x: Any) -> bool:

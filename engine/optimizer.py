@@ -40,7 +40,7 @@ from engine.test_pass import test_pass
 from engine.schedules.base import LOST, Decision, Schedule, StepRecord
 from engine.schedules.synchronous import SyncSchedule
 from engine.schedules.validation import step_rng, validate_child
-from engine.stop_reasons import evaluator_failing
+from engine.stop_reasons import evaluator_failing, lm_pause_reason
 
 log = logging.getLogger("refract.engine")
 MAX_CONSECUTIVE_LM_FAILURES = 5
@@ -217,8 +217,7 @@ class Optimizer:
         if ctx.consecutive_lm_failures >= MAX_CONSECUTIVE_LM_FAILURES:
             last = repo.list_candidates(self.db, self.run_id, [CandidateStatus.FAILED])[-1].reason
             repo.transition_run(self.db, self.run_id, RunStatus.PAUSED,
-                                f"paused: the reflection LM failed {ctx.consecutive_lm_failures} times in a row "
-                                f"({last}). Fix the LM settings, then resume.")
+                                lm_pause_reason(ctx.consecutive_lm_failures, last))
             return Decision(RunStatus.PAUSED, ""), applied
         if not ctx.state.eligible_ids():
             return Decision(RunStatus.STOPPED, "no candidate can be a parent (all vetoed)"), applied

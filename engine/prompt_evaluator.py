@@ -35,6 +35,13 @@ class Assertion(BaseModel):
     name: Optional[str] = Field(None, description="how results name it; the type by default")
     threshold: float = Field(1.0, ge=0, le=1, description="the score at which it counts as passed (llm_rubric, python)")
 
+    @field_validator("weight", "threshold", mode="before")
+    @classmethod
+    def _no_bool(cls, v: Any, info: ValidationInfo) -> Any:
+        from engine.user_errors import refuse_bool_number
+
+        return refuse_bool_number(cls, info.field_name, v)
+
     @field_validator("value")
     @classmethod
     def _value_fits_type(cls, v: Any, info: ValidationInfo) -> Any:

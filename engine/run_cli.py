@@ -1,5 +1,6 @@
 """The ``run`` verb of the command line: a config run to its end in the foreground, with a
-progress bar, a summary, and Ctrl-C that pauses the run after its step."""
+progress bar, a summary, and Ctrl-C that pauses the run after its step. Its exit code says how
+the run ended (``exit_code``)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,11 @@ def cmd_run(args) -> int:
         _progress(db, run_id, cfg, finished, quiet=args.quiet)
     except KeyboardInterrupt:
         return _interrupted(db, run_id, finished)
-    return print_summary(db, run_id)
+    code = print_summary(db, run_id)
+    if code == EXIT_LM_PAUSED:
+        print(f"The engine paused run {run_id}: its reflection LM kept failing (exit code {EXIT_LM_PAUSED}). Fix the LM "
+              f"settings, then continue it with `python -m engine resume {run_id}` and a worker.", file=sys.stderr)
+    return code
 
 
 def _interrupted(db, run_id: str, finished: threading.Event) -> int:
@@ -123,4 +128,17 @@ def print_summary(db, run_id) -> int:
               f"(LM {lat.lm:.2f} s{spread}, evaluator {lat.eval * 1000:.0f} ms, {lat.accept:.0%} of proposals improve, "
               f"{lat.n_val} validation examples, {lat.workers} workers); {model['speedup']:.2f}x faster per metric call "
               "than 1×1 predicted")
+    return exit_code(run)
+
+
+EXIT_LM_PAUSED = 3  # not 0: a script must tell "the LM kept failing" from success
+
+
+def exit_code(run) -> int:
+    """0 completed, stopped or paused by a person; 1 failed; EXIT_LM_PAUSED when the engine paused
+    the run because the reflection LM kept failing (fix it, then ``python -m engine resume RUN``)."""
+    from engine.stop_reasons import paused_for_lm
+
+    if paused_for_lm(run):
+        return EXIT_LM_PAUSED
     return 0 if run.status in (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.PAUSED) else 1

@@ -6,6 +6,9 @@
   instead of spending its budget.
 - ``no_progress``: several steps in a row made no proposal that could be evaluated; says what
   happened to those proposals (the LM failed, repeated itself, answered without a fence …).
+- ``lm_pause_reason`` / ``paused_for_lm``: the reflection LM failed so often in a row that the
+  engine paused the run (a person fixes the LM settings and resumes it); ``python -m engine run``
+  exits with its own code then.
 """
 
 from __future__ import annotations
@@ -15,6 +18,18 @@ from typing import Optional
 
 from storage import repo
 from storage.db import Database
+
+LM_PAUSE = "paused: the reflection LM failed"  # how the reason of a run the engine paused for its LM begins
+
+
+def lm_pause_reason(failures: int, last: str) -> str:
+    return f"{LM_PAUSE} {failures} times in a row ({last}). Fix the LM settings, then resume."
+
+
+def paused_for_lm(run) -> bool:
+    """Did the engine (not a person) pause this run because its reflection LM kept failing?"""
+    return run.status == "paused" and run.status_reason.startswith(LM_PAUSE)
+
 
 # "most": more than this share of the parents' training evaluations failed …
 FAILING_SHARE = 0.5

@@ -71,12 +71,14 @@ def mark_lm_call_interrupted(db: Database, call_id: int, tokens_in: int, cost_us
         return True
 
 
-def mark_lm_answer_unusable(db: Database, call_id: int, kind: str) -> None:
-    """A ``done`` answer the engine could not use (``kind``, e.g. no_fence): counted as a failed
-    LM call of the run; the answer and its cost stay as they were."""
+def mark_lm_answer_unusable(db: Database, call_id: int, kind: str, error: str) -> None:
+    """A ``done`` answer the engine could not use (``kind``, e.g. no_fence): stored ``failed`` with
+    ``error`` saying why, so that it is found like any failed call (by status, in the export, on
+    the candidate page), and counted as a failed LM call of the run; the answer, its tokens and
+    its cost stay as they were."""
     with db.write() as s:
         res = s.exec(update(LMCall).where(LMCall.id == call_id, LMCall.error_kind == None)  # noqa: E711
-                     .values(error_kind=kind))
+                     .values(error_kind=kind, status="failed", error=error))
         call = s.get(LMCall, call_id)
         if res.rowcount == 1 and call is not None and call.run_id:
             _bump(s, call.run_id, {"lm_calls_failed": 1})

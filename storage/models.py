@@ -155,7 +155,8 @@ class LMCall(SQLModel, table=True):
     ``status``: ``started`` (written before the request is sent), ``done`` (an answer came
     back), ``failed`` (``error`` and ``error_kind`` say why) or ``interrupted`` (the worker
     died while it was in flight: tokens unknown, ``cost_usd`` estimated from the prompt).
-    ``error_kind`` is also set on a ``done`` answer that was unusable (``no_fence``).
+    An answer the engine could not use (``no_fence``) is ``failed`` too, with its answer,
+    tokens and cost kept (databases written before kept such a row ``done``).
     """
 
     id: Optional[int] = Field(default=None, primary_key=True)

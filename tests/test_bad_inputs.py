@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlmodel import SQLModel
 
 from engine import cli
-from engine.runs import submit_run
+from engine.runs import examples_of, submit_run
 from engine.state import SINGLE, content_hash
 from storage import repo
 from storage.db import open_db
@@ -249,3 +249,111 @@ def test_the_real_entry_point_answers_alike(world):
                              capture_output=True, text=True, timeout=120)
         assert res.returncode == 2 and res.stderr == fragment and res.stdout == "", res.stderr
         assert _snapshot(world["db"]) == before
+
+
+# -- inputs that used to crash a parser or hang a command (issue 30), on SQLite and PostgreSQL ------
+def _deep_jsonl(p):
+    (p / "deep.jsonl").write_text('{"word": "a"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    return {'"train.jsonl"': '"deep.jsonl"'}
+
+
+def _shallow_but_deep_jsonl(p):  # parses, but nests past the rows' limit
+    (p / "nested.jsonl").write_text('{"word": "a"}\n{"word": ' + "[" * 150 + "]" * 150 + "}\n")
+    return {'"train.jsonl"': '"nested.jsonl"'}
+
+
+def _wide_csv(p, chars):
+    (p / "wide.csv").write_text("word,note\nalpha,short\nbravo," + "x" * chars + "\n")
+    return {'"train.jsonl"': '"wide.csv"'}
+
+
+def _fifo(p, name):
+    import os
+
+    if not (p / name).exists():
+        os.mkfifo(p / name)
+    return name
+
+
+FILE_CASES = [
+    ("a JSONL row nested 100,000 deep", lambda p: ["submit", _project(p, files=_deep_jsonl(p))],
+     ["error: dataset_file: ", "deep.jsonl, line 2: the row is nested too deeply for a JSON reader"]),
+    ("a JSONL row nested past the limit", lambda p: ["submit", _project(p, files=_shallow_but_deep_jsonl(p))],
+     ["error: dataset_file: ", "nested.jsonl, line 2: the row is nested more than 100 levels deep"]),
+    ("a CSV field past the row limit", lambda p: ["submit", _project(p, files=_wide_csv(p, 2_000_000))],
+     ["error: dataset_file: ", "wide.csv, line 3: a field is longer than limits.max_row_bytes (1.0 MB)"]),
+    ("a TOML array nested 3,000 deep", lambda p: ["validate", _project(p, extra_top="deep = " + "[" * 3000 + "]" * 3000)],
+     ["error: config: ", "bad.toml: nested too deeply for the TOML reader"]),
+    ("a TOML file not in UTF-8", lambda p: ["submit", _latin1(p)],
+     ["error: config: ", "latin1.toml: not UTF-8 text (byte 0xe9 at position 11); save the file as UTF-8"]),
+    ("minibatch_size = true", lambda p: ["submit", _project(p, search="minibatch_size = true")],
+     ["error: search.minibatch_size: must be a whole number, not True"]),
+    ("temperature = true", lambda p: ["submit", _project(p, lm="temperature = true")],
+     ["error: reflection_lm.temperature: must be a number, not True"]),
+    ("a FIFO as the dataset", lambda p: ["submit", _project(p, files={'"train.jsonl"': f'"{_fifo(p, "pipe.jsonl")}"'})],
+     ["error: dataset_file: ", "pipe.jsonl: a named pipe (FIFO), not a regular file"]),
+    ("a FIFO as the evaluator", lambda p: ["validate", _project(p, files={'"evaluator.py"': f'"{_fifo(p, "pipe.py")}"'})],
+     ["error: evaluator_file: ", "pipe.py: a named pipe (FIFO), not a regular file"]),
+    ("a FIFO as the config", lambda p: ["submit", str(p / _fifo(p, "pipe.toml"))],
+     ["error: config: ", "pipe.toml: a named pipe (FIFO), not a regular file"]),
+    ("a folder as the dataset", lambda p: ["submit", _project(p, files={'"train.jsonl"': '"sub.jsonl"'}, mkdir="sub.jsonl")],
+     ["error: dataset_file: ", "sub.jsonl: a folder, not a regular file"]),
+    ("a device as the dataset", lambda p: ["submit", "--allow-outside-files", _project(
+        p, files={'"train.jsonl"': '"/dev/zero"'})], ["error: dataset_file: /dev/zero: a device, not a regular file"]),
+    ("a FIFO to import", lambda p: ["import", str(p / _fifo(p, "pipe.json"))],
+     ["error: file: ", "pipe.json: a named pipe (FIFO), not a regular file"]),
+    ("a JSON import nested 100,000 deep", lambda p: ["import", _write(p, "deep.json", "[" * 100_000 + "]" * 100_000)],
+     ["error: file: cannot read ", "deep.json: nested too deeply for a JSON reader"]),
+]
+
+
+def _project(p, mkdir: str = "", **parts) -> str:
+    if mkdir:
+        (p / mkdir).mkdir(exist_ok=True)
+    (p / "evaluator.py").write_text(toy.EVALUATOR)
+    (p / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in toy.dataset(6)))
+    return _write_config({"project": p}, **parts)
+
+
+def _latin1(p) -> str:
+    (p / "latin1.toml").write_bytes('name = "caf\u00e9"\n'.encode("latin-1"))
+    return str(p / "latin1.toml")
+
+
+def _write(p, name: str, text: str) -> str:
+    (p / name).write_text(text)
+    return str(p / name)
+
+
+@pytest.mark.timeout(120)  # a command that blocks on a named pipe fails here instead of hanging the suite
+def test_files_that_crashed_or_hung_a_command_are_refused_at_once(db, tmp_path, capsys):
+    """Every row of FILE_CASES in turn, each in a folder of its own (one database per backend)."""
+    cfg = toy_config(4)
+    run_id = repo.create_run(db, cfg.name, "", cfg.stored(), examples_of(cfg))  # something to keep
+    before = _snapshot(db)
+    for n, (name, argv_of, fragments) in enumerate(FILE_CASES):
+        folder = tmp_path / f"case{n}"
+        folder.mkdir()
+        code = cli.main(argv_of(folder) + ["--db", db.url])
+        out, err = capsys.readouterr()
+        assert code == 2, (name, out, err)
+        for fragment in fragments:
+            assert fragment in err, (name, fragment, err)
+        assert "Traceback" not in err and len(err) < 600, (name, err)
+        assert _snapshot(db) == before and repo.get_run(db, run_id) is not None, name
+
+
+def test_a_csv_field_longer_than_csvs_own_limit_but_within_the_row_limit_is_read(tmp_path):
+    """csv refuses a field over 128 KiB by itself; here only [limits] decides."""
+    from engine.datasets import load_dataset
+
+    (tmp_path / "wide.csv").write_text("word,note\nalpha," + "x" * 200_000 + "\n")
+    assert [len(r["note"]) for r in load_dataset(tmp_path / "wide.csv")] == [200_000]
+
+
+def test_true_is_no_weight_of_an_assertion():
+    from engine.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match=r"prompt_evaluator\.assert\.0\.weight: must be a number, not True"):
+        parse_config({"name": "p", "seed_candidate": "Classify.", "dataset": [{"text": "a"}],
+                      "prompt_evaluator": {"user": "{text}", "assert": [{"type": "contains", "value": "a", "weight": True}]}})

@@ -286,6 +286,32 @@ def test_lm_failing_after_retries_fails_proposals_then_pauses_the_run(sqlite_db,
     assert_consistent_totals(sqlite_db, run_id)
 
 
+def test_engine_run_exits_3_when_the_engine_paused_the_run_for_its_lm(db, tmp_path, monkeypatch, capsys):
+    """A script can tell "the LM kept failing" from success: ``python -m engine run`` exits 3."""
+    from engine import cli
+    from tests.support.harness import toy_project
+
+    monkeypatch.setenv("REFRACT_DATA", str(tmp_path / "data"))
+    install_script(lambda m, p: (_ for _ in ()).throw(
+        litellm.RateLimitError("quota exceeded for today", llm_provider="scripted", model="toy")))
+    path = toy_project(tmp_path / "project", "lm fails", """
+        [budget]
+        max_steps = 10
+        [reflection_lm]
+        model = "scripted/toy"
+        num_retries = 0
+    """)
+    assert cli.main(["run", str(path), "--db", db.url, "--quiet"]) == 3
+    out, err = capsys.readouterr()
+    [run] = repo.list_runs(db)
+    assert run.status == "paused" and "the reflection LM failed 8 times in a row" in run.status_reason
+    assert f"The engine paused run {run.id}: its reflection LM kept failing (exit code 3)" in err
+    assert f"python -m engine resume {run.id}" in err
+    assert cli.main(["status", run.id, "--db", db.url]) == 3  # the same code for the same state
+    repo.set_run_fields(db, run.id, status_reason="paused by ana")  # a person's pause is no failure
+    assert cli.main(["status", run.id, "--db", db.url]) == 0
+
+
 # ---------------------------------------------------------------- evaluators that misbehave
 
 BAD_EVALUATOR = '''

@@ -17,7 +17,7 @@ from tests.support import toy
 from tests.support.harness import run_toy, toy_config
 
 SECRET = "sk-test-DO-NOT-LEAK-5f3c9a1e77"
-KEY_ENV = "REFRACT_TEST_PROVIDER_KEY"
+KEY_ENV = "TEST_PROVIDER_API_KEY"
 
 
 @pytest.fixture(autouse=True)

@@ -136,7 +136,7 @@ def test_cache_directory_is_private(tmp_path):
 
 def test_api_key_reaches_provider_but_never_the_cache_or_the_error(client, monkeypatch, tmp_path):
     secret = "sk-test-SECRET-0123456789abcdef"
-    monkeypatch.setenv("REFRACT_TEST_KEY", secret)
+    monkeypatch.setenv("TEST_SECRET_API_KEY", secret)
     seen = []
 
     class Spy(litellm.llms.custom_llm.CustomLLM):  # records the key the provider received
@@ -148,7 +148,7 @@ def test_api_key_reaches_provider_but_never_the_cache_or_the_error(client, monke
 
     from engine.lm.providers import register_provider
     register_provider("spy", Spy())
-    cfg = LMConfig(model="spy/m", api_key_env="REFRACT_TEST_KEY")
+    cfg = LMConfig(model="spy/m", api_key_env="TEST_SECRET_API_KEY")
     assert client.complete(cfg, MESSAGES).ok
     assert seen == [secret]
     for key in client.cache._cache.iterkeys():
@@ -161,15 +161,15 @@ def test_api_key_reaches_provider_but_never_the_cache_or_the_error(client, monke
         raise litellm.AuthenticationError(f"Incorrect API key provided: {secret}", llm_provider="s", model="m")
 
     install_script(leaky)
-    failed = client.complete(LMConfig(model="scripted/leak", api_key_env="REFRACT_TEST_KEY"), MESSAGES)
+    failed = client.complete(LMConfig(model="scripted/leak", api_key_env="TEST_SECRET_API_KEY"), MESSAGES)
     assert "AuthenticationError" in failed.error and secret not in failed.error and "***" in failed.error
 
 
 def test_missing_key_variable_is_a_clear_error_without_a_call(client, monkeypatch):
-    monkeypatch.delenv("REFRACT_ABSENT_KEY", raising=False)
+    monkeypatch.delenv("ABSENT_API_KEY", raising=False)
     stats = install_script(lambda m, p: "never")
-    result = client.complete(LMConfig(model="scripted/k", api_key_env="REFRACT_ABSENT_KEY"), MESSAGES)
-    assert "REFRACT_ABSENT_KEY" in result.error and "not set" in result.error
+    result = client.complete(LMConfig(model="scripted/k", api_key_env="ABSENT_API_KEY"), MESSAGES)
+    assert "ABSENT_API_KEY" in result.error and "not set" in result.error
     assert stats.calls == []
 
 
@@ -216,9 +216,9 @@ def test_check_reports_answer_and_latency_or_exact_error(client, monkeypatch):
     ok = client.check(LMConfig(model="scripted/check"))
     assert ok["ok"] and ok["answer"] == "ready" and ok["error"] is None and ok["seconds"] >= 0
     assert not any("key" in k for k in ok)
-    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
-    bad = client.check(LMConfig(model="openai/gpt-4.1-mini", api_key_env="NOT_SET_ANYWHERE"))
-    assert not bad["ok"] and "NOT_SET_ANYWHERE" in bad["error"]
+    monkeypatch.delenv("NOT_SET_ANYWHERE_API_KEY", raising=False)
+    bad = client.check(LMConfig(model="openai/gpt-4.1-mini", api_key_env="NOT_SET_ANYWHERE_API_KEY"))
+    assert not bad["ok"] and "NOT_SET_ANYWHERE_API_KEY" in bad["error"]
 
 
 @pytest.fixture

@@ -52,14 +52,17 @@ def test_each_failed_attempt_is_a_row_counted_in_the_totals_and_shown(db, tmp_pa
     run_id, _ = run_toy(db, tmp_path, cfg=cfg, script=_flaky(), price=1e-5)
     run = repo.get_run(db, run_id)
     calls = lm_calls(db, run_id)
-    failed = [c for c in calls if c.status == "failed"]
+    failed = [c for c in calls if c.status == "failed" and c.error_kind != "no_fence"]  # the request failed
     assert {c.error_kind for c in failed} == {"rate_limit", "server_error", "timeout"}
     assert all(c.error and c.cost_usd == 0 and c.attempt == 0 for c in failed)  # a first try that failed…
     retried = {(c.candidate_id, c.messages[-1]["content"]) for c in failed}
-    assert all(any(d.status == "done" and d.attempt >= 1 and (d.candidate_id, d.messages[-1]["content"]) == key
-                   for d in calls) for key in retried)  # …then its retry, a row of its own
+    answered = [d for d in calls if d.status == "done" or d.error_kind == "no_fence"]  # an answer came back
+    assert all(any(d.attempt >= 1 and (d.candidate_id, d.messages[-1]["content"]) == key
+                   for d in answered) for key in retried)  # …then its retry, a row of its own
     no_fence = [c for c in calls if c.error_kind == "no_fence"]
-    assert len(no_fence) == 1 and no_fence[0].status == "done"
+    # stored as a failed call with its reason, its answer kept: filtering by status finds it
+    assert len(no_fence) == 1 and no_fence[0].status == "failed" and no_fence[0].answer
+    assert no_fence[0].error == "unusable answer: the answer has no fenced code block"
     assert run.lm_calls == len(calls) and run.lm_calls_failed == len(failed) + 1 and run.lm_calls_interrupted == 0
     assert not [c for c in calls if c.status == "started"]
     assert_consistent_totals(db, run_id)
@@ -74,6 +77,9 @@ def test_each_failed_attempt_is_a_row_counted_in_the_totals_and_shown(db, tmp_pa
     doc = export_run(db, run_id)
     assert doc["run"]["totals"]["lm_calls"] == {"total": run.lm_calls, "failed": run.lm_calls_failed, "interrupted": 0}
     assert sorted(c["error_kind"] or "" for c in doc["lm_calls"]) == sorted(c.error_kind or "" for c in calls)
+    unusable = [c for c in doc["lm_calls"] if c["status"] == "failed" and c["answer"]]  # what a filter by status finds
+    assert [(c["error_kind"], c["error"]) for c in unusable] == [("no_fence", "unusable answer: the answer has no "
+                                                                             "fenced code block")]
     other = Database(f"sqlite:///{tmp_path / 'copy.db'}")
     other.create_all()
     assert export_run(other, import_run(other, doc)) == doc

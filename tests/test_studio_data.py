@@ -261,7 +261,7 @@ def test_toml_upload_needs_its_files():
     assert "ev.py was not uploaded" in problems[0]
     draft, problems = run_form.draft_from_toml(text, {"ev.py": "def evaluate(c):\n    return 1.0\n"})
     assert problems == [] and draft[K.NEW_EVALUATOR].startswith("def evaluate")
-    assert run_form.draft_from_toml("name = ", {})[1][0].startswith("config TOML: not valid TOML")
+    assert run_form.draft_from_toml("name = ", {})[1][0].startswith("config: the TOML file: not valid TOML")
 
 
 def test_drafts_round_trip(tmp_path):

@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Optional
 
-from engine.config import ConfigError, parse_config
+from engine.config import ConfigError, parse_config, parse_toml
 from engine.datasets import DatasetError, parse_dataset
 from ui import form_carry, form_checks, keys as K, prompt_form
 
@@ -263,9 +263,9 @@ def draft_from_toml(text: str, files: dict[str, str], model_default: str = "") -
     """A draft from a config TOML; ``files`` maps file names to contents for *_file entries
     (the folder of a built-in example, or other files uploaded with the TOML)."""
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        return {}, [f"config TOML: not valid TOML: {exc}"]
+        data = parse_toml(text, "the TOML file")
+    except ConfigError as exc:
+        return {}, [str(exc)]
     problems = []
     for key in ("evaluator", "dataset", "valset", "testset"):
         fkey = f"{key}_file"

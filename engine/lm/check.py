@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from engine.config import LOCAL_MODEL, LMConfig
 from engine.lm.client import LMClient, default_lm_config, default_model_reason
+from engine.lm.keys import key_refusal
 
 
 def check_lm_command(model: str | None = None, *, api_base: str | None = None,
@@ -28,6 +29,10 @@ def check_lm_command(model: str | None = None, *, api_base: str | None = None,
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         print(f"error: {problems}", file=err)
+        return 2
+    refused = key_refusal(cfg.api_key_env, cfg.api_base)
+    if refused:  # the studio's "Test connection" comes here too: no request, nothing read
+        print(f"error: api_key_env: {refused}", file=err)
         return 2
     where = f" at {cfg.api_base}" if cfg.api_base else ""
     print(f"checking {cfg.model}{where} …", file=out, flush=True)

@@ -38,6 +38,7 @@ from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
 from engine.lm.errors import (  # noqa: E402
     RETRYABLE, describe, error_kind, is_retryable, missing_credentials, retry_after_seconds)
 from engine.lm.defaults import default_lm_config, default_model, default_model_reason  # noqa: E402,F401
+from engine.lm.keys import key_refusal  # noqa: E402
 from engine.lm.providers import is_in_process, load_plugins, register_builtin_providers  # noqa: E402
 from engine.interrupt import INTERRUPTED  # noqa: E402
 from storage.lm_cache import LMCache, cache_key  # noqa: E402
@@ -47,6 +48,7 @@ register_builtin_providers()
 load_plugins()  # the test hook (engine.lm.providers): every process that calls an LM imports this module
 
 log = logging.getLogger("refract.lm")
+NO_KEY = "no-key-needed"  # what a config-chosen server gets when the config names no key
 _MAX_BACKOFF_SECONDS = 60.0
 
 
@@ -220,6 +222,9 @@ class LMClient:
     def _call_with_retries(self, cfg: LMConfig, messages: list[dict], params: dict, sample_index: int,
                            journal: Optional[AttemptJournal], cancel=None) -> LMResult:
         api_key = None
+        refused = key_refusal(cfg.api_key_env, cfg.api_base)
+        if refused:  # also for a run that reached the database without the config check (an import)
+            return _failure(cfg, f"api_key_env: {refused}")
         if cfg.api_key_env:
             api_key = os.environ.get(cfg.api_key_env)
             if not api_key:
@@ -232,10 +237,11 @@ class LMClient:
             kwargs["api_base"] = cfg.api_base
         if api_key:
             kwargs["api_key"] = api_key
-        elif cfg.api_base and cfg.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
-            # Self-hosted OpenAI-compatible servers (vLLM, llama.cpp, Ollama) usually need no key,
-            # but the OpenAI client refuses to send a request without one.
-            kwargs["api_key"] = "no-key-needed"
+        elif cfg.api_base:
+            # A server the config chose gets only the key the config names: without one, litellm
+            # would send the provider's key from the environment (OPENAI_API_KEY …) to it. Self-hosted
+            # OpenAI-compatible servers usually need none, but the OpenAI client sends none without one.
+            kwargs["api_key"] = NO_KEY
         missing = missing_credentials(cfg.model, kwargs.get("api_key"), cfg.api_base)
         if missing:
             return _failure(cfg, f"no credentials for {cfg.model}: {', '.join(missing)} not set in the engine's "

@@ -51,8 +51,13 @@ def default_model_reason() -> str:
 def default_lm_config(**overrides) -> LMConfig:
     """An ``LMConfig`` for the default model (``api_key_env`` names the key variable found);
     keyword arguments override fields, e.g. ``default_lm_config(temperature=0.3)``."""
+    from engine.lm.keys import bases_for
+
     model, env, _ = _choice()
     fields = {"model": model, "api_key_env": env}
+    tied = bases_for(env) if env else None
+    if tied and len(tied) == 1:  # the deployment ties that key to one server: send it there
+        fields["api_base"] = tied[0]
     if model == LOCAL_MODEL:
         fields["max_concurrency"] = 1  # one CPU model: requests queue anyway, say so in the config
     fields.update(overrides)

@@ -1,8 +1,10 @@
 """Export a run to one JSON document, and import it into any database.
 
 The document is self-describing and secret-free (the config names environment variables,
-never keys). Import keeps run and candidate ids, so export → import → export gives the same
-document. LM calls are referenced by their position in ``lm_calls``.
+never keys), and defined once in ``engine.records.document``: exporting writes it through those
+models, importing reads it through them and refuses, before anything is written, whatever they
+do not hold (``DocumentError``, ``field: reason``). Import keeps run and candidate ids, so export
+→ import → export gives the same document. LM calls are referenced by their position in ``lm_calls``.
 """
 
 from __future__ import annotations
@@ -10,19 +12,28 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
+from pydantic import ValidationError
+
 from storage import repo
 from storage.db import Database
 from storage.models import Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step
 from storage.states import CandidateStatus, MergePath, Origin
 from storage.transfer import insert_run
 
+from engine.records.document import (
+    FORMAT, TIME_FORMAT, BestDoc, CandidateDoc, CommandDoc, CommentDoc, Document, EvaluationDoc, ExampleDoc,
+    LMCallDoc, LMTotals, Proposals, RunDoc, StepDoc, Totals, importable)
 from engine.search.frontier_types import frontier_entries, objective_scores, typed_frontier
 from engine.state import content_hash
+from engine.user_errors import validation_reasons
 
-FORMAT = "refract-run/2"
 # refract-run/1 (still imported) counted improved proposals as "accepted" and gave sibling merges
 # origin "merge": ``upgraded`` maps both to today's words
 OLD_FORMATS = ("refract-run/1",)
+
+
+class DocumentError(ValueError):
+    """A document that is not an export this version can import; one ``field: reason`` per line."""
 
 
 def iso(dt: Optional[datetime]) -> Optional[str]:
@@ -30,19 +41,20 @@ def iso(dt: Optional[datetime]) -> Optional[str]:
         return None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.astimezone(timezone.utc).strftime(TIME_FORMAT)
 
 
 def parse_iso(s: Optional[str]) -> Optional[datetime]:
-    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc) if s else None
+    return datetime.strptime(s, TIME_FORMAT).replace(tzinfo=timezone.utc) if s else None
 
 
-def _when(row: dict, key: str) -> datetime:
+def _when(stamp: Optional[str]) -> datetime:
     """A timestamp from the document (older documents lack some: then the import time)."""
-    return parse_iso(row.get(key)) or datetime.now(timezone.utc)
+    return parse_iso(stamp) or datetime.now(timezone.utc)
 
 
 def export_run(db: Database, run_id: str) -> dict[str, Any]:
+    """The run as one document (``engine.records.document``), as plain JSON values."""
     run = repo.get_run(db, run_id)
     examples = repo.get_examples(db, run_id)
     key_of = {e.pk: e.key for e in examples}
@@ -64,65 +76,59 @@ def export_run(db: Database, run_id: str) -> dict[str, Any]:
     eligible = [c.id for c in cands if c.status == CandidateStatus.ACCEPTED and not c.vetoed]
     frontier_type = (run.config.get("search") or {}).get("frontier", "instance")
     front = typed_frontier({c: val_scores.get(c, {}) for c in eligible}, objectives, frontier_type)
-    best_mean = run.best_val_mean
-    return {
-        "format": FORMAT,
-        "run": _run_doc(run),
-        "examples": [{"id": e.key, "split": e.split, "payload": e.payload} for e in examples],
-        "candidates": [_candidate_doc(c, val_scores.get(c.id, {}), call_pos.get(c.lm_call_id)) for c in cands],
-        "evaluations": [{"candidate_id": e.candidate_id, "example_id": key_of.get(e.example_pk), "score": e.score,
-                         "side_info": e.side_info, "error": e.error, "cached": e.cached,
-                         "seconds": round(e.seconds, 6), "cost_usd": e.cost_usd, "created_at": iso(e.created_at)}
-                        for e in evals],
-        "lm_calls": [{"purpose": c.purpose, "model": c.model, "candidate_id": c.candidate_id,
-                      "example_id": c.example_key, "step": c.step, "messages": c.messages, "answer": c.answer,
-                      "tokens_in": c.tokens_in, "tokens_out": c.tokens_out, "cost_usd": c.cost_usd,
-                      "seconds": round(c.seconds, 6), "cached": c.cached, "error": c.error,
-                      "attempt": c.attempt, "status": c.status, "error_kind": c.error_kind,
-                      "started_at": iso(c.started_at)} for c in calls],
-        "steps": [{"index": s.index, "parent_ids": s.parent_ids, "parent_reasons": s.parent_reasons,
-                   "proposal_ids": s.proposal_ids, "accepted_ids": s.accepted_ids,
-                   "applied_command_ids": [cmd_pos.get(c) for c in s.applied_command_ids],
-                   "metric_calls": s.metric_calls, "started_at": iso(s.started_at), "ended_at": iso(s.ended_at),
-                   "cost_usd": s.cost_usd, "seconds": round(s.seconds, 3),
-                   "predicted_speedup": s.predicted_speedup, "measured_speedup": s.measured_speedup,
-                   "worker_utilisation": s.worker_utilisation} for s in repo.list_steps(db, run_id)],
-        "commands": [{"id": cmd_pos[c.id], "kind": c.kind, "payload": c.payload, "author": c.author, "reason": c.reason,
-                      "status": c.status, "created_at": iso(c.created_at), "applied_at": iso(c.applied_at),
-                      "applied_step": c.applied_step, "result": c.result} for c in commands],
-        "comments": [{"candidate_id": c.candidate_id, "author": c.author, "text": c.text, "kind": c.kind,
-                      "created_at": iso(c.created_at)} for c in repo.list_comments(db, run_id)],
-        "frontier_type": frontier_type,
-        "frontier": frontier_entries(front, val_keys),
-        "best": {"candidate_id": run.best_candidate_id, "val_mean": best_mean, "test_mean": run.test_mean,
-                 "seed_test_mean": run.seed_test_mean, "test_cost_usd": run.test_cost_usd},
-    }
+    return Document(
+        format=FORMAT, run=_run_doc(run),
+        examples=[ExampleDoc(id=e.key, split=e.split, payload=e.payload) for e in examples],
+        candidates=[_candidate_doc(c, val_scores.get(c.id, {}), call_pos.get(c.lm_call_id)) for c in cands],
+        evaluations=[EvaluationDoc(candidate_id=e.candidate_id, example_id=key_of.get(e.example_pk), score=e.score,
+                                   side_info=e.side_info, error=e.error, cached=e.cached, seconds=round(e.seconds, 6),
+                                   cost_usd=e.cost_usd, created_at=iso(e.created_at)) for e in evals],
+        lm_calls=[LMCallDoc(purpose=c.purpose, model=c.model, candidate_id=c.candidate_id, example_id=c.example_key,
+                            step=c.step, messages=c.messages, answer=c.answer, tokens_in=c.tokens_in,
+                            tokens_out=c.tokens_out, cost_usd=c.cost_usd, seconds=round(c.seconds, 6), cached=c.cached,
+                            error=c.error, attempt=c.attempt, status=c.status, error_kind=c.error_kind,
+                            started_at=iso(c.started_at)) for c in calls],
+        steps=[StepDoc(index=s.index, parent_ids=s.parent_ids, parent_reasons=s.parent_reasons,
+                       proposal_ids=s.proposal_ids, accepted_ids=s.accepted_ids,
+                       applied_command_ids=[cmd_pos[c] for c in s.applied_command_ids if c in cmd_pos],
+                       metric_calls=s.metric_calls, started_at=iso(s.started_at), ended_at=iso(s.ended_at),
+                       cost_usd=s.cost_usd, seconds=round(s.seconds, 3), predicted_speedup=s.predicted_speedup,
+                       measured_speedup=s.measured_speedup, worker_utilisation=s.worker_utilisation)
+               for s in repo.list_steps(db, run_id)],
+        commands=[CommandDoc(id=cmd_pos[c.id], kind=c.kind, payload=c.payload, author=c.author, reason=c.reason,
+                             status=c.status, created_at=iso(c.created_at), applied_at=iso(c.applied_at),
+                             applied_step=c.applied_step, result=c.result) for c in commands],
+        comments=[CommentDoc(candidate_id=c.candidate_id, author=c.author, text=c.text, kind=c.kind,
+                             created_at=iso(c.created_at)) for c in repo.list_comments(db, run_id)],
+        frontier_type=frontier_type, frontier=frontier_entries(front, val_keys),
+        best=BestDoc(candidate_id=run.best_candidate_id, val_mean=run.best_val_mean, test_mean=run.test_mean,
+                     seed_test_mean=run.seed_test_mean, test_cost_usd=run.test_cost_usd),
+    ).model_dump()
 
 
-def _run_doc(run: Run) -> dict:
-    return {"id": run.id, "name": run.name, "owner": run.owner, "config": run.config, "status": run.status,
-            "status_reason": run.status_reason, "created_at": iso(run.created_at),
-            "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
-            "totals": {"metric_calls": run.metric_calls, "cost_usd": round(run.cost_usd, 10),
-                       "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "seconds": round(run.seconds, 3),
-                       "steps": run.steps_done, "budget_overshoot": run.budget_overshoot,
-                       "lm_calls": {"total": run.lm_calls, "failed": run.lm_calls_failed,
-                                    "interrupted": run.lm_calls_interrupted},
-                       "proposals": {"total": run.proposals_total, "parsed": run.proposals_parsed,
-                                     "valid": run.proposals_valid, "improved": run.proposals_improved,
-                                     "retried": run.proposals_retried}}}
+def _run_doc(run: Run) -> RunDoc:
+    return RunDoc(id=run.id, name=run.name, owner=run.owner, config=run.config, status=run.status,
+                  status_reason=run.status_reason, created_at=iso(run.created_at), started_at=iso(run.started_at),
+                  finished_at=iso(run.finished_at),
+                  totals=Totals(metric_calls=run.metric_calls, cost_usd=round(run.cost_usd, 10), tokens_in=run.tokens_in,
+                                tokens_out=run.tokens_out, seconds=round(run.seconds, 3), steps=run.steps_done,
+                                budget_overshoot=run.budget_overshoot,
+                                lm_calls=LMTotals(total=run.lm_calls, failed=run.lm_calls_failed,
+                                                  interrupted=run.lm_calls_interrupted),
+                                proposals=Proposals(total=run.proposals_total, parsed=run.proposals_parsed,
+                                                    valid=run.proposals_valid, improved=run.proposals_improved,
+                                                    retried=run.proposals_retried)))
 
 
-def _candidate_doc(c: Candidate, val_scores: dict[str, float], lm_call: Optional[int]) -> dict:
+def _candidate_doc(c: Candidate, val_scores: dict[str, float], lm_call: Optional[int]) -> CandidateDoc:
     """A candidate in the document; ``lm_call`` is the position of its LM call in ``lm_calls``."""
-    return {"id": c.id, "parent_ids": c.parent_ids, "origin": c.origin, "step": c.step,
-            "content": c.content, "status": c.status, "reason": c.reason, "component": c.component,
-            "merge_path": c.merge_path, "pinned": c.pinned, "vetoed": c.vetoed, "author": c.author, "val_mean": c.val_mean,
-            "val_scores": val_scores, "val_cut_short": c.val_cut_short,
-            "minibatch_score": c.minibatch_score, "parent_minibatch_score": c.parent_minibatch_score,
-            "minibatch_keys": c.minibatch_keys, "frontier_version": c.frontier_version,
-            "created_at": iso(c.created_at), "started_at": iso(c.started_at),
-            "finished_at": iso(c.finished_at), "lm_call": lm_call}
+    return CandidateDoc(
+        id=c.id, parent_ids=c.parent_ids, origin=c.origin, step=c.step, content=c.content, status=c.status,
+        reason=c.reason, component=c.component, merge_path=c.merge_path, pinned=c.pinned, vetoed=c.vetoed,
+        author=c.author, val_mean=c.val_mean, val_scores=val_scores, val_cut_short=c.val_cut_short,
+        minibatch_score=c.minibatch_score, parent_minibatch_score=c.parent_minibatch_score,
+        minibatch_keys=c.minibatch_keys, frontier_version=c.frontier_version, created_at=iso(c.created_at),
+        started_at=iso(c.started_at), finished_at=iso(c.finished_at), lm_call=lm_call)
 
 
 def upgraded(doc: dict[str, Any]) -> dict[str, Any]:
@@ -160,92 +166,132 @@ def _merge_path_of(cand: dict) -> str:
     return MergePath.LM.value if cand.get("lm_call") is not None else MergePath.THREE_WAY.value
 
 
-def import_run(db: Database, doc: dict[str, Any]) -> str:
-    """Load an exported run (same ids) into ``db`` in one transaction; Conflict if the run id
-    already exists."""
-    doc = upgraded(doc) if doc.get("format") in OLD_FORMATS else doc
-    if doc.get("format") != FORMAT:
-        raise ValueError(f"not a Refract export (format {doc.get('format')!r}, expected {FORMAT!r})")
-    r = doc["run"]
-    example_pos = {e["id"]: pos for pos, e in enumerate(doc["examples"])}
-    hashes = {c["id"]: content_hash(c["content"]) for c in doc["candidates"]}
+def import_run(db: Database, doc: Any) -> str:
+    """Load an exported run (same ids) into ``db`` in one transaction, once every part of the
+    document is checked (``read_document``); Conflict if the run or a candidate id already exists."""
+    d = read_document(doc)
+    r = d.run
+    example_pos = {e.id: pos for pos, e in enumerate(d.examples)}
+    hashes = {c.id: content_hash(c.content) for c in d.candidates}
     return insert_run(
-        db, _run_row(doc),
-        examples=[Example(run_id=r["id"], key=e["id"], split=e["split"], position=pos, payload=e["payload"])
-                  for pos, e in enumerate(doc["examples"])],
-        lm_calls=[_lm_call_row(r["id"], c) for c in doc["lm_calls"]],
-        candidates=[_candidate_row(r["id"], c, hashes[c["id"]]) for c in doc["candidates"]],
-        evaluations=[Evaluation(run_id=r["id"], candidate_id=e["candidate_id"], example_pk=example_pos.get(e["example_id"]),
-                                content_hash=hashes[e["candidate_id"]], score=e["score"], side_info=e["side_info"],
-                                error=e["error"], cached=e["cached"], seconds=e["seconds"], cost_usd=e["cost_usd"],
-                                created_at=_when(e, "created_at")) for e in doc["evaluations"]],
-        commands=[Command(run_id=r["id"], kind=c["kind"], payload=c["payload"], author=c["author"], reason=c["reason"],
-                          status=c["status"], created_at=parse_iso(c["created_at"]), applied_at=parse_iso(c["applied_at"]),
-                          applied_step=c["applied_step"], result=c["result"]) for c in doc["commands"]],
-        steps=[_step_row(r["id"], st) for st in doc["steps"]],
-        comments=[Comment(run_id=r["id"], candidate_id=c["candidate_id"], author=c["author"], text=c["text"],
-                          kind=c["kind"], created_at=parse_iso(c["created_at"])) for c in doc["comments"]])
+        db, _run_row(d),
+        examples=[Example(run_id=r.id, key=e.id, split=e.split, position=pos, payload=e.payload)
+                  for pos, e in enumerate(d.examples)],
+        lm_calls=[_lm_call_row(r.id, c) for c in d.lm_calls],
+        candidates=[_candidate_row(r.id, c, hashes[c.id]) for c in d.candidates],
+        evaluations=[Evaluation(run_id=r.id, candidate_id=e.candidate_id, example_pk=example_pos.get(e.example_id),
+                                content_hash=hashes[e.candidate_id], score=e.score, side_info=e.side_info,
+                                error=e.error, cached=e.cached, seconds=e.seconds, cost_usd=e.cost_usd,
+                                created_at=_when(e.created_at)) for e in d.evaluations],
+        commands=[Command(run_id=r.id, kind=c.kind, payload=c.payload, author=c.author, reason=c.reason,
+                          status=c.status, created_at=_when(c.created_at), applied_at=parse_iso(c.applied_at),
+                          applied_step=c.applied_step, result=c.result) for c in d.commands],
+        steps=[_step_row(r.id, st) for st in d.steps],
+        comments=[Comment(run_id=r.id, candidate_id=c.candidate_id, author=c.author, text=c.text,
+                          kind=c.kind, created_at=_when(c.created_at)) for c in d.comments])
 
 
-def _run_row(doc: dict) -> Run:
-    r, t = doc["run"], doc["run"]["totals"]
-    p = t["proposals"]
-    return Run(id=r["id"], name=r["name"], owner=r["owner"], config=r["config"], status=r["status"],
-               status_reason=r.get("status_reason", ""), metric_calls=t["metric_calls"], cost_usd=t["cost_usd"],
-               tokens_in=t["tokens_in"], tokens_out=t["tokens_out"], seconds=t["seconds"], steps_done=t["steps"],
-               budget_overshoot=t["budget_overshoot"], proposals_total=p["total"], proposals_parsed=p["parsed"],
-               proposals_valid=p["valid"], proposals_improved=p["improved"], proposals_retried=p.get("retried", 0),
-               **_lm_totals(t.get("lm_calls")),
-               best_candidate_id=doc["best"]["candidate_id"], best_val_mean=doc["best"]["val_mean"],
-               test_mean=doc["best"]["test_mean"], seed_test_mean=doc["best"].get("seed_test_mean"),
-               test_cost_usd=doc["best"].get("test_cost_usd") or 0.0, created_at=_when(r, "created_at"),
-               started_at=parse_iso(r.get("started_at")), finished_at=parse_iso(r.get("finished_at")),
-               approved_candidate_id=_approved(doc))
+MAX_PROBLEMS = 20  # a document wrong everywhere is told in its first problems, not thousands of lines
 
 
-def _approved(doc: dict) -> Optional[str]:
+def read_document(doc: Any) -> Document:
+    """The document checked (``engine.records.document``) and in today's format, or
+    ``DocumentError`` with a ``field: reason`` line per problem."""
+    if not isinstance(doc, dict):
+        raise DocumentError(f"file: not a Refract export (a JSON object with format, run, candidates …) but a JSON "
+                            f"{'array' if isinstance(doc, list) else type(doc).__name__}")
+    fmt = doc.get("format")
+    if fmt in OLD_FORMATS:
+        try:
+            doc = upgraded(doc)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise DocumentError(f"format: a {fmt} document needs run.totals.proposals.accepted and candidates with "
+                                f"id, origin, status and parent_ids; {exc!s} is missing or malformed") from None
+    elif fmt != FORMAT:
+        raise DocumentError(f"format: {fmt!r} is not a Refract export format this version reads ({FORMAT}, or the "
+                            f"older {', '.join(OLD_FORMATS)}); export the run again")
+    try:
+        parsed = Document.model_validate(doc)
+    except ValidationError as exc:
+        raise DocumentError(_told(validation_reasons(exc))) from None
+    problems = importable(parsed) + _config_problems(parsed.run.config)
+    if problems:
+        raise DocumentError(_told(problems))
+    return parsed
+
+
+def _told(problems: list[str]) -> str:
+    more = len(problems) - MAX_PROBLEMS
+    return "\n".join(problems[:MAX_PROBLEMS] + ([f"file: … and {more} more problem(s)"] if more > 0 else []))
+
+
+def _config_problems(config: dict) -> list[str]:
+    """The run's config as the engine would read it (the studio, a continued run), its LM keys
+    included (``engine.lm.keys``)."""
+    from engine.config import RunConfig
+    from engine.lm.keys import config_key_problems
+
+    try:
+        cfg = RunConfig.model_validate(config)
+    except ValidationError as exc:
+        return validation_reasons(exc, prefix="run.config.")
+    except ValueError as exc:  # a check across fields that raised outside pydantic (the prompt evaluator's)
+        return [f"run.config: {exc}"]
+    return [f"run.config.{line}" for line in config_key_problems(cfg)]
+
+
+def _run_row(d: Document) -> Run:
+    r, t = d.run, d.run.totals
+    p, lm = t.proposals, t.lm_calls or LMTotals()
+    return Run(id=r.id, name=r.name, owner=r.owner, config=r.config, status=r.status,
+               status_reason=r.status_reason, metric_calls=t.metric_calls, cost_usd=t.cost_usd,
+               tokens_in=t.tokens_in, tokens_out=t.tokens_out, seconds=t.seconds, steps_done=t.steps,
+               budget_overshoot=t.budget_overshoot, proposals_total=p.total, proposals_parsed=p.parsed,
+               proposals_valid=p.valid, proposals_improved=p.improved, proposals_retried=p.retried,
+               lm_calls=lm.total, lm_calls_failed=lm.failed, lm_calls_interrupted=lm.interrupted,
+               best_candidate_id=d.best.candidate_id, best_val_mean=d.best.val_mean,
+               test_mean=d.best.test_mean, seed_test_mean=d.best.seed_test_mean,
+               test_cost_usd=d.best.test_cost_usd or 0.0, created_at=_when(r.created_at),
+               started_at=parse_iso(r.started_at), finished_at=parse_iso(r.finished_at),
+               approved_candidate_id=_approved(d))
+
+
+def _approved(d: Document) -> Optional[str]:
     """The approved candidate, as the document's last applied ``approve`` command left it (who
     approved it and why stay on that command); None when nothing is approved."""
-    approvals = [c for c in doc["commands"] if c["kind"] == "approve" and c["status"] == "applied"]
-    candidate = (approvals[-1]["payload"] or {}).get("candidate_id") if approvals else None
-    if candidate is not None and candidate not in {c["id"] for c in doc["candidates"]}:
-        raise ValueError(f"commands: the approved candidate {candidate} is not among the document's candidates")
+    approvals = [c for c in d.commands if c.kind == "approve" and c.status == "applied"]
+    candidate = approvals[-1].payload.get("candidate_id") if approvals else None
+    if candidate is not None and candidate not in {c.id for c in d.candidates}:
+        raise DocumentError(f"commands: the approved candidate {candidate} is not among the document's candidates")
     return candidate
 
 
-def _lm_call_row(run_id: str, c: dict) -> LMCall:
-    return LMCall(run_id=run_id, purpose=c["purpose"], model=c["model"], candidate_id=c["candidate_id"],
-                  example_key=c["example_id"], step=c["step"], messages=c["messages"], answer=c["answer"],
-                  tokens_in=c["tokens_in"], tokens_out=c["tokens_out"], cost_usd=c["cost_usd"],
-                  seconds=c["seconds"], cached=c["cached"], error=c["error"], attempt=c.get("attempt", 0),
-                  status=c.get("status", "done"), error_kind=c.get("error_kind"), started_at=_when(c, "started_at"))
+def _lm_call_row(run_id: str, c: LMCallDoc) -> LMCall:
+    return LMCall(run_id=run_id, purpose=c.purpose, model=c.model, candidate_id=c.candidate_id,
+                  example_key=c.example_id, step=c.step, messages=c.messages, answer=c.answer,
+                  tokens_in=c.tokens_in, tokens_out=c.tokens_out, cost_usd=c.cost_usd, seconds=c.seconds,
+                  cached=c.cached, error=c.error, attempt=c.attempt, status=c.status, error_kind=c.error_kind,
+                  started_at=_when(c.started_at))
 
 
-def _lm_totals(totals: Optional[dict]) -> dict:
-    """Run columns from the export's ``lm_calls`` totals (absent in older documents: zeros)."""
-    t = totals or {}
-    return {"lm_calls": t.get("total", 0), "lm_calls_failed": t.get("failed", 0),
-            "lm_calls_interrupted": t.get("interrupted", 0)}
-
-
-def _candidate_row(run_id: str, c: dict, hash_: str) -> Candidate:
+def _candidate_row(run_id: str, c: CandidateDoc, hash_: str) -> Candidate:
     """A candidate row; ``lm_call_id`` is the position in the document's ``lm_calls``."""
-    return Candidate(id=c["id"], run_id=run_id, content=c["content"], content_hash=hash_,
-                     origin=c["origin"], parent_ids=c["parent_ids"], component=c["component"], step=c["step"],
-                     merge_path=c.get("merge_path", _merge_path_of(c)), status=c["status"], reason=c["reason"], pinned=c["pinned"], vetoed=c["vetoed"],
-                     author=c["author"], val_mean=c["val_mean"], val_count=len(c["val_scores"]),
-                     val_cut_short=c["val_cut_short"], minibatch_score=c["minibatch_score"],
-                     parent_minibatch_score=c["parent_minibatch_score"], minibatch_keys=c["minibatch_keys"],
-                     frontier_version=c["frontier_version"], created_at=_when(c, "created_at"),
-                     started_at=parse_iso(c.get("started_at")), finished_at=parse_iso(c.get("finished_at")),
-                     lm_call_id=c["lm_call"])
+    merge_path = c.merge_path if c.merge_path is not None else _merge_path_of(c.model_dump())
+    return Candidate(id=c.id, run_id=run_id, content=c.content, content_hash=hash_, origin=c.origin,
+                     parent_ids=c.parent_ids, component=c.component, step=c.step, merge_path=merge_path,
+                     status=c.status, reason=c.reason, pinned=c.pinned, vetoed=c.vetoed, author=c.author,
+                     val_mean=c.val_mean, val_count=len(c.val_scores), val_cut_short=c.val_cut_short,
+                     minibatch_score=c.minibatch_score, parent_minibatch_score=c.parent_minibatch_score,
+                     minibatch_keys=c.minibatch_keys, frontier_version=c.frontier_version,
+                     created_at=_when(c.created_at), started_at=parse_iso(c.started_at),
+                     finished_at=parse_iso(c.finished_at), lm_call_id=c.lm_call)
 
 
-def _step_row(run_id: str, st: dict) -> Step:
+def _step_row(run_id: str, st: StepDoc) -> Step:
     """A step row; ``applied_command_ids`` are positions in the document's ``commands``."""
-    return Step(run_id=run_id, index=st["index"], parent_ids=st["parent_ids"], parent_reasons=st["parent_reasons"],
-                proposal_ids=st["proposal_ids"], accepted_ids=st["accepted_ids"],
-                applied_command_ids=st["applied_command_ids"], metric_calls=st["metric_calls"],
-                cost_usd=st["cost_usd"], seconds=st["seconds"], predicted_speedup=st["predicted_speedup"],
-                measured_speedup=st["measured_speedup"], worker_utilisation=st["worker_utilisation"],
-                started_at=parse_iso(st["started_at"]), ended_at=parse_iso(st["ended_at"]))
+    return Step(run_id=run_id, index=st.index, parent_ids=st.parent_ids, parent_reasons=st.parent_reasons,
+                proposal_ids=st.proposal_ids, accepted_ids=st.accepted_ids,
+                applied_command_ids=st.applied_command_ids, metric_calls=st.metric_calls,
+                cost_usd=st.cost_usd, seconds=st.seconds, predicted_speedup=st.predicted_speedup,
+                measured_speedup=st.measured_speedup, worker_utilisation=st.worker_utilisation,
+                started_at=_when(st.started_at), ended_at=parse_iso(st.ended_at))

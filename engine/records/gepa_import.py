@@ -30,6 +30,7 @@ from storage.db import Database
 from storage.models import new_id
 
 from engine.config import RunConfig
+from engine.datasets import TooDeep, open_regular, read_json, read_text_file
 from engine.records.export import FORMAT, import_run, iso
 from engine.search.frontier import mean
 from engine.state import SINGLE, deterministic_id
@@ -44,13 +45,27 @@ class GepaImportError(ValueError):
     """The folder is not a GEPA run directory that can be read; the message says what is missing."""
 
 
-def _read_json(path: Path) -> Any:
+def _read_text(path: Path, strict: bool = True) -> str:
+    """A file of the run directory as text (a regular file; UTF-8, or with undecodable bytes
+    replaced when not ``strict``), or GepaImportError saying why not."""
     try:
-        return json.loads(path.read_text())
+        if not strict:
+            with open_regular(path) as f:
+                return f.read().decode("utf-8", errors="replace")
+        return read_text_file(path)
     except OSError as exc:
         raise GepaImportError(f"{path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:  # not UTF-8, or not a regular file
+        raise GepaImportError(str(exc)) from None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return read_json(_read_text(path))
     except json.JSONDecodeError as exc:
         raise GepaImportError(f"{path}: not valid JSON: {exc}") from None
+    except TooDeep as exc:
+        raise GepaImportError(f"{path}: {exc}") from None
 
 
 def _val_scores_from_log(path: Path) -> dict[int, dict[str, float]]:
@@ -58,7 +73,7 @@ def _val_scores_from_log(path: Path) -> dict[int, dict[str, float]]:
     if not path.exists():
         return {}
     out, pending = {}, None
-    for line in path.read_text(errors="replace").splitlines():
+    for line in _read_text(path, strict=False).splitlines():  # a log: a stray byte is no reason to refuse
         m = _SCORES_LINE.match(line)
         if m:
             try:
@@ -76,7 +91,7 @@ def _val_scores_from_log(path: Path) -> dict[int, dict[str, float]]:
 def _outputs(folder: Path) -> dict[tuple[int, str], tuple[float, dict]]:
     """(candidate index, validation id) -> (score, side_info) from the best-outputs files."""
     out: dict[tuple[int, str], tuple[float, dict]] = {}
-    for task_dir in sorted(folder.glob("task_*")):
+    for task_dir in sorted(d for d in folder.glob("task_*") if d.is_dir()):
         val_id = task_dir.name.removeprefix("task_")
         for f in task_dir.iterdir():
             m = _OUTPUT_FILE.match(f.name)
@@ -87,12 +102,31 @@ def _outputs(folder: Path) -> dict[tuple[int, str], tuple[float, dict]]:
     return out
 
 
+def _list(entry: dict, key: str) -> list:
+    """``entry[key]`` when it is a list, else [] (run_log.json is read, not trusted)."""
+    value = entry.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _indices(values: list, n: int) -> list[int]:
+    """The candidate indices among ``values`` (whole numbers below ``n``), in order."""
+    return [v for v in values if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n]
+
+
+def _tasks(entry: dict) -> list[dict]:
+    return [t for t in _list(entry, "tasks") if isinstance(t, dict)]
+
+
+def _merged(entry: dict, n: int) -> list[int]:
+    return _indices(_list(entry, "merged_entities"), n)[:2] if entry.get("merged") is True else []
+
+
 def _parents(entry: dict, child: int, candidates: list[dict]) -> tuple[list[int], str]:
     """The parents of a candidate made in this iteration, and its origin."""
-    if entry.get("merged") and entry.get("merged_entities"):
-        return [int(x) for x in list(entry["merged_entities"])[:2]], "merge"
-    tasks = [t["parent_idx"] for t in entry.get("tasks") or [] if isinstance(t.get("parent_idx"), int)]
-    tasks = tasks or [entry.get("selected_program_candidate", 0)]
+    if _merged(entry, len(candidates)):
+        return _merged(entry, len(candidates)), "merge"
+    tasks = _indices([t.get("parent_idx") for t in _tasks(entry)], len(candidates))
+    tasks = tasks or _indices([entry.get("selected_program_candidate")], len(candidates)) or [0]
     # several parents in one iteration (GEPA's P×N sampling): the child is a one-component
     # rewrite, so its parent is the one it shares the most component texts with
     shared = lambda p: sum(candidates[p].get(k) == v for k, v in candidates[child].items())  # noqa: E731
@@ -108,8 +142,15 @@ def read_run_dir(folder: Path) -> dict[str, Any]:
         raise GepaImportError(f"{folder}: no candidates.json; is this a GEPA run_dir (GEPA writes it after the "
                               "first iteration)?")
     candidates = _read_json(folder / "candidates.json")
-    if not isinstance(candidates, list) or not candidates or not all(isinstance(c, dict) for c in candidates):
+    if not isinstance(candidates, list) or not candidates:
         raise GepaImportError(f"{folder / 'candidates.json'}: expected a list of candidates (dicts of texts)")
+    for i, cand in enumerate(candidates):
+        if not isinstance(cand, dict) or not cand:
+            raise GepaImportError(f"{folder / 'candidates.json'}: candidate {i} is not a dict of named texts")
+        for name, text in cand.items():
+            if not isinstance(text, str):
+                raise GepaImportError(f"{folder / 'candidates.json'}: candidate {i}: component {name!r} must be text, "
+                                      f"not {type(text).__name__} (GEPA candidates are dicts of texts)")
     log = _read_json(folder / "run_log.json") if (folder / "run_log.json").exists() else []
     outputs = _outputs(folder / "generated_best_outputs_valset")
     scores = _val_scores_from_log(folder / "run_log.txt")
@@ -118,7 +159,7 @@ def read_run_dir(folder: Path) -> dict[str, Any]:
 
 
 def _content(cand: dict) -> dict:
-    return {SINGLE: cand[STR_KEY]} if set(cand) == {STR_KEY} else {k: str(v) for k, v in cand.items()}
+    return {SINGLE: cand[STR_KEY]} if set(cand) == {STR_KEY} else dict(cand)
 
 
 def _document(folder: Path, candidates: list[dict], log: list, scores: dict, outputs: dict) -> dict[str, Any]:
@@ -129,19 +170,18 @@ def _document(folder: Path, candidates: list[dict], log: list, scores: dict, out
     cid = [deterministic_id(run_id, "gepa", i) for i in range(len(candidates))]
     made: dict[int, tuple[list[int], str, int, dict]] = {}  # index -> (parents, origin, step, task record)
     steps, proposals = [], 0
-    for step, entry in enumerate(e for e in log if isinstance(e, dict)):
-        news = [i for i in entry.get("new_program_indices") or [] if isinstance(i, int) and 0 < i < len(candidates)]
+    entries = [e for e in log if isinstance(e, dict)] if isinstance(log, list) else []
+    for step, entry in enumerate(entries):
+        news = [i for i in _indices(_list(entry, "new_program_indices"), len(candidates)) if i > 0]
         for i in news:
             parents, origin = _parents(entry, i, candidates)
             made[i] = (parents, origin, step, entry)
-        tasks = entry.get("tasks") or []
-        proposals += sum(1 for t in tasks if "new_subsample_scores" in t) + (1 if entry.get("merged") else 0)
-        chosen = [t["parent_idx"] for t in tasks if isinstance(t.get("parent_idx"), int)]
-        if entry.get("merged") and entry.get("merged_entities"):
-            chosen = [int(x) for x in list(entry["merged_entities"])[:2]]
-        calls = sum(len(t.get("subsample_scores") or []) + len(t.get("new_subsample_scores") or []) for t in tasks) \
-            + len(entry.get("new_program_subsample_scores") or []) + len(news) * len(entry.get("evaluated_val_indices") or [])
-        steps.append({"index": step, "parent_ids": [cid[p] for p in dict.fromkeys(chosen) if 0 <= p < len(cid)],
+        tasks = _tasks(entry)
+        proposals += sum(1 for t in tasks if "new_subsample_scores" in t) + (1 if entry.get("merged") is True else 0)
+        chosen = _merged(entry, len(cid)) or _indices([t.get("parent_idx") for t in tasks], len(cid))
+        calls = sum(len(_list(t, "subsample_scores")) + len(_list(t, "new_subsample_scores")) for t in tasks) \
+            + len(_list(entry, "new_program_subsample_scores")) + len(news) * len(_list(entry, "evaluated_val_indices"))
+        steps.append({"index": step, "parent_ids": [cid[p] for p in dict.fromkeys(chosen)],
                       "parent_reasons": {}, "proposal_ids": [cid[i] for i in news], "accepted_ids": [cid[i] for i in news],
                       "applied_command_ids": [], "metric_calls": calls, "started_at": now, "ended_at": now,
                       "cost_usd": 0.0, "seconds": 0.0, "predicted_speedup": None, "measured_speedup": None,
@@ -152,7 +192,7 @@ def _document(folder: Path, candidates: list[dict], log: list, scores: dict, out
     for i, cand in enumerate(candidates):
         parents, origin, step, entry = made.get(i, ([], "seed" if i == 0 else "reflection", 0, {}))
         own = scores.get(i) or {}
-        task = (entry.get("tasks") or [{}])[0]
+        task = (_tasks(entry) or [{}])[0]
         cands.append({"id": cid[i], "parent_ids": [cid[p] for p in parents if 0 <= p < len(cid)], "origin": origin,
                       "step": step, "content": _content(cand), "status": "accepted", "component": None,
                       "reason": "" if own else "its validation scores are not in the run directory (no run_log.txt)",
@@ -169,8 +209,11 @@ def _document(folder: Path, candidates: list[dict], log: list, scores: dict, out
     return _wrap(folder, run_id, now, cands, evals, steps, val_ids, max(proposals, len(cands) - 1))
 
 
-def _total(values: Optional[list]) -> Optional[float]:
-    return float(sum(values)) if values else None
+def _total(values: Any) -> Optional[float]:
+    """The sum of a list of scores; None when there is none (or it holds something else)."""
+    ok = isinstance(values, list) and values and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                      for v in values)
+    return float(sum(values)) if ok else None
 
 
 def _wrap(folder: Path, run_id: str, now: str, cands: list, evals: list, steps: list, val_ids: list,

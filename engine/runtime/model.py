@@ -231,8 +231,8 @@ def run_prediction(db, run_id: str) -> Optional[dict]:
     cfg = RunConfig.model_validate(run.config)
     split = {ex.pk: ex.split for ex in repo.get_examples(db, run_id)}
     n_val = sum(1 for s in split.values() if s == "val") or sum(1 for s in split.values() if s == "train")
-    lm = [c.seconds for c in repo.lm_calls_for(db, run_id)
-          if c.purpose in ("reflection", "merge") and not c.cached and not c.error]
+    lm = [c.seconds for c in repo.lm_calls_for(db, run_id)  # answered calls (an unusable answer took as long)
+          if c.purpose in ("reflection", "merge") and not c.cached and (not c.error or c.error_kind == "no_fence")]
     evals = [e.seconds for e in repo.evaluations_for(db, run_id) if not e.cached and split.get(e.example_pk) != "test"]
     merges = [c for c in repo.list_candidates(db, run_id)  # decided ones: accepted after validation, or not
               if c.origin == Origin.SIBLING_MERGE and c.status != CandidateStatus.PROPOSED]

@@ -170,7 +170,7 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
             return _fail(ctx, child, f"reflection LM failed: {res.error}")
         parsed = parse_answer(res.text, current, require_fence=cfg.search.require_fence)
         if parsed.text is None and not parsed.fenced and cfg.search.require_fence:
-            lm_calls.mark_lm_answer_unusable(ctx.db, call_id, "no_fence")  # a failed LM call too, for the totals
+            lm_calls.mark_lm_answer_unusable(ctx.db, call_id, "no_fence", f"unusable answer: {parsed.reason}")
         if parsed.text is None and parsed.reason not in RETRIED:
             return _fail(ctx, child, f"unusable answer: {parsed.reason}" + (" (side information was shortened)" if prompt.shortened else ""))
         if parsed.text is None:

@@ -6,7 +6,9 @@ in turn by a seeded generator): a 429, a 500, a hang past the client's timeout, 
 not JSON, or a well-formed answer without a fenced block. The other requests are answered by
 the toy task's script (``tests.support.toy.script``), with a usage block so litellm prices the
 call like the model it names (e.g. ``openai/gpt-4.1-mini`` with ``api_base`` pointing here).
-``counts`` says how many of each fault (and ``ok``) were served; safe to read at any time.
+``counts`` says how many of each fault (and ``ok``) were served; safe to read at any time;
+``authorizations`` holds the ``Authorization`` header of every request, in order (what a key
+reached the server as).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class FaultServer:
         self.rate, self.hang_seconds, self.latency = rate, hang_seconds, latency
         self.base_temperature = base_temperature
         self.counts: Counter = Counter()
+        self.authorizations: list = []
         self._rng = random.Random(seed)
         self._turn = 0
         self._lock = threading.Lock()
@@ -93,6 +96,7 @@ def _handler(server: FaultServer):
                 pass
 
         def do_POST(self) -> None:
+            server.authorizations.append(self.headers.get("authorization"))
             body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
             fault = server.next_fault()
             time.sleep(server.latency)
