@@ -200,7 +200,7 @@ def _run_row(doc: dict) -> Run:
                test_mean=doc["best"]["test_mean"], seed_test_mean=doc["best"].get("seed_test_mean"),
                test_cost_usd=doc["best"].get("test_cost_usd") or 0.0, created_at=_when(r, "created_at"),
                started_at=parse_iso(r.get("started_at")), finished_at=parse_iso(r.get("finished_at")),
-               approved_candidate_id=_approved(doc))
+               approved_candidate_id=_approved(doc), branch_of=((r["config"] or {}).get("branch") or {}).get("run"))
 
 
 def _approved(doc: dict) -> Optional[str]:
