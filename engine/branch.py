@@ -118,6 +118,31 @@ def expand(overrides: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A config as ``{dotted name: value}``; tables are walked, lists (datasets) kept whole."""
+    out: dict[str, Any] = {}
+    for key, value in cfg.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and key not in ("seed_candidate",):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+# what every branch changes by being one: left out of what a branch "changed"
+BOOKKEEPING = ("name", "seed_candidate", "branch", "evaluator_file", "dataset_file", "valset_file", "testset_file")
+
+
+def changes(before: Mapping[str, Any], after: Mapping[str, Any],
+            skip: Sequence[str] = BOOKKEEPING) -> list[tuple[str, Any, Any]]:
+    """(dotted name, value before, value after) of every setting that differs between two stored
+    configs, in name order, leaving out the names in ``skip`` and the settings under them."""
+    a, b = flatten(before), flatten(after)
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k) and not any(k == s or k.startswith(s + ".") for s in skip)]
+
+
 def _deep_update(base: dict, over: Mapping[str, Any]) -> None:
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict):

@@ -186,3 +186,24 @@ def test_run_whose_evaluator_fails_everywhere_exits_1_with_the_reason(cli, proje
     assert res.returncode == 1, (res.stdout, res.stderr)
     assert "status failed: the evaluator failed on every validation example for the seed" in res.stdout
     assert "KeyError" in res.stdout
+
+
+def test_branch_from_the_best_with_a_changed_setting_runs_in_the_foreground(cli, project, tmp_path):
+    url = _url(tmp_path)
+    base_id = _run_id(cli("run", project / "run.toml", "--db", url, "--quiet").stdout)
+    db = Database(url)
+    seed = next(c.id for c in repo.list_candidates(db, base_id) if c.origin == "seed")
+    res = cli("branch", base_id, seed, "--set", "search.parents_per_step=1", "--set", "budget.max_metric_calls=200",
+              "--foreground", "--quiet", "--db", url)
+    assert res.returncode == 0, res.stderr
+    m = re.search(rf"^run (r[0-9a-f]+): a branch of run {base_id} from {seed}$", res.stdout, re.M)
+    assert m, res.stdout
+    assert "  search.parents_per_step: 2 → 1" in res.stdout and "  budget.max_metric_calls: 300 → 200" in res.stdout
+    assert f"that run {base_id} recorded are reused, not paid" in res.stderr
+    assert "status completed: reached stop_at_score 1.0" in res.stdout
+    branch = repo.get_run(db, m.group(1))
+    assert branch.branch_of == base_id and branch.config["search"]["parents_per_step"] == 1
+    seed_evals = repo.evaluations_for(db, branch.id, [c.id for c in repo.list_candidates(db, branch.id)
+                                                     if c.origin == "seed"])
+    assert seed_evals and all(e.reused_from == base_id and e.cached for e in seed_evals)
+    db.dispose()
