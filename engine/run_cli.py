@@ -104,6 +104,11 @@ def print_summary(db, run_id) -> int:
 
     if audit_line(run):
         print(audit_line(run) + " (the search never saw the test set)")
+        from engine.gain import held_out_gain
+
+        gain = held_out_gain(db, run_id)
+        if gain is not None and gain.held_out:
+            print(gain.line())
     from storage.queries import run_overview
 
     waiting = run_overview(db, run_id)["proposals_reflecting"]  # not answered yet: not yet unparsed either
