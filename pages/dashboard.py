@@ -286,7 +286,7 @@ candidates_panel(run_id)
 frontier_panel(run_id)
 st.subheader("Is the gain real?", help="The held-out gain of a candidate over the seed, with a paired bootstrap "
              "interval, the examples it wins and loses, and the validation–test gap (filled in when the run ends).")
-gain_view.panel(run, data.candidate_rows(url, run_id, data.version_token(run)))
+gain_view.panel(run)
 
 def objectives_view(run: dict) -> None:
     objectives = data.objective_means(url, run_id, data.version_token(run))

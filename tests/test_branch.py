@@ -7,11 +7,12 @@ import engine  # noqa: F401  first: offline litellm price map
 import pytest
 
 from engine.branch import BranchError, branch_config, branch_run, parse_overrides
-from engine.config import ConfigError
+from engine.cli import main
+from engine.config import ConfigError, RunConfig
 from engine.reuse import evaluator_fingerprint, reuse_bases
 from storage import branches, repo
 from tests.support import toy
-from tests.support.harness import (assert_consistent_totals, evaluations, run_optimizer, run_toy, toy_config)
+from tests.support.harness import assert_consistent_totals, evaluations, run_optimizer, run_toy, toy_config
 from tests.support.scripted_lm import install_script, uninstall_script
 
 TEST = [{"id": "te0", "word": toy.WORDS[0]}, {"id": "te1", "word": toy.WORDS[5]}, {"id": "te2", "word": "zulu"}]
@@ -118,3 +119,15 @@ def test_overrides_are_read_as_toml_values_or_text():
                             'objective="Be terse."', "budget.max_cost_usd=0.5"]) == {
         "search.parents_per_step": 4, "search.merge": True, "reflection_lm.model": "openai/gpt-4.1-mini",
         "objective": "Be terse.", "budget.max_cost_usd": 0.5}
+
+
+def test_deleting_a_base_run_says_so_and_leaves_its_branches_whole(sqlite_db, tmp_path, capsys):
+    base_id = _base(sqlite_db, tmp_path)
+    branch_id = branch_run(sqlite_db, base_id)
+    assert main(["delete", base_id, "--reason", "cleanup", "--db", sqlite_db.url]) == 0
+    out = capsys.readouterr().out
+    assert f"note: run {base_id} has 1 branch(es) ({branch_id}): they stay whole" in out
+    branch = repo.get_run(sqlite_db, branch_id)
+    assert branch.branch_of == base_id and branch.config["seed_candidate"]
+    bases, note = reuse_bases(sqlite_db, RunConfig.model_validate(branch.config))
+    assert bases == [] and note == f"run {base_id} is gone (deleted): nothing of it can be reused"

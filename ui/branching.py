@@ -16,6 +16,7 @@ from engine.branch import BranchError, branch_config
 from engine.config import ConfigError
 from storage import branches
 from ui import data, identity, keys, nav
+from ui.errors import shows_storage_errors
 from ui.render import md
 
 
@@ -61,6 +62,7 @@ def _unbranch(draft_key: str) -> None:
     st.session_state[keys.NEW_BRANCH] = None
 
 
+@shows_storage_errors
 def lineage_note(run: dict) -> None:
     """Where this run came from and which runs came from it, with links (dashboard, lineage)."""
     url = data.db_url()
@@ -69,19 +71,26 @@ def lineage_note(run: dict) -> None:
         seeds = ((run.get("config") or {}).get("branch") or {}).get("candidates") or []
         reused = branches.reused_counts(data.get_db(), run["id"])
         alive = data.run_overview(url, base) is not None
-        c1, c2 = st.columns([3, 2], vertical_alignment="center")
+        c1, c2, c3 = st.columns([4, 2, 2], vertical_alignment="center")
         c1.caption(f":material/call_split: A branch of run `{base}` from {', '.join(f'`{c}`' for c in seeds)}"
                    + ("" if alive else " (that run was deleted since)")
                    + f" · {sum(reused.values()):,} evaluation(s) reused from it, not charged")
         if alive:
             with c2:
-                nav.link("candidate", f"Branch point {seeds[0]} in run {base}", run=base, candidate=seeds[0],
+                nav.link("candidate", f"Branch point {seeds[0]}", run=base, candidate=seeds[0],
                          icon=":material/call_split:")
+            with c3:
+                nav.link("compare_runs", "Compare with the base run", runs=[base, run["id"]],
+                         icon=":material/stacked_line_chart:")
     kids = branches.branches_of(data.get_db(), run["id"])
     if kids:
-        st.caption(f":material/account_tree: {len(kids)} branch(es) of this run: "
+        c1, c2 = st.columns([6, 2], vertical_alignment="center")
+        c1.caption(f":material/account_tree: {len(kids)} branch(es) of this run: "
                    + " · ".join(f"[{md(k['name'])}]({nav.url('dashboard', k['id'])}) (`{k['id']}`, {k['status']}, from "
                                 f"`{k['candidates'][0] if k['candidates'] else '?'}`)" for k in kids))
+        with c2:
+            nav.link("compare_runs", "Compare with its branches", runs=[run["id"], *(k["id"] for k in kids)],
+                     icon=":material/stacked_line_chart:")
 
 
 def seed_sources(run: dict) -> dict[str, str]:
@@ -92,6 +101,7 @@ def seed_sources(run: dict) -> dict[str, str]:
     return {deterministic_id(run["id"], "seed", *([i] if i else [])): cid for i, cid in enumerate(seeds)}
 
 
+@shows_storage_errors
 def candidate_note(run: dict, cand_id: str) -> None:
     """On a candidate's page: the base run's candidate it was copied from (a branch's seed), and
     the branches that started from it."""
@@ -105,6 +115,7 @@ def candidate_note(run: dict, cand_id: str) -> None:
                  icon=":material/call_split:")
 
 
+@shows_storage_errors
 def branch_popover(run: dict) -> None:
     """The dashboard's *Branch from here*: the candidates to start from (the best by default,
     the frontier's members first; several make a seed population), then the New run form."""

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-import pandas as pd
 import streamlit as st
 
 from engine.gain import Gain, held_out_gain
 from ui import data, keys, nav
+from ui.errors import shows_storage_errors
 from ui.render import code_span
 
 VERDICTS = {"real": ("The gain is real", ":material/check_circle:"),
@@ -28,8 +28,13 @@ def gain_of(run: dict, candidate_id: Optional[str] = None) -> Optional[Gain]:
     return _gain(data.db_url(), run["id"], candidate_id, data.version_token(run))
 
 
-def panel(run: dict, cands: pd.DataFrame) -> None:
+@shows_storage_errors
+def panel(run: dict) -> None:
     """The dashboard's section: pick a candidate (the best by default), see its gain."""
+    cands = data.candidate_rows(data.db_url(), run["id"], data.version_token(run))
+    if cands.empty:
+        st.caption("No candidates yet.")
+        return
     best = run.get("best_candidate_id")
     scored = cands[cands["val_mean"].notna() & (cands["origin"] != "seed")].sort_values("val_mean", ascending=False)
     options = ([best] if best else []) + [c for c in scored["id"] if c != best]
@@ -79,6 +84,7 @@ def _keys(names: list[str], limit: int = 30) -> str:
     return (", ".join(code_span(k) for k in names[:limit]) or "none") + (" …" if len(names) > limit else "")
 
 
+@shows_storage_errors
 def approve_note(run: dict, cand_id: str) -> None:
     """In the Approve dialog: is this candidate's gain over the seed real, and does it reach the
     minimum? Said before the button; approving stays possible."""
