@@ -28,6 +28,7 @@ RESAMPLES = 4000
 CONFIDENCE = 0.95
 TEAM_MIN_GAIN_ENV = "REFRACT_MIN_HELD_OUT_GAIN"  # the team's minimum, when a run sets none
 FEW_EXAMPLES = 10  # below this many pairs the interval is wide whatever the gain
+VERDICTS = {"real": "The gain is real", "unclear": "Not distinguishable from no gain", "worse": "Worse than the seed"}
 
 
 @dataclass(frozen=True)

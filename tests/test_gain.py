@@ -70,3 +70,13 @@ def test_a_candidate_without_test_scores_is_measured_on_validation_and_says_so(f
         assert g.warnings()[0].startswith("No held-out test score of this candidate")
     finally:
         repo.set_run_fields(db, run_id, config=run.config)
+
+
+def test_the_report_says_whether_the_best_gain_is_real(finished):
+    from engine.records.report import build_report
+
+    db, run_id = finished
+    page = build_report(db, run_id)
+    assert "<h2>Is the gain real?</h2>" in page
+    assert "+0.6667 on the held-out test set, over 3 examples" in page
+    assert "below the run&#x27;s [review] min_held_out_gain, +0.900" in page

@@ -9,14 +9,12 @@ from typing import Optional
 
 import streamlit as st
 
-from engine.gain import Gain, held_out_gain
+from engine.gain import VERDICTS, Gain, held_out_gain
 from ui import data, keys, nav
 from ui.errors import shows_storage_errors
 from ui.render import code_span
 
-VERDICTS = {"real": ("The gain is real", ":material/check_circle:"),
-            "unclear": ("Not distinguishable from no gain", ":material/help:"),
-            "worse": ("Worse than the seed", ":material/trending_down:")}
+ICONS = {"real": ":material/check_circle:", "unclear": ":material/help:", "worse": ":material/trending_down:"}
 
 
 @st.cache_data(ttl=30, show_spinner=False, max_entries=256)
@@ -57,7 +55,7 @@ def panel(run: dict) -> None:
 
 def show(gain: Gain, compact: bool = False) -> None:
     """The gain, its interval, wins and losses, the gap; then the warnings."""
-    title, icon = VERDICTS[gain.verdict]
+    title, icon = VERDICTS[gain.verdict], ICONS[gain.verdict]
     cols = st.columns(4)
     cols[0].metric("Held-out gain over the seed" if gain.held_out else "Validation gain (not held out)", f"{gain.gain:+.3f}",
                    f"95 % interval {gain.low:+.3f} … {gain.high:+.3f}", delta_color="off", delta_arrow="off",
