@@ -12,7 +12,8 @@ from engine.config import ConfigError, RunConfig
 from engine.reuse import evaluator_fingerprint, reuse_bases
 from storage import branches, repo
 from tests.support import toy
-from tests.support.harness import assert_consistent_totals, evaluations, run_optimizer, run_toy, toy_config
+from tests.support.harness import (assert_consistent_totals, evaluations, paid_twice, run_optimizer, run_toy,
+                                   toy_config)
 from tests.support.scripted_lm import install_script, uninstall_script
 
 TEST = [{"id": "te0", "word": toy.WORDS[0]}, {"id": "te1", "word": toy.WORDS[5]}, {"id": "te2", "word": "zulu"}]
@@ -29,20 +30,6 @@ def _base(db, tmp_path, **over):
     cfg = toy_config(8, testset=TEST, budget={"max_metric_calls": 60, "stop_at_score": None}, **over)
     run_id, _ = run_toy(db, tmp_path / "base", cfg)
     return run_id
-
-
-def paid_twice(db, base_id: str, branch_id: str) -> int:
-    """Evaluations the branch paid for (not cached) of a text on an example the base run had
-    already evaluated it on: what a branch must never do."""
-    known = {(ev.content_hash, repr(sorted((ex_payload or {}).items())))
-             for ev, ex_payload in _with_payload(db, base_id)}
-    return sum(1 for ev, payload in _with_payload(db, branch_id)
-               if not ev.cached and (ev.content_hash, repr(sorted((payload or {}).items()))) in known)
-
-
-def _with_payload(db, run_id):
-    payloads = {ex.pk: ex.payload for ex in repo.get_examples(db, run_id)}
-    return [(ev, payloads[ev.example_pk]) for ev, _, _ in evaluations(db, run_id)]
 
 
 def test_a_branch_from_the_best_pays_no_evaluation_twice(db, tmp_path):
