@@ -9,6 +9,7 @@ import pytest
 from engine.branch import BranchError, branch_config, branch_run, parse_overrides
 from engine.cli import main
 from engine.config import ConfigError, RunConfig
+from engine.config_sections import BranchConfig
 from engine.reuse import evaluator_fingerprint, reuse_bases
 from storage import branches, repo
 from tests.support import toy
@@ -111,6 +112,10 @@ def test_overrides_are_read_as_toml_values_or_text():
 def test_deleting_a_base_run_says_so_and_leaves_its_branches_whole(sqlite_db, tmp_path, capsys):
     base_id = _base(sqlite_db, tmp_path)
     branch_id = branch_run(sqlite_db, base_id)
+    # a branch of the branch reuses what either recorded, the nearest first
+    seed = repo.list_candidates(sqlite_db, base_id)[0].id  # a queued branch has no candidates yet: any text will do
+    again = branch_config(sqlite_db, base_id, [seed]).model_copy(update={"branch": BranchConfig(run=branch_id, candidates=["c"])})
+    assert reuse_bases(sqlite_db, again) == ([branch_id, base_id], "")
     assert main(["delete", base_id, "--reason", "cleanup", "--db", sqlite_db.url]) == 0
     out = capsys.readouterr().out
     assert f"note: run {base_id} has 1 branch(es) ({branch_id}): they stay whole" in out

@@ -8,6 +8,7 @@ import engine  # noqa: F401  first: offline litellm price map
 import numpy as np
 import pytest
 
+from engine.cli import main
 from engine.gain import TEAM_MIN_GAIN_ENV, held_out_gain, paired_interval
 from storage import repo
 from storage.db import open_db
@@ -41,7 +42,7 @@ def test_the_interval_of_equal_differences_is_that_difference_and_is_reproducibl
     assert low < 0 < high
 
 
-def test_the_best_against_the_seed_on_the_test_set(finished):
+def test_the_best_against_the_seed_on_the_test_set(finished, capsys):
     db, run_id = finished
     run = repo.get_run(db, run_id)
     g = held_out_gain(db, run_id)
@@ -54,6 +55,8 @@ def test_the_best_against_the_seed_on_the_test_set(finished):
     warnings = " ".join(g.warnings())
     assert "below the run's [review] min_held_out_gain, +0.900" in warnings and "Only 3 example(s)" in warnings
     assert g.line().startswith(f"held-out gain of {g.candidate_id} over the seed: +0.6667 (95 % interval")
+    assert main(["status", run_id, "--db", db.url]) in (0, 1)
+    assert g.line() in capsys.readouterr().out  # engine status says it too
 
 
 def test_a_candidate_without_test_scores_is_measured_on_validation_and_says_so(finished, monkeypatch):
