@@ -55,7 +55,7 @@ def branch_config(db: Database, run_id: str, candidate_ids: Optional[Sequence[st
     data["seed_candidate"] = contents[0]
     data["branch"] = {"run": run_id, "candidates": ids, "seeds": contents[1:]}
     given = expand(overrides or {})
-    _deep_update(data, given)
+    merge_into(data, given)
     _inputs_as_given(data, given)
     return parse_config(data, base_dir=base_dir or Path.cwd(), allow_outside_files=allow_outside_files)
 
@@ -143,10 +143,11 @@ def changes(before: Mapping[str, Any], after: Mapping[str, Any],
             if a.get(k) != b.get(k) and not any(k == s or k.startswith(s + ".") for s in skip)]
 
 
-def _deep_update(base: dict, over: Mapping[str, Any]) -> None:
+def merge_into(base: dict, over: Mapping[str, Any]) -> None:
+    """Update the nested tables of ``base`` with ``over``'s, key by key."""
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _deep_update(base[key], value)
+            merge_into(base[key], value)
         else:
             base[key] = value
 
