@@ -8,7 +8,6 @@ Screenshots at 1440×900 go to test-artifacts/ (branch-*.png).
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -17,27 +16,17 @@ from storage import branches, repo
 from tests.support import toy
 from tests.support.harness import paid_twice, toy_config
 
-from .conftest import by_key, new_page, ready, shot
+from .conftest import by_key, new_page, ready, shot, until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 TEST = [{"id": f"te{i}", "word": w} for i, w in enumerate(toy.WORDS[:8])]
-
-
-def _until(check, what: str, timeout: float = 90.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
-        time.sleep(0.25)
 
 
 def test_branch_from_here_to_a_running_branch_in_two_clicks(worker_studio, browser):
     db, url = worker_studio.db, worker_studio.url
     cfg = toy_config(8, name="branch base", testset=TEST, budget={"max_steps": 1, "stop_at_score": None})
     base_id = submit_run(db, cfg, owner="ana")
-    base = _until(lambda: (r := repo.get_run(db, base_id)).status == "completed" and r, "the base run to end")
+    base = until(lambda: (r := repo.get_run(db, base_id)).status == "completed" and r, "the base run to end", 90)
     page = new_page(browser, url, who="ana")
     page.goto(f"{url}/candidate?run={base_id}&candidate={base.best_candidate_id}")
     ready(page)
@@ -57,11 +46,11 @@ def test_branch_from_here_to_a_running_branch_in_two_clicks(worker_studio, brows
     branch_id = re.search(r"run=(\w+)", page.url).group(1)
     branch = repo.get_run(db, branch_id)
     assert branch_id != base_id and branch.branch_of == base_id and branch.owner == "ana"
-    _until(lambda: repo.get_run(db, branch_id).status in ("running", "completed"), "the branch to run")
+    until(lambda: repo.get_run(db, branch_id).status in ("running", "completed"), "the branch to run", 90)
     assert clicks <= 3
     ready(page)
     page.get_by_text(f"A branch of run {base_id}").first.wait_for()
-    _until(lambda: repo.get_run(db, branch_id).status == "completed", "the branch to end (one step, as its base)")
+    until(lambda: repo.get_run(db, branch_id).status == "completed", "the branch to end (one step, as its base)", 90)
     assert paid_twice(db, base_id, branch_id) == 0 and sum(branches.reused_counts(db, branch_id).values()) >= 8
     page.reload()
     ready(page)
