@@ -50,7 +50,7 @@ def reuse_bases(db: Database, cfg: RunConfig) -> tuple[list[str], str]:
     while run_id and run_id not in bases and len(bases) < MAX_DEPTH:
         stored = branches.run_configs(db, [run_id]).get(run_id)
         if stored is None:
-            note = f"run {run_id} is gone (deleted): nothing of it can be reused"
+            note = f"run {run_id} is not in this database (deleted, or this run was imported): nothing of it is reused"
             break
         base = RunConfig.model_validate(stored)
         if evaluator_fingerprint(base) != mine:

@@ -73,7 +73,7 @@ def lineage_note(run: dict) -> None:
         alive = data.run_overview(url, base) is not None
         c1, c2, c3 = st.columns([4, 2, 2], vertical_alignment="center")
         c1.caption(f":material/call_split: A branch of run `{base}` from {', '.join(f'`{c}`' for c in seeds)}"
-                   + ("" if alive else " (that run was deleted since)")
+                   + ("" if alive else " (that run is not in this database: deleted since, or this run was imported)")
                    + f" · {sum(reused.values()):,} evaluation(s) reused from it, not charged")
         if alive:
             with c2:
