@@ -37,6 +37,17 @@ def delete_run(db: Database, run_id: str, actor: Optional[Actor] = None, reason:
     return store.delete_run(db, run_id, actor.name, reason)
 
 
+def branches_note(db: Database, run_id: str) -> str:
+    """What deleting ``run_id`` does to its branches, in a sentence ("" when it has none)."""
+    from storage.branches import branches_of
+
+    kids = [k["id"] for k in branches_of(db, run_id)]
+    if not kids:
+        return ""
+    return (f"run {run_id} has {len(kids)} branch(es) ({', '.join(kids)}): they stay whole, with their candidates and "
+            "evaluations, and say that their base run was deleted")
+
+
 def normalise_rule(rule: str) -> str:
     """A grant's rule as it is compared (lower case, trimmed): an e-mail address, an @domain or a
     claim value (no ``@``). ``AdminError`` says which form was meant and what is wrong."""

@@ -9,12 +9,15 @@ from engine.access import local_actor
 
 
 def cmd_delete(args, db: Database) -> int:
-    from engine.admin import delete_run
+    from engine.admin import branches_note, delete_run
 
+    note = branches_note(db, args.run)
     counts = delete_run(db, args.run, local_actor(args.author), args.reason)
     rows = sum(counts.values()) + 1
     print(f"deleted run {args.run} ({rows} rows: " + ", ".join(f"{n} {t}" for t, n in counts.items() if n)
           + "); the deletion is recorded (`python -m engine roles --log`)")
+    if note:
+        print(f"note: {note}")
     return 0
 
 

@@ -269,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     from engine.review_cli import add_review
 
     add_review(add, lambda fn: lambda args: fn(args, _db(args)))
+    from engine.branch_cli import add_branch
+
+    add_branch(add, lambda fn: lambda args: fn(args, _db(args)))
     from engine.admin_cli import add_admin
 
     add_admin(add, lambda fn: lambda args: fn(args, _db(args)))

@@ -15,6 +15,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from engine.config_sections import BranchConfig, ReviewConfig, branch_problem
 from engine.prompt_evaluator import PromptEvaluatorConfig, check_placeholders, generate_source
 from engine.user_errors import refuse_bool_number
 
@@ -167,6 +168,8 @@ class RunConfig(_Strict):
     executor: ExecutorConfig = ExecutorConfig()
     limits: DataLimits = DataLimits()
     allow_outside_files: bool = Field(False, description="the files named by *_file may lie outside the config's folder")
+    branch: Optional[BranchConfig] = Field(None, description="the run and candidates this run branched from")
+    review: ReviewConfig = ReviewConfig()
 
     @field_validator("seed_candidate")
     @classmethod
@@ -196,6 +199,9 @@ class RunConfig(_Strict):
             if getattr(self, name) is not None and getattr(self, name).prompt_template is not None:
                 raise ValueError(f"{name}.prompt_template: only the reflection LM has a prompt template; move it to [reflection_lm]")
         self._evaluator_source()
+        problem = branch_problem(self.branch, self.seed_candidate)
+        if problem:
+            raise ValueError(problem)
         if self.search.skip_perfect_score and self.search.max_score is None:
             raise ValueError("search.skip_perfect_score: needs search.max_score (the perfect score of one example)")
         self._schedule_supports_search()

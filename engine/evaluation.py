@@ -3,7 +3,8 @@
 ``EvaluationService.evaluate`` is the one path from the engine to the executor. For each
 (candidate, example) it (1) reuses this candidate's own recorded evaluation (a resumed step),
 (2) reuses an evaluation of the same content on the same example (marked cached, no metric
-call), or (3) reserves a metric call from the budget and dispatches it to the worker pool,
+call), in a branch also one its base run recorded (``engine.reuse``: marked ``reused_from``), or
+(3) reserves a metric call from the budget and dispatches it to the worker pool,
 recording the result the moment it arrives. A pair refused by the budget is left out of the
 result: the caller sees fewer scores than keys and trims its work.
 """
@@ -25,6 +26,7 @@ from engine.budget import Budget
 from engine.executor import EvalOutcome, EvalTask, Executor
 from engine.interrupt import Interrupt
 from engine.opt_state import BestEvals
+from engine.reuse import BaseEvaluations
 from engine.state import to_evaluator
 
 
@@ -60,8 +62,9 @@ class Timeline:
 class EvaluationService:
     def __init__(self, db: Database, run_id: str, executor: Executor, budget: Budget,
                  examples: dict[str, Example], single_text: bool, timeline: Timeline, opt_state_k: int = 0,
-                 interrupt: Optional[Interrupt] = None) -> None:
+                 interrupt: Optional[Interrupt] = None, base: Optional[BaseEvaluations] = None) -> None:
         self.db, self.run_id, self.executor, self.budget = db, run_id, executor, budget
+        self.base = base  # a branch: its base runs' evaluations of the same content, reused
         self.interrupt = interrupt or Interrupt()  # set: dispatch nothing more, cancel what is queued
         # what an evaluator's opt_state sees (0: it declares none, nothing is kept or sent)
         self.best_evals = BestEvals(opt_state_k)
@@ -130,11 +133,16 @@ class EvaluationService:
 
     def _known(self, cand: Candidate, keys: list[str]) -> dict[str, Scored]:
         """This candidate's recorded evaluations on ``keys``, plus copies (marked cached, no
-        metric call) of evaluations of the same content by other candidates."""
+        metric call) of evaluations of the same content by other candidates, of this run or (a
+        branch) of its base runs (marked ``reused_from``)."""
         pks = {self.examples[k].pk: k for k in keys}
         own, cached = repo.known_evaluations(self.db, self.run_id, cand.id, cand.content_hash, list(pks))
+        missing = [pk for pk in pks if pk not in own and pk not in cached]
+        if self.base is not None and missing:
+            cached.update(self.base.find(cand.content_hash, missing))
         if cached:
-            copies = [(self._row(cand, self.examples[pks[pk]], e.score, e.side_info, e.error, 0.0, 0.0, cached=True), False)
+            copies = [(self._row(cand, self.examples[pks[pk]], e.score, e.side_info, e.error, 0.0, 0.0, cached=True,
+                                 reused_from=e.run_id if e.run_id != self.run_id else None), False)
                       for pk, e in cached.items()]
             for row, _ in repo.record_evaluations(self.db, copies):
                 own[row.example_pk] = row
@@ -202,10 +210,10 @@ class EvaluationService:
         return entry is not None and entry[0] == cand.id and entry[2].cancel()
 
     def _row(self, cand: Candidate, ex: Example, score: float, side_info: dict, error: Optional[str],
-             seconds: float, cost: float, cached: bool) -> Evaluation:
+             seconds: float, cost: float, cached: bool, reused_from: Optional[str] = None) -> Evaluation:
         return Evaluation(run_id=self.run_id, candidate_id=cand.id, example_pk=ex.pk, content_hash=cand.content_hash,
                           score=score, side_info=side_info or {}, error=error, seconds=seconds, cost_usd=cost,
-                          cached=cached)
+                          cached=cached, reused_from=reused_from)
 
 
 class _Recorder:

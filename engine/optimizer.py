@@ -29,6 +29,7 @@ from engine.search.frontier_types import missing_objectives
 from engine.executor import EvalTask, Executor, LazyExecutor
 from engine.fair_share import FairExecutor, FairShare
 from engine.interrupt import INTERRUPTED, stopping_status, watch
+from engine.reuse import base_evaluations
 from engine.lm.journal import recover_interrupted, run_lm_failures
 from engine.lm.starting import StartingLM
 from engine.search.merge import try_merge
@@ -96,7 +97,7 @@ class Optimizer:
             executor = LazyExecutor(make)
         ctx.evals = EvaluationService(self.db, self.run_id, executor, budget, examples, single, timeline,
                                       opt_state_k=OPT_STATE_K if "opt_state" in cfg.evaluator else 0,
-                                      interrupt=ctx.interrupt)
+                                      interrupt=ctx.interrupt, base=base_evaluations(self.db, cfg, examples))
         state.frontier_type = cfg.search.frontier
         return ctx
 
@@ -155,7 +156,7 @@ class Optimizer:
 
     def _loop(self, ctx: RunContext) -> str:
         applier = CommandApplier(ctx, lambda cid: validate_child(ctx, cid))
-        if not ctx.state.scores:
+        if not ctx.state.scores or self._population_missing(ctx):
             problem = self._seed(ctx)
             if problem and not ctx.interrupt.is_set():  # cut by a pause: the gate applies it; resuming redoes the seed
                 return self._finish(ctx, RunStatus.FAILED, problem)
@@ -279,10 +280,31 @@ class Optimizer:
                     "Fix the evaluator (\"Try evaluator\" in the studio shows the traceback) and start a new run.")
         if not evs:
             return "the budget did not allow a single evaluation of the seed"
+        self._seed_population(ctx)
         best_id, best_mean = ctx.state.best()
         repo.set_run_fields(self.db, self.run_id, best_candidate_id=best_id or seed.id,
                             best_val_mean=best_mean if best_mean is not None else seed.val_mean)
         return None
+
+    def _population(self, ctx: RunContext) -> list[tuple[str, dict]]:
+        """A branch's seeds after the first (``[branch] seeds``): (candidate id, content)."""
+        branch = ctx.cfg.branch
+        return [(deterministic_id(self.run_id, "seed", i), dict(text) if isinstance(text, dict) else {SINGLE: text})
+                for i, text in enumerate(branch.seeds if branch else [], start=1)]
+
+    def _population_missing(self, ctx: RunContext) -> bool:
+        """A seed of the population has no row yet (the run was cut between its seeds)."""
+        return any(cid not in ctx.state.candidates for cid, _ in self._population(ctx))
+
+    def _seed_population(self, ctx: RunContext) -> None:
+        """Validate the rest of a branch's seed population: each competes on the frontier from
+        the start (its base run's evaluations of the same text are reused, ``engine.reuse``)."""
+        for cid, content in self._population(ctx):
+            if cid not in ctx.state.candidates:
+                ctx.save(Candidate(id=cid, run_id=self.run_id, content=content, content_hash=content_hash(content),
+                                   origin=Origin.SEED, step=0, started_at=utcnow(), status=CandidateStatus.ACCEPTED))
+            if cid not in ctx.state.full:
+                validate_child(ctx, cid)
 
     # -- end -----------------------------------------------------------------------------
 

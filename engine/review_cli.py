@@ -7,6 +7,7 @@ and why, applied at once); ``report`` writes ``engine.records.report``'s self-co
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from storage import repo
@@ -45,6 +46,14 @@ def cmd_approve(args, db: Database) -> int:
     candidate = None if args.candidate == "none" else args.candidate
     cid = send_command(db, args.run, "approve", {"candidate_id": candidate}, author=args.author, reason=args.reason)
     print(f"command {cid}: " + (f"{candidate} approved" if candidate else "approval withdrawn"))
+    if candidate:  # is the gain real? said, not enforced: the approval stands
+        from engine.gain import held_out_gain
+
+        gain = held_out_gain(db, args.run, candidate)
+        for warning in gain.warnings() if gain is not None else []:
+            print(f"warning: {warning}", file=sys.stderr)
+        if gain is not None:
+            print(gain.line())
     return 0
 
 

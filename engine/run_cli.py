@@ -15,13 +15,20 @@ from storage.states import RunStatus
 def cmd_run(args) -> int:
     from engine.config import load_config
     from engine.runs import submit_run
-    from engine.worker import Worker
 
     cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
     say_default_model(cfg)
     db = open_db(args.db)
     run_id = submit_run(db, cfg, owner=args.author)
     print(f"run {run_id}", flush=True)
+    return run_foreground(db, cfg, run_id, quiet=args.quiet)
+
+
+def run_foreground(db, cfg, run_id: str, quiet: bool = False) -> int:
+    """Run the queued run ``run_id`` (of config ``cfg``) here to its end, with a progress bar;
+    Ctrl-C pauses it. The exit code of ``python -m engine run``."""
+    from engine.worker import Worker
+
     worker = Worker(db, worker_id=f"cli-{run_id}")
     if leases.claim_run(db, worker.id, worker.lease_seconds, run_id=run_id) is None:
         print("error: the run was claimed by another worker", file=sys.stderr)
@@ -36,7 +43,7 @@ def cmd_run(args) -> int:
 
     threading.Thread(target=body, daemon=True, name="refract-run").start()
     try:
-        _progress(db, run_id, cfg, finished, quiet=args.quiet)
+        _progress(db, run_id, cfg, finished, quiet=quiet)
     except KeyboardInterrupt:
         return _interrupted(db, run_id, finished)
     code = print_summary(db, run_id)
@@ -102,6 +109,11 @@ def print_summary(db, run_id) -> int:
 
     if audit_line(run):
         print(audit_line(run) + " (the search never saw the test set)")
+        from engine.gain import held_out_gain
+
+        gain = held_out_gain(db, run_id)
+        if gain is not None and gain.held_out:
+            print(gain.line())
     from storage.queries import run_overview
 
     waiting = run_overview(db, run_id)["proposals_reflecting"]  # not answered yet: not yet unparsed either

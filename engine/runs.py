@@ -42,12 +42,15 @@ def submit_run(db: Database, cfg: RunConfig, owner: str = "", status: RunStatus 
 
     ``actor`` (the studio's signed-in person) must be an editor within the hourly run limit of
     ``roles``, checked before the evaluator is even loaded (it is code); the run's owner is then
-    ``actor.name``. Without an actor, ``owner`` is trusted (the CLI, the Python API)."""
+    ``actor.name``. Without an actor, ``owner`` is trusted (the CLI, the Python API). A branch's
+    base run must be in this database (``engine.branch.check_base``)."""
+    from engine.branch import check_base
     from engine.sandbox.probe import check_evaluator
 
     if actor is not None:
         check(db, actor, "create_run", roles=roles)
         owner = actor.name
+    check_base(db, cfg)
     check_evaluator(cfg)
     return repo.create_run(db, cfg.name, owner, cfg.stored(), examples_of(cfg), status=status)
 

@@ -14,7 +14,8 @@ import difflib
 import pandas as pd
 import streamlit as st
 
-from ui import analysis, blame_view, candidate_answers, candidate_steering as steer, charts, data, keys, nav, review
+from ui import (analysis, blame_view, branching, candidate_answers, candidate_steering as steer, charts, data, keys, nav,
+                review)
 from ui.lineage import merge_path_text
 from ui.render import code_span, md, messages_text, show_side_info, show_text
 
@@ -75,13 +76,16 @@ st.caption(f"run {md(run['name'])} (`{run_id}`) · created {c['created_at']:%Y-%
            + (f" · {merge_path_text(c['merge_path'])}" if merge_path_text(c.get("merge_path")) else "")
            + (f" · by {md(c['author'])}" if c["author"] else "")
            + (f" · {md(c['reason'])}" if c["reason"] else ""))
-nl = st.columns(3)
+nl = st.columns(4)
 with nl[0]:
     nav.link("dashboard", "Run dashboard", run=run_id, icon=":material/monitoring:")
 with nl[1]:
     nav.link("lineage", "Show in lineage", run=run_id, candidate=cand_id, icon=":material/account_tree:")
 with nl[2]:  # for a prompt run: this candidate's outputs beside its parent's, example by example
     nav.link("compare", "Compare with its parent", run=run_id, candidate=cand_id, icon=":material/compare:")
+with nl[3]:
+    branching.branch_button(run_id, [cand_id] if c["content"] else [], "candidate")
+branching.candidate_note(run, cand_id)
 review.approve_box(run, cand_id, bool(c["content"]))
 steer.edit_panel(run, c)
 steer.inject_panel(run, list(c["content"] or {}))

@@ -17,7 +17,8 @@ from engine.test_pass import audit_line
 from storage.attached import waiting_note
 from storage.queries import elapsed_seconds
 from storage.states import ACTIVE
-from ui import admin, analysis, charts, data, filters, keys, nav, prompt_view, review, steering, step_links
+from ui import (admin, analysis, branching, charts, data, filters, gain_view, keys, nav, prompt_view, review, steering,
+                step_links)
 from ui.errors import shows_storage_errors
 from ui.lm_health import lm_failures_caption
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
@@ -57,6 +58,8 @@ with links:
     nav.link("lineage", "Lineage", run=run_id, icon=":material/account_tree:")
     nav.link("compare", "Compare the best with the seed", run=run_id, icon=":material/compare:")
     review.report_download(run_id)
+    branching.branch_popover(run)
+branching.lineage_note(run)
 steering.run_controls(run_id)
 
 
@@ -281,6 +284,9 @@ def candidates_panel(run_id: str) -> None:
 live(run_id)
 candidates_panel(run_id)
 frontier_panel(run_id)
+st.subheader("Is the gain real?", help="The held-out gain of a candidate over the seed, with a paired bootstrap "
+             "interval, the examples it wins and loses, and the validation–test gap (filled in when the run ends).")
+gain_view.panel(run)
 
 def objectives_view(run: dict) -> None:
     objectives = data.objective_means(url, run_id, data.version_token(run))

@@ -14,7 +14,8 @@ from engine.access import Refused, local_actor
 from engine.config import LOCAL_MODEL
 from engine.jobs import PREVIEW_EXAMPLES, TRY_EXAMPLES
 from storage.db import DEFAULT_DATA_DIR
-from ui import data, form_carry, form_checks, identity, jobs, keys as K, nav, prompt_form, prompt_section, run_form, speedup
+from ui import (branching, data, form_carry, form_checks, identity, jobs, keys as K, nav, prompt_form, prompt_section,
+                run_form, speedup)
 from ui.sidebar import current_user
 
 DRAFT = "_new_draft"
@@ -156,6 +157,8 @@ with st.container(border=True):
         st.info(f"Loaded the example **{st.session_state[K.NEW_LOADED]}**: every section below is filled in. "
                 f"Read it top to bottom, then **{first}** to see how the seed scores, and **Start run**, both at "
                 "the bottom of the form.", icon=":material/arrow_downward:")
+
+branching.form_note(DRAFT)
 
 # ------------------------------------------------------------------ what to optimize
 st.subheader("1 · What to optimize")

@@ -71,3 +71,5 @@ if len(selected) >= 2:
     names = dict(zip(table["id"], table["name"]))
     st.plotly_chart(charts.compare_figure(cmp, names, x), width="stretch",
                     key="runs_compare_chart")
+    nav.link("compare_runs", "Side by side: held-out results, config differences, best texts", runs=selected,
+             icon=":material/stacked_line_chart:")

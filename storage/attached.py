@@ -28,7 +28,7 @@ def create_attached_run(db: Database, name: str, owner: str, config: dict, examp
     now = utcnow()
     with db.write() as s:
         run = Run(name=name, owner=owner, config=config, status=RunStatus.RUNNING.value, started_at=now,
-                  attached_to=process_id, lease_owner=process_id,
+                  attached_to=process_id, lease_owner=process_id, branch_of=(config.get("branch") or {}).get("run"),
                   lease_expires_at=now + timedelta(seconds=lease_seconds), heartbeat_at=now)
         s.add(run)
         s.flush()

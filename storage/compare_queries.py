@@ -9,7 +9,17 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from storage.db import Database
-from storage.models import Evaluation, Example
+from storage.models import Candidate, Evaluation, Example
+
+
+def first_seed(db: Database, run_id: str, preferred: str) -> str | None:
+    """``preferred`` (the engine's id for a run's seed) when the run has it, else its oldest
+    candidate of origin ``seed`` (an imported or synthetic run); None without a seed. One
+    statement."""
+    with db.read() as s:
+        rows = s.execute(select(Candidate.id).where(Candidate.run_id == run_id, Candidate.origin == "seed")
+                         .order_by(Candidate.created_at, Candidate.id)).scalars().all()
+    return preferred if preferred in rows else (rows[0] if rows else None)
 
 
 def pair_evaluations(db: Database, run_id: str, a: str, b: str) -> list[dict]:

@@ -79,6 +79,9 @@ class Run(SQLModel, table=True):
     test_cost_usd: float = 0.0  # dollars of the test pass's lm() calls, outside the dollar budget
     # the candidate a person approved (the ``approve`` command: who and why are on that command)
     approved_candidate_id: Optional[str] = Field(default=None, max_length=32)
+    # a branch: the run it started from (its config's [branch] run), kept as a plain id without a
+    # foreign key, so that deleting the base run leaves its branches whole
+    branch_of: Optional[str] = Field(default=None, index=True, max_length=32)
 
 
 class Example(SQLModel, table=True):
@@ -142,6 +145,9 @@ class Evaluation(SQLModel, table=True):
     seconds: float = 0.0
     cost_usd: float = 0.0
     cached: bool = False
+    # a copy of an evaluation another run recorded of the same text on the same example (a branch
+    # reusing its base run's, engine/reuse.py): that run's id. Cached too: it costs no metric call.
+    reused_from: Optional[str] = Field(default=None, max_length=32)
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -298,36 +298,39 @@ def candidate_live(db: Database, run_id: str, candidate_id: str) -> Optional[dic
 
 
 def compare_runs(db: Database, run_ids: Iterable[str]) -> pd.DataFrame:
-    """Best validation score after each step of several runs, against cumulative metric calls
-    and dollars. Columns: run_id, step, metric_calls, cost_usd, best. Two statements."""
+    """Best validation score after each step of several runs, against cumulative metric calls,
+    dollars and seconds. Columns: run_id, step, metric_calls, cost_usd, seconds, best. Two
+    statements."""
     ids = list(run_ids)
+    columns = ["run_id", "step", "metric_calls", "cost_usd", "seconds", "best"]
     if not ids:
-        return pd.DataFrame(columns=["run_id", "step", "metric_calls", "cost_usd", "best"])
+        return pd.DataFrame(columns=columns)
     with _read(db) as s:
-        steps = s.execute(select(Step.run_id, Step.index, Step.metric_calls, Step.cost_usd)
+        steps = s.execute(select(Step.run_id, Step.index, Step.metric_calls, Step.cost_usd, Step.seconds)
                           .where(Step.run_id.in_(ids)).order_by(Step.run_id, Step.index)).all()
         cands = s.execute(select(Candidate.run_id, Candidate.step, func.max(Candidate.val_mean))
                           .where(Candidate.run_id.in_(ids), Candidate.val_mean.is_not(None), Candidate.vetoed.is_(False))
                           .group_by(Candidate.run_id, Candidate.step)).all()
-    steps_df = pd.DataFrame(steps, columns=["run_id", "step", "calls", "cost"])
+    steps_df = pd.DataFrame(steps, columns=["run_id", "step", "calls", "cost", "secs"])
     best_df = pd.DataFrame(cands, columns=["run_id", "step", "best_here"])
     out = []
     for rid in ids:
         st_ = steps_df[steps_df.run_id == rid].sort_values("step")
         bs = best_df[best_df.run_id == rid].set_index("step")["best_here"]
         seed_best = bs.get(0)
-        calls = cost = 0.0
+        calls = cost = secs = 0.0
         best = seed_best
         if seed_best is not None:
-            out.append(dict(run_id=rid, step=0, metric_calls=0, cost_usd=0.0, best=seed_best))
+            out.append(dict(run_id=rid, step=0, metric_calls=0, cost_usd=0.0, seconds=0.0, best=seed_best))
         for row in st_.itertuples():
             calls += row.calls
             cost += row.cost
+            secs += row.secs or 0.0
             here = bs.get(row.step)
             if here is not None and (best is None or here > best):
                 best = here
-            out.append(dict(run_id=rid, step=row.step, metric_calls=calls, cost_usd=cost, best=best))
-    return pd.DataFrame(out, columns=["run_id", "step", "metric_calls", "cost_usd", "best"])
+            out.append(dict(run_id=rid, step=row.step, metric_calls=calls, cost_usd=cost, seconds=secs, best=best))
+    return pd.DataFrame(out, columns=columns)
 
 
 # the SQL twin of _validation_split, for the hand-written statements below

@@ -42,9 +42,11 @@ from storage.states import RUN_TRANSITIONS, CommandStatus, RunStatus
 
 def create_run(db: Database, name: str, owner: str, config: dict, examples: Iterable[tuple[str, str, Any]],
                run_id: str | None = None, status: RunStatus = RunStatus.QUEUED) -> str:
-    """Insert a run and its examples ((key, split, payload) triples) in one transaction."""
+    """Insert a run and its examples ((key, split, payload) triples) in one transaction. A
+    config with a ``branch`` table makes the run a branch of that table's ``run``."""
     with db.write() as s:
-        run = Run(name=name, owner=owner, config=config, status=RunStatus(status).value)
+        run = Run(name=name, owner=owner, config=config, status=RunStatus(status).value,
+                  branch_of=(config.get("branch") or {}).get("run"))
         if run_id:
             run.id = run_id
         s.add(run)

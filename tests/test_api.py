@@ -578,3 +578,27 @@ def test_with_the_async_schedule_stop_callbacks_are_asked_before_every_proposal(
                                    "every_proposal.<locals>.six_proposals) returned True"
     assert 6 <= run.proposals_total <= 6 + 2  # the two in flight when it said stop finish
     assert len(calls) > run.steps_done + 1  # asked more often than once a step (C = 2 proposals per step)
+
+
+def test_branch_from_a_run_started_from_python_pays_no_evaluation_twice(sqlite_db):
+    from tests.support.harness import paid_twice
+
+    install_script(toy.script)
+    rows = toy.dataset(6)
+    base = optimize_anything("start", evaluator=words, dataset=rows, db=sqlite_db.url, progress=False,
+                             config=_config(budget={"max_steps": 1, "stop_at_score": None}))
+    best = repo.get_run(sqlite_db, base.run_id).best_candidate_id
+    result = optimize_anything(evaluator=words, dataset=rows, db=sqlite_db.url, progress=False,
+                               branch_from=(base.run_id, best),
+                               config={"budget": {"max_steps": 6, "stop_at_score": 1.0}, "search.parents_per_step": 1})
+    run = repo.get_run(sqlite_db, result.run_id)
+    assert run.branch_of == base.run_id and run.config["search"]["parents_per_step"] == 1
+    assert result.status == "completed" and result.best_score == 1.0
+    assert paid_twice(sqlite_db, base.run_id, result.run_id) == 0
+    assert any(ev.reused_from == base.run_id for ev, _, _ in evaluations(sqlite_db, result.run_id))
+    with pytest.raises(ConfigError, match=r"^branch_from: give \(run_id, candidate_id\)"):
+        optimize_anything(evaluator=words, db=sqlite_db.url, branch_from=(1, 2))
+    with pytest.raises(ConfigError, match=r"^seed_candidate: give a seed or branch_from, not both"):
+        optimize_anything("x", evaluator=words, db=sqlite_db.url, branch_from=base.run_id)
+    with pytest.raises(ConfigError, match=r"^candidate: 'cnope' is not a candidate of run"):
+        optimize_anything(evaluator=words, db=sqlite_db.url, branch_from=(base.run_id, "cnope"))

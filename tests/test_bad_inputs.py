@@ -216,6 +216,18 @@ CASES = [
      ["error: file: cannot read ", "notes.txt: not JSON"]),
     ("import of a missing file", lambda w: ["import", str(w["root"] / "missing.json")],
      ["error: file: cannot read ", "missing.json: No such file or directory"]),
+    # -- branching a run ----------------------------------------------------------------------------
+    ("branch of an unknown run", lambda w: ["branch", "rnope"], ["error: run: no run with id 'rnope'"]),
+    ("branch of a run with no best yet", lambda w: ["branch", w["run"]],
+     ["error: candidate: run ", "has no best candidate yet; name the candidate to branch from"]),
+    ("branch from an unknown candidate", lambda w: ["branch", w["run"], "cnope"],
+     ["error: candidate: 'cnope' is not a candidate of run "]),
+    ("branch with a setting out of range", lambda w: ["branch", w["run"], w["cand"], "--set", "search.parents_per_step=0"],
+     ["error: search.parents_per_step: must be at least 1, not 0"]),
+    ("branch with a misspelt setting", lambda w: ["branch", w["run"], w["cand"], "--set", "serch.seed=2"],
+     ["error: serch: unknown field (check the spelling)"]),
+    ("branch with --set that is no NAME=VALUE", lambda w: ["branch", w["run"], w["cand"], "--set", "search"],
+     ["error: --set: 'search' is not NAME=VALUE"]),
 ]
 
 

@@ -186,3 +186,31 @@ def test_run_whose_evaluator_fails_everywhere_exits_1_with_the_reason(cli, proje
     assert res.returncode == 1, (res.stdout, res.stderr)
     assert "status failed: the evaluator failed on every validation example for the seed" in res.stdout
     assert "KeyError" in res.stdout
+
+
+def test_branch_from_the_best_with_a_changed_setting_runs_in_the_foreground(cli, project, tmp_path):
+    from tests.support.harness import run_toy, toy_config
+    from tests.support.scripted_lm import uninstall_script
+
+    url = _url(tmp_path)
+    db = Database(url)
+    db.create_all()
+    try:  # the base run in this process: one subprocess less
+        base_id, _ = run_toy(db, tmp_path / "base", toy_config(6))
+    finally:
+        uninstall_script()
+    seed = next(c.id for c in repo.list_candidates(db, base_id) if c.origin == "seed")
+    res = cli("branch", base_id, seed, "--set", "search.parents_per_step=1", "--set", "budget.max_metric_calls=200",
+              "--set", "budget.max_steps=1", "--foreground", "--quiet", "--db", url)
+    assert res.returncode == 0, res.stderr
+    m = re.search(rf"^run (r[0-9a-f]+): a branch of run {base_id} from {seed}$", res.stdout, re.M)
+    assert m, res.stdout
+    assert "  search.parents_per_step: 2 → 1" in res.stdout and "  budget.max_metric_calls: 300 → 200" in res.stdout
+    assert f"that run {base_id} recorded are reused, not paid" in res.stderr
+    assert "status completed: step budget spent (1 of 1)" in res.stdout
+    branch = repo.get_run(db, m.group(1))
+    assert branch.branch_of == base_id and branch.config["search"]["parents_per_step"] == 1
+    seed_evals = repo.evaluations_for(db, branch.id, [c.id for c in repo.list_candidates(db, branch.id)
+                                                     if c.origin == "seed"])
+    assert seed_evals and all(e.reused_from == base_id and e.cached for e in seed_evals)
+    db.dispose()

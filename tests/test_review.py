@@ -70,3 +70,13 @@ def test_activity_feed_newest_first_filtered_by_person(reviewed):
     assert feed == sorted(feed, key=lambda f: f["when"], reverse=True)
     assert {f["who"] for f in activity.run_activity(db, run_id, person="ana")} == {"ana"}
     assert any(f["who"] == "bo@example.com" for f in feed)
+
+
+def test_approving_says_whether_the_gain_is_real(reviewed, capsys):
+    db, run_id, cand_id = reviewed
+    assert main(["approve", run_id, cand_id, "--db", db.url, "--reason", "clearest"]) == 0
+    out, err = capsys.readouterr()
+    # the synthetic run has no test set: the gain is measured on validation, and the warning says so
+    assert "warning: No held-out test score of this candidate" in err
+    assert re.search(rf"validation \(not held out\) gain of {cand_id} over the seed: [+-]\d\.\d{{4}} \(95 % interval", out)
+    assert repo.get_run(db, run_id).approved_candidate_id == cand_id  # said, not enforced

@@ -27,6 +27,9 @@ def delete_box(run: dict) -> None:
             st.caption(f"The run is {run['status']}: stop it first (Stop, above), then delete it.")
         st.write("Deletes the run with its candidates, evaluations, LM calls, steps, commands and comments, for "
                  "everyone. It cannot be undone; the deletion itself is recorded (who, when, which run).")
+        branched = admin.branches_note(data.get_db(), run_id)
+        if branched:
+            st.warning(branched[:1].upper() + branched[1:] + ".", icon=":material/call_split:")
         confirm = st.text_input(f"Type the run id `{run_id}` to confirm", key=keys.DELETE_CONFIRM.format(run=run_id))
         reason = st.text_input("Why (recorded)", key=keys.DELETE_REASON.format(run=run_id))
         ready = confirm.strip() == run_id and run["status"] in FINISHED and note is None

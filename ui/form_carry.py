@@ -14,9 +14,10 @@ import json
 from typing import Any
 
 from engine.config import BudgetConfig, DataLimits, ExecutorConfig, LMConfig, SearchConfig
+from engine.config_sections import ReviewConfig
 
 SECTIONS = {"search": SearchConfig, "budget": BudgetConfig, "reflection_lm": LMConfig, "task_lm": LMConfig,
-            "judge_lm": LMConfig, "executor": ExecutorConfig, "limits": DataLimits}
+            "judge_lm": LMConfig, "executor": ExecutorConfig, "limits": DataLimits, "review": ReviewConfig}
 # what the form's own fields write (ui.run_form.config_from_draft, ui.prompt_form): never carried
 EDITED = {
     "search": {"parents_per_step", "proposals_per_parent", "minibatch_size", "selection", "accept", "merge",

@@ -183,3 +183,17 @@ ROLES_REVOKE_PICK = "roles_revoke_pick"
 ROLES_REVOKE = "roles_revoke"
 ROLES_OUTCOME = "_roles_outcome"
 ROLES_CHECK = "roles_check"
+
+# branches and comparing runs (issue 34)
+QP_RUNS = "runs"  # the compare-runs page: the runs side by side, comma-separated
+BRANCH_SEND = "branch_send_{where}"  # "Branch from here" on the candidate page, the lineage, the dashboard
+BRANCH_PICK = "branch_pick"  # the dashboard's candidates to branch from (a seed population)
+BRANCH_ERROR = "_branch_error_{where}"
+NEW_BRANCH = "new_branch"  # the draft's [branch] table (the base run and its candidates), when it is a branch
+NEW_UNBRANCH = "new_unbranch"
+LIN_BOTH_TREES = "lin_both_trees"
+CMPR_RUNS = "cmpr_runs"
+CMPR_X = "cmpr_x"
+CMPR_BASE = "cmpr_base"
+RUNS_COMPARE_OPEN = "runs_compare_open"
+GAIN_CANDIDATE = "gain_candidate"

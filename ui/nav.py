@@ -20,6 +20,7 @@ PAGE_FILES = {
     "candidate": ("pages/candidate.py", "Candidate", ":material/description:"),
     "lineage": ("pages/lineage.py", "Lineage", ":material/account_tree:"),
     "compare": ("pages/compare.py", "Compare candidates", ":material/compare:"),
+    "compare_runs": ("pages/compare_runs.py", "Compare runs", ":material/stacked_line_chart:"),
     "explain": ("pages/explain.py", "Step explained", ":material/school:"),
     "playground": ("pages/playground.py", "Runtime playground", ":material/tune:"),
     "roles": ("pages/roles.py", "Roles", ":material/admin_panel_settings:"),
@@ -78,22 +79,28 @@ def go(page: str, run: str | None = None, candidate: str | None = None) -> None:
     st.switch_page(pages()[page], query_params=params)
 
 
-def link(page: str, label: str, run: str | None = None, candidate: str | None = None, icon: str | None = None) -> None:
+def link(page: str, label: str, run: str | None = None, candidate: str | None = None, icon: str | None = None,
+         runs: list[str] | None = None) -> None:
+    """A link to ``page``; ``runs``: the runs the compare-runs page puts side by side."""
     params = {}
     if run:
         params[keys.QP_RUN] = run
     if candidate:
         params[keys.QP_CANDIDATE] = candidate
+    if runs:
+        params[keys.QP_RUNS] = ",".join(runs)
     st.page_link(pages()[page], label=label, query_params=params, icon=icon)
 
 
-def url(page: str, run: str | None = None, candidate: str | None = None) -> str:
+def url(page: str, run: str | None = None, candidate: str | None = None, runs: list[str] | None = None) -> str:
     """A relative URL for link columns in tables."""
     q = []
     if run:
         q.append(f"{keys.QP_RUN}={run}")
     if candidate:
         q.append(f"{keys.QP_CANDIDATE}={candidate}")
+    if runs:
+        q.append(f"{keys.QP_RUNS}={','.join(runs)}")
     return f"/{page}" + (("?" + "&".join(q)) if q else "")
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from storage import activity
-from ui import data, identity, interventions as iv, keys, nav, submission
+from ui import data, gain_view, identity, interventions as iv, keys, nav, submission
 from ui.errors import shows_storage_errors
 from ui.render import md
 from ui.steering import show_outcome
@@ -25,6 +25,8 @@ def approve_box(run: dict, cand_id: str, has_text: bool) -> None:
         st.success("This is the run's **approved** candidate.", icon=":material/verified:")
     with st.expander("Approve this candidate" if approved != cand_id else "Withdraw the approval",
                      icon=":material/verified:"):
+        if approved != cand_id:
+            gain_view.approve_note(run, cand_id)
         st.text_input("Why (recorded with the approval)", key=keys.APPROVE_REASON.format(cand=cand_id),
                       placeholder="e.g. best on the hard cases, reviewed by the team")
         slot = f"approve:{cand_id}"

@@ -51,7 +51,7 @@ def default_draft(model: str = "") -> dict:
         K.NEW_MODEL: model, K.NEW_API_BASE: "", K.NEW_API_KEY_ENV: "", K.NEW_TEMPERATURE: 0.7,
         K.NEW_P: 2, K.NEW_K: 2, K.NEW_WORKERS: 4, K.NEW_MINIBATCH: 3, K.NEW_SELECTION: "pareto",
         K.NEW_ACCEPT: "all", K.NEW_MERGE: False, K.NEW_MERGE_SIBLINGS: False, K.NEW_SCHEDULE: "sync",
-        K.NEW_CARRIED: {},
+        K.NEW_CARRIED: {}, K.NEW_BRANCH: None,
         K.NEW_MAX_CALLS: 500, K.NEW_MAX_COST: 0.0, K.NEW_MAX_SECONDS: 0, K.NEW_STOP_SCORE: 0.0,
         **prompt_form.defaults(model),
     }
@@ -158,6 +158,8 @@ def config_from_draft(draft: dict) -> tuple[dict, list[str]]:
     else:
         cfg.update(prompt_form.code_task_lm(d))
     form_carry.apply(cfg, d.get(K.NEW_CARRIED) or {})
+    if d.get(K.NEW_BRANCH):  # a branch (engine/branch.py): its base run and candidates go with it
+        cfg["branch"] = d[K.NEW_BRANCH]
     return cfg, problems
 
 
@@ -323,6 +325,7 @@ def draft_from_config(cfg: dict, model_default: str = "") -> dict:
     d[K.NEW_MERGE_SIBLINGS] = bool(s.get("merge_siblings", False))
     d[K.NEW_SCHEDULE] = s.get("schedule", "sync")
     d[K.NEW_CARRIED] = form_carry.carried(cfg)
+    d[K.NEW_BRANCH] = cfg.get("branch") or None
     d[K.NEW_MAX_CALLS] = b.get("max_metric_calls") or 0
     d[K.NEW_MAX_COST] = float(b.get("max_cost_usd") or 0.0)
     d[K.NEW_MAX_SECONDS] = int(b.get("max_seconds") or 0)

@@ -46,7 +46,8 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
                       config: Union[dict, RunConfig, None] = None, db: Optional[str] = None, name: Optional[str] = None,
                       resume: Optional[str] = None, validate: Optional[Callable[[Any], Any]] = None,
                       pool: str = "thread", progress: bool = True, owner: str = "",
-                      stop_callbacks: Any = None, reflection_lm: Union[str, Callable, None] = None) -> OptimizeResult:
+                      stop_callbacks: Any = None, reflection_lm: Union[str, Callable, None] = None,
+                      branch_from: Any = None) -> OptimizeResult:
     """Optimize ``seed_candidate`` (a text, a dict of named texts, or None to let the reflection
     LM write one from ``objective``) against ``evaluator``, and return the result.
 
@@ -61,6 +62,9 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
     ``stop_callbacks``: a callable ``(state) -> bool`` or a list of them, called before every step
     (every proposal with the asynchronous schedule); True ends the run (``engine.api.stopping``:
     GEPA's own stoppers work unchanged). One that raises ends the run too, and the call raises its error.
+    ``branch_from=(run_id, candidate_id)`` (or a list of candidate ids, or a run id for its best)
+    starts a branch of that run from those candidates instead of a seed, with its settings and
+    whatever this call changes (``engine.api.branch_from``).
 
     ``dataset`` / ``valset`` / ``testset`` are lists of examples: any Python objects, given to the
     evaluator as they are; the database (the studio, the reflection LM) gets their JSON form. ``config`` holds
@@ -96,8 +100,17 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
             return build_result(database, resume)
         run_id = resume
     else:
-        cfg = build_config(seed_candidate, evaluator, dataset, valset, testset, objective, background, config, name,
-                           reflection_model)
+        if branch_from is not None:
+            from engine.api.branch_from import branch_from_config
+
+            given = {"dataset": _storable(dataset, "dataset"), "valset": _storable(valset, "valset"),
+                     "testset": _storable(testset, "testset"), "objective": objective, "background": background,
+                     "name": name}
+            cfg = branch_from_config(database, branch_from, seed_candidate, given, config, evaluator_record(evaluator),
+                                     reflection_model)
+        else:
+            cfg = build_config(seed_candidate, evaluator, dataset, valset, testset, objective, background, config,
+                               name, reflection_model)
         run_id = attached.create_attached_run(database, cfg.name, owner, cfg.stored(), examples_of(cfg), process_id,
                                               LEASE_SECONDS)
     session = _Session(database, run_id, process_id, evaluator, validate, pool,

@@ -253,7 +253,7 @@ def _run_row(d: Document) -> Run:
                test_mean=d.best.test_mean, seed_test_mean=d.best.seed_test_mean,
                test_cost_usd=d.best.test_cost_usd or 0.0, created_at=_when(r.created_at),
                started_at=parse_iso(r.started_at), finished_at=parse_iso(r.finished_at),
-               approved_candidate_id=_approved(d))
+               approved_candidate_id=_approved(d), branch_of=((r.config or {}).get("branch") or {}).get("run"))
 
 
 def _approved(d: Document) -> Optional[str]:

@@ -2,7 +2,7 @@
 
 ``build_report(db, run_id)`` returns the page: summary and config, the score over the budget,
 the Pareto frontier, the lineage tree, the reported candidate (the approved one, else the best)
-with its diff against the seed, its per-example scores beside the seed's, the intervention log
+with its diff against the seed and whether its gain over the seed is real, its per-example scores beside the seed's, the intervention log
 and the comments. plotly.js is inlined once; there are no external scripts, styles, fonts or
 images, and a Content-Security-Policy forbids loading any. Every string from the run (candidate
 and LM text, names, reasons, comments, config values) goes through ``html.escape``: it is shown
@@ -60,6 +60,7 @@ def build_report(db: Database, run_id: str) -> str:
     parts.append(_section("Pareto frontier", _frontier(doc)))
     parts.append(_section("Lineage", _figure(lineage_tree(doc, shown_id), first=False)))
     parts.append(_section(f"The {which} candidate", _approval(doc, approved) + _candidate(shown, seed, which)))
+    parts.append(_section("Is the gain real?", _gain(db, run_id, shown_id)))
     parts.append(_section("Per-example scores", _per_example(doc, shown, seed)))
     parts.append(_section("Intervention log", _commands(doc)))
     parts.append(_section("Comments", _comments(doc)))
@@ -88,7 +89,26 @@ def _summary(doc: dict, approved: Optional[str]) -> str:
             ("best candidate", f"{best['candidate_id']} (validation mean {_num(best['val_mean'])})"),
             ("test mean", f"{_num(best['test_mean'])} (seed {_num(best['seed_test_mean'])})"),
             ("approved candidate", approved or "none")]
+    branch = (run["config"] or {}).get("branch")
+    if branch:
+        rows.append(("branch of", f"run {branch['run']}, from {', '.join(branch['candidates'])}"))
     return _section("Summary", _table((), rows))
+
+
+def _gain(db: Database, run_id: str, cand_id: Optional[str]) -> str:
+    """The reported candidate's gain over the seed (``engine.gain``), and what approving it should hear."""
+    from engine.gain import VERDICTS, held_out_gain
+
+    g = held_out_gain(db, run_id, cand_id) if cand_id else None
+    if g is None:
+        return "<p class=\"muted\">The seed and this candidate share no evaluated example.</p>"
+    where = "held-out test set" if g.held_out else "validation set (not held out: the search selected on it)"
+    rows = [("gain over the seed", f"{g.gain:+.4f} on the {where}, over {g.n} examples"),
+            ("95 % interval (paired bootstrap)", f"{g.low:+.4f} … {g.high:+.4f}: {VERDICTS[g.verdict].lower()}"),
+            ("examples won", ", ".join(g.wins) or "none"), ("examples lost", ", ".join(g.losses) or "none"),
+            ("tied", g.ties), ("validation–test gap", _num(g.gap, "+.4f")),
+            ("minimum gain to approve", "none set" if g.min_gain is None else f"{g.min_gain:+.4f} ({g.min_gain_from})")]
+    return _table((), rows) + "".join(f"<p>⚠ {e(w)}</p>" for w in g.warnings())
 
 
 def _frontier(doc: dict) -> str:

@@ -114,6 +114,17 @@ def ready(page) -> None:
         page.locator('[data-testid="stException"]').first.inner_text()
 
 
+def until(check, what: str, timeout: float = 60.0):
+    """``check()``'s first true value, asked every 0.25 s; fails saying ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
+        time.sleep(0.25)
+
+
 def by_key(page, key: str):
     """A widget by its key; a control that sends commands carries its submission token after
     ``submission.SEP`` in its key (and so in its CSS class)."""

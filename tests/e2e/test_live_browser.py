@@ -10,7 +10,6 @@ Screenshots at 1440×900 go to test-artifacts/ (live-*.png).
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -18,7 +17,7 @@ from engine.records.export import export_run
 from storage import repo
 from tests.support.synthetic import generate_run
 
-from .conftest import by_key, new_page, ready, shot
+from .conftest import by_key, new_page, ready, shot, until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -26,16 +25,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 @pytest.fixture
 def studio(worker_studio):
     return worker_studio
-
-
-def _until(check, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
-        time.sleep(0.25)
 
 
 def _metric(page, label: str) -> str:
@@ -70,7 +59,7 @@ def test_the_dashboard_follows_a_run_without_a_reload(studio, browser):
     model.scroll_into_view_if_needed()
     model.fill("scripted/toy@1.5")  # slow enough to watch the run move
     model.press("Enter")
-    _until(lambda: ana.get_by_text("no provider API key found").count() == 0, "the local model's note to go", 30)
+    until(lambda: ana.get_by_text("no provider API key found").count() == 0, "the local model's note to go", 30)
     ready(ana)
     by_key(ana, "new_submit").get_by_role("button").click()
     ana.wait_for_url(re.compile(r"/dashboard\?run="), timeout=60_000)
@@ -91,20 +80,20 @@ def test_the_dashboard_follows_a_run_without_a_reload(studio, browser):
     # page, hidden, until the next refresh: two elements carry the key for a few seconds)
     origin = by_key(ana, "dash_cand_origin").and_(ana.locator('[data-stale="false"]'))
     origin.first.wait_for(timeout=60_000)
-    _until(lambda: any("reflection" in t for t in origin.all_inner_texts()), "a reflection origin in the filter", 60)
+    until(lambda: any("reflection" in t for t in origin.all_inner_texts()), "a reflection origin in the filter", 60)
     ana.wait_for_timeout(800)
     shot(ana, "live-dashboard-running")
     shot(bob, "live-sidebar-other-browser")
 
-    _until(lambda: repo.get_run(db, run_id).status == "completed", "the run to complete", 120)
+    until(lambda: repo.get_run(db, run_id).status == "completed", "the run to complete", 120)
     doc = export_run(db, run_id)
     members = set().union(*(set(f["candidate_ids"]) for f in doc["frontier"]))
     best = doc["best"]["candidate_id"]
     visible = [c for c in doc["candidates"] if c["status"] != "rejected"]
     caption = ana.locator('[data-testid="stCaptionContainer"]', has_text="candidates · select a row").first
     want = f"{len(visible)} of {len(doc['candidates'])} candidates"
-    _until(lambda: caption.inner_text().startswith(want), f"the table to count {want}: {caption.inner_text()}", 20)
-    _until(lambda: _metric(ana, "Frontier size") == str(len(members)), "the frontier size to follow", 20)
+    until(lambda: caption.inner_text().startswith(want), f"the table to count {want}: {caption.inner_text()}", 20)
+    until(lambda: _metric(ana, "Frontier size") == str(len(members)), "the frontier size to follow", 20)
     link = ana.get_by_role("link", name=f"Best: {best}")
     link.wait_for(timeout=20_000)
     assert f"candidate={best}" in link.get_attribute("href")

@@ -8,6 +8,7 @@ would answer a second run from the first one's calls (cost $0, cached=True) and 
 from __future__ import annotations
 
 import copy
+import json
 import os
 import sys
 from collections import Counter
@@ -131,6 +132,17 @@ def assert_consistent_totals(db: Database, run_id: str) -> None:
     steps = repo.list_steps(db, run_id)
     assert run.steps_done == sum(1 for s in steps if s.ended_at is not None)
     assert sum(s.metric_calls for s in steps) <= run.metric_calls  # the seed's pass is in no step
+
+
+def paid_twice(db: Database, base_id: str, branch_id: str) -> int:
+    """Evaluations a branch paid for (not cached) of a text on an example (the same payload) its
+    base run had already evaluated it on: what a branch must never do."""
+    def pairs(run_id: str):
+        payloads = {ex.pk: json.dumps(ex.payload, sort_keys=True) for ex in repo.get_examples(db, run_id)}
+        return [(ev, (ev.content_hash, payloads[ev.example_pk])) for ev in repo.evaluations_for(db, run_id)]
+
+    known = {pair for _, pair in pairs(base_id)}
+    return sum(1 for ev, pair in pairs(branch_id) if not ev.cached and pair in known)
 
 
 def by_content(db: Database, run_id: str) -> dict[str, str]:
