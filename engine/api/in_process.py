@@ -133,10 +133,7 @@ def evaluate_captured(fn: Callable, sig: Signature, task: EvalTask, capture_char
     finally:
         oa.set_log_context(None)
         _current.stdout = _current.stderr = _current.account = None
-    for key, sink in sinks.items():
-        text = sink.getvalue()
-        if text:
-            side[key if key not in side else f"{key} (captured)"] = text
+    oa.add_captured(side, {key: sink.getvalue() for key, sink in sinks.items()})
     out = EvalOutcome(score=score, side_info=side, error=error, seconds=time.monotonic() - t0)
     if account is not None:
         out.lm_cost_usd, out.lm_tokens_in, out.lm_tokens_out = account.cost, account.tokens_in, account.tokens_out
