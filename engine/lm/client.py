@@ -3,12 +3,14 @@
 Contract of ``LMClient.complete``:
 - never raises for provider problems: a failed call returns an ``LMResult`` whose ``error`` holds
   the exact reason (exception type and message, with the API key redacted);
-- retries, with exponential back-off and jitter, only the transient errors listed in
-  ``RETRYABLE`` (rate limits, timeouts, connection errors, HTTP 5xx); bad requests,
+- retries, with exponential back-off and jitter, only the transient errors of
+  ``engine.lm.errors.retryable_types`` (rate limits, timeouts, connection errors, HTTP 5xx); bad requests,
   authentication, missing models and context-window overflows fail at once;
 - at most ``cfg.max_concurrency`` calls to one model string are in flight in this process;
 - answers are cached on disk by content (``storage.lm_cache``): a hit costs $0, has
   ``cached=True`` and the token counts of the original call; failures are never cached;
+- a ``python/…`` model is a Python callable of the caller's (``engine.api.callable_lm``), called
+  directly, without litellm (which is imported only when a call needs it), and never cached;
 - API keys are read only from the environment variable named by ``cfg.api_key_env`` (or
   litellm's own defaults such as OPENAI_API_KEY) and are never returned, logged or stored;
 - every request actually sent is reported to the caller's ``journal`` (``AttemptJournal``):
@@ -32,19 +34,46 @@ from typing import Callable, Optional, Protocol
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # bundled price list: offline, fast
 
-import litellm  # noqa: E402
-
 from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
 from engine.lm.errors import (  # noqa: E402
-    RETRYABLE, describe, error_kind, is_retryable, missing_credentials, retry_after_seconds)
+    describe, error_kind, is_retryable, missing_credentials, retry_after_seconds)
 from engine.lm.defaults import default_lm_config, default_model, default_model_reason  # noqa: E402,F401
 from engine.lm.providers import is_in_process, load_plugins, register_builtin_providers  # noqa: E402
 from engine.interrupt import INTERRUPTED  # noqa: E402
 from storage.lm_cache import LMCache, cache_key  # noqa: E402
 
-litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stderr
-register_builtin_providers()
-load_plugins()  # the test hook (engine.lm.providers): every process that calls an LM imports this module
+CALLABLE_PROVIDER = "python"  # a Python callable of the caller's (engine.api.callable_lm), called directly
+_setup_lock = threading.RLock()  # RLock: a plugin loaded during the set-up may use litellm itself
+_litellm_module = None
+
+
+def _setup_litellm():
+    """Import litellm and set it up, once: seconds of CPU that a run whose every LM is a Python
+    callable never pays. The test hook's providers (engine.lm.providers) load with it."""
+    global _litellm_module
+    with _setup_lock:
+        if _litellm_module is None:
+            import litellm as module
+
+            module.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stderr
+            _litellm_module = module
+            register_builtin_providers()
+            load_plugins()  # the test hook: every process that calls an LM model sets litellm up here
+    return _litellm_module
+
+
+class _Litellm:
+    """``litellm`` for this module, imported at its first use."""
+
+    def __getattr__(self, name: str):
+        return getattr(_setup_litellm(), name)
+
+
+litellm = _Litellm()
+
+
+def is_callable_model(model: str) -> bool:
+    return model.split("/", 1)[0] == CALLABLE_PROVIDER
 
 log = logging.getLogger("refract.lm")
 _MAX_BACKOFF_SECONDS = 60.0
@@ -162,6 +191,7 @@ class LMClient:
             **cfg.kwargs,  # allow-listed at load (engine.lm.params): never the server or the key
         }
         started = time.monotonic()
+        use_cache = use_cache and not is_callable_model(cfg.model)  # the caller's function answers every call, as in GEPA
         key = cache_key(model=cfg.model, api_base=cfg.api_base, messages=messages,
                         params=params, sample_index=sample_index)
         if use_cache:
@@ -200,6 +230,8 @@ class LMClient:
             from engine.lm import local as local_lm
 
             return local_lm.context_window()
+        if is_callable_model(cfg.model):
+            return None
         try:
             info = litellm.get_model_info(cfg.model)
         except Exception:  # noqa: BLE001 -- unmapped model (self-hosted, custom): unknown
@@ -213,12 +245,18 @@ class LMClient:
             from engine.lm import local as local_lm
 
             return local_lm.count_tokens(messages)
+        if is_callable_model(cfg.model):
+            from engine.api.callable_lm import estimate_tokens
+
+            return estimate_tokens(messages)
         return int(litellm.token_counter(model=cfg.model, messages=messages))
 
     # -- internals -------------------------------------------------------------------------
 
     def _call_with_retries(self, cfg: LMConfig, messages: list[dict], params: dict, sample_index: int,
                            journal: Optional[AttemptJournal], cancel=None) -> LMResult:
+        if not is_callable_model(cfg.model):
+            _setup_litellm()  # before anything asks litellm about the model: the providers must be registered
         api_key = None
         if cfg.api_key_env:
             api_key = os.environ.get(cfg.api_key_env)
@@ -236,11 +274,12 @@ class LMClient:
             # Self-hosted OpenAI-compatible servers (vLLM, llama.cpp, Ollama) usually need no key,
             # but the OpenAI client refuses to send a request without one.
             kwargs["api_key"] = "no-key-needed"
-        missing = missing_credentials(cfg.model, kwargs.get("api_key"), cfg.api_base)
+        missing = [] if is_callable_model(cfg.model) else missing_credentials(cfg.model, kwargs.get("api_key"),
+                                                                              cfg.api_base)
         if missing:
             return _failure(cfg, f"no credentials for {cfg.model}: {', '.join(missing)} not set in the engine's "
                                  f"environment (set it, or name the variable in api_key_env)")
-        if is_in_process(cfg.model):
+        if not is_callable_model(cfg.model) and is_in_process(cfg.model):
             # Our own providers honour a seed: the K proposals of one parent must differ.
             kwargs["seed"] = sample_index
         limit = _limit_for(cfg.model)
@@ -302,8 +341,12 @@ class _Interrupted(Exception):
 
 
 def _send(kwargs: dict):
-    """litellm's response, or the exception it raised."""
+    """litellm's response (a Python callable's answer, shaped as one), or the exception raised."""
     try:
+        if is_callable_model(kwargs["model"]):
+            from engine.api.callable_lm import complete
+
+            return complete(kwargs["model"], kwargs["messages"])
         return litellm.completion(**kwargs)
     except Exception as caught:  # noqa: BLE001 -- every provider failure becomes an LMResult
         return caught
@@ -367,5 +410,5 @@ def _cost(response, model: str) -> float:
         return 0.0
 
 
-__all__ = ["AttemptJournal", "LMClient", "LMResult", "LOCAL_MODEL", "RETRYABLE", "default_lm_config", "default_model",
+__all__ = ["AttemptJournal", "LMClient", "LMResult", "LOCAL_MODEL", "default_lm_config", "default_model",
            "default_model_reason", "is_retryable"]
