@@ -2,7 +2,8 @@
 
 The module itself lives in ``engine/sandbox/runtime/refract_evaluator.py``, where the sandbox
 imports it; this file loads that one under the same name (so that the engine, the sandbox and
-your code share one module) and steps aside. Importable wherever ``import engine`` is.
+your code share one module) and steps aside. Importable wherever ``import engine`` is. Where
+gepa is installed, ``Image`` is then also a ``gepa.Image`` (``_adopt_gepa_image``).
 """
 
 import importlib.util
@@ -14,3 +15,4 @@ _spec = importlib.util.spec_from_file_location(
 _module = importlib.util.module_from_spec(_spec)
 sys.modules[__name__] = _module  # `import` hands back what sys.modules holds once this file has run
 _spec.loader.exec_module(_module)
+_module._adopt_gepa_image()  # a ported program may hand our images to GEPA's own code

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Optional
 
-from engine.api.in_process import CAPTURE_CHARS, Signature, evaluate_captured
+from engine.api.in_process import CAPTURE_CHARS, Signature, route_streams, evaluate_captured
 from engine.api.result import STR_CANDIDATE_KEY
 from engine.executor import EvalTask
 from engine.sandbox.runtime import outcome
@@ -38,7 +38,11 @@ class EvaluatorWrapper:
                         example=None if self.single else example,
                         opt_state=getattr(opt_state, "best_example_evals", None))
         raised: list = []
-        done = evaluate_captured(self._call, self.sig, task, CAPTURE_CHARS, raised=raised)
+        route_streams(True)  # print() lands in this call's side information, only while it runs
+        try:
+            done = evaluate_captured(self._call, self.sig, task, CAPTURE_CHARS, raised=raised)
+        finally:
+            route_streams(False)
         if raised and self.raise_on_exception:
             raise raised[0]
         side = dict(done.side_info)

@@ -71,7 +71,7 @@ _streams_lock = threading.Lock()
 _streams_users = 0
 
 
-def _route_streams(on: bool) -> None:
+def route_streams(on: bool) -> None:
     """Install the routed streams for the first open executor; remove them with the last
     (unless someone replaced sys.stdout since: then theirs stays)."""
     global _streams_users
@@ -159,7 +159,7 @@ def evaluate_captured(fn: Callable, sig: Signature, task: EvalTask, capture_char
 def _evaluate_in_child(fn: Callable, task: EvalTask, capture_chars: int) -> EvalOutcome:
     """The process pool's task (a module-level function, so that it pickles)."""
     if not isinstance(sys.stdout, _RoutedStream):  # first task in this child: capture print() here too
-        _route_streams(True)
+        route_streams(True)
     return evaluate_captured(fn, Signature(fn), task, capture_chars)
 
 
@@ -243,7 +243,7 @@ class InProcessExecutor:
                 ThreadPoolExecutor(workers, thread_name_prefix="refract-eval")
             if oa._lm_transport is None:
                 oa._lm_transport = _lm_in_process
-        _route_streams(True)
+        route_streams(True)
         self._closed = False
 
     @property
@@ -289,4 +289,4 @@ class InProcessExecutor:
             return
         self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
-        _route_streams(False)
+        route_streams(False)

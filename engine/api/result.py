@@ -127,7 +127,8 @@ class OptimizeResult:
             children.setdefault(next((p for p in row if p is not None), None), []).append(i)
 
         def branch(i: int) -> str:
-            text = html.escape(str(self._unwrap(self.candidates[i])))
+            value = self._unwrap(self.candidates[i])
+            text = html.escape(value if isinstance(value, str) else "\n\n".join(f"{k}:\n{v}" for k, v in value.items()))
             mark = " (best)" if i == self.best_idx else ""
             below = "".join(branch(c) for c in children.get(i, []))
             return (f"<li><b>{i}</b> · {self.val_aggregate_scores[i]:.4g}{mark}<pre>{text}</pre>"

@@ -165,6 +165,25 @@ class Image:
         return f"Image(url={self.url!r})" if self.url is not None else f"Image(path={self.path!r})"
 
 
+def _adopt_gepa_image() -> None:
+    """Where gepa is installed, make ``Image`` also a ``gepa.Image`` (a subclass of both), so
+    that GEPA's own code that checks ``isinstance(x, gepa.Image)`` (its reflection prompt
+    renderer, a ported program's helpers) takes Refract's images. Called for a Python process
+    that imports this module by name (the repository's ``refract_evaluator.py``), never in the
+    sandbox, which need not import gepa."""
+    global Image
+    import importlib.util
+
+    if importlib.util.find_spec("gepa") is None or "gepa.image.Image" in {f"{c.__module__}.{c.__qualname__}"
+                                                                          for c in Image.__mro__}:
+        return
+    from gepa.image import Image as GepaImage
+
+    Image = type("Image", (Image, GepaImage), {"__doc__": Image.__doc__, "__module__": __name__,
+                                               "__init__": Image.__init__, "__eq__": Image.__eq__,
+                                               "__repr__": Image.__repr__, "__hash__": None})
+
+
 def _encode(source: Any) -> tuple[str, str]:
     """(kind such as "png", base64 data) of PNG/JPEG bytes or a PIL image."""
     if isinstance(source, (bytes, bytearray)):
