@@ -35,20 +35,23 @@ BUDGET = 20
 
 PROGRAM = '''
 import json, sys, time
+T0 = time.perf_counter()
 {import_line}
 
 LATENCY = {latency}
-calls = []
+calls, trace = [], []
 
 
 def reflection_lm(prompt):
     calls.append(prompt)
+    n = len(calls)  # before the wait: concurrent calls (Refract's 2×2) answer differently, as a real LM would
     time.sleep(LATENCY)
-    return "```\\n" + "word " * (len(calls) + 1) + "\\n```"
+    return "```\\n" + "word " * (n + 1) + "\\n```"
 
 
 def evaluate(candidate):
     words = len(candidate.split())
+    trace.append((time.perf_counter() - T0, min(words / 30.0, 1.0)))
     return min(words / 30.0, 1.0), {{"words": words}}
 
 
@@ -56,7 +59,7 @@ config = oa.GEPAConfig(engine=oa.EngineConfig(max_metric_calls={budget}{sampling
                        reflection=oa.ReflectionConfig(reflection_lm=reflection_lm))
 result = oa.optimize_anything("word", evaluator=evaluate, objective="more words", config=config)
 print(json.dumps({{"metric_calls": result.total_metric_calls, "lm_calls": len(calls),
-                  "best": result.val_aggregate_scores[result.best_idx]}}))
+                  "best": result.val_aggregate_scores[result.best_idx], "trace": trace}}))
 '''
 SYSTEMS = {  # name: (import line, extra EngineConfig arguments)
     "GEPA 0.1.4": ("import gepa.optimize_anything as oa", ""),
@@ -99,7 +102,15 @@ def measure_run(system: str, latency: float, reps: int, tmp: Path) -> dict:
         outs.append(json.loads(stdout.strip().splitlines()[-1]))
     return {"system": system, "latency": latency, "wall": statistics.median(walls), "cpu": statistics.median(cpus),
             "metric_calls": [o["metric_calls"] for o in outs], "lm_calls": [o["lm_calls"] for o in outs],
-            "best": [round(o["best"], 3) for o in outs]}
+            "best": [round(o["best"], 3) for o in outs], "best_raw": [o["best"] for o in outs],
+            "traces": [o["trace"] for o in outs]}
+
+
+def time_to(traces: list, score: float) -> float | None:
+    """Median seconds (from the program's first line) to the first evaluation scoring at least
+    ``score``; None when a repetition never got there."""
+    firsts = [next((t for t, s in trace if s >= score - 1e-9), None) for trace in traces]
+    return None if None in firsts else statistics.median(firsts)
 
 
 def measure_import(statement: str, reps: int, tmp: Path) -> dict:
@@ -126,15 +137,17 @@ def write(imports: list[dict], runs: list[dict], loads: tuple[str, str]) -> None
     lines += [f"| `{i['statement']}` | {i['cpu']:.2f} | {i['importtime']:.2f} | {'yes' if i['litellm'] else 'no'} |"
               for i in imports]
     lines += ["", f"## A {BUDGET}-call run, whole process", "",
-              "| reflection LM latency | system | wall, s | CPU, s | wall ÷ GEPA's | metric calls | LM calls | best score |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| reflection LM latency | system | wall, s | CPU, s | wall ÷ GEPA's | metric calls | LM calls | best score "
+              "| s to GEPA's best score |", "|---|---|---|---|---|---|---|---|---|"]
     for latency in sorted({r["latency"] for r in runs}):
         rows = [r for r in runs if r["latency"] == latency]
         gepa = next(r for r in rows if r["system"].startswith("GEPA"))
+        target = statistics.median(gepa["best_raw"])
         for r in rows:
+            reached = time_to(r["traces"], target)
             lines.append(f"| {latency:g} s | {r['system']} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['wall'] / gepa['wall']:.2f}× | "
                          f"{', '.join(map(str, r['metric_calls']))} | {', '.join(map(str, r['lm_calls']))} | "
-                         f"{', '.join(map(str, r['best']))} |")
+                         f"{', '.join(map(str, r['best']))} | {'-' if reached is None else f'{reached:.2f}'} |")
     DOC.write_text("\n".join(lines) + "\n")
 
 

@@ -184,9 +184,12 @@ class CallerThreadPool:
     def run_one(self, timeout: float) -> bool:
         """Run the next queued call, waiting up to ``timeout`` for one; False when none came."""
         try:
-            fut, fn, args = self._queue.get(timeout=timeout)
+            item = self._queue.get(timeout=timeout)
         except queue.Empty:
             return False
+        if item is None:  # wake()
+            return False
+        fut, fn, args = item
         if not fut.set_running_or_notify_cancel():
             return True
         try:
@@ -200,14 +203,19 @@ class CallerThreadPool:
             fut.set_exception(exc)
         return True
 
+    def wake(self) -> None:
+        """Make a waiting ``run_one`` return now (the run has ended: nothing more will come)."""
+        self._queue.put(None)
+
     def shutdown(self, wait: bool = True, cancel_futures: bool = True) -> None:
         self._closed = True
         while True:
             try:
-                fut, _, _ = self._queue.get_nowait()
+                item = self._queue.get_nowait()
             except queue.Empty:
                 return
-            fut.cancel()  # queued calls are pending (a re-queued one too: its waiter is told, _copy_outcome)
+            if item is not None:
+                item[0].cancel()  # queued calls are pending (a re-queued one too: its waiter is told, _copy_outcome)
 
 
 def _copy_outcome(source: Future, target: Future) -> None:
@@ -282,6 +290,11 @@ class InProcessExecutor:
     def run_one(self, timeout: float) -> bool:
         """With ``pool="main"``, run one queued evaluation on this thread (see ``CallerThreadPool``)."""
         return self._pool.run_one(timeout)
+
+    def wake(self) -> None:
+        """With ``pool="main"``, end a ``run_one`` that waits."""
+        if self.kind == "main":
+            self._pool.wake()
 
     def close(self) -> None:
         """Cancel queued evaluations; wait for the running ones (threads cannot be killed)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import uuid
 from typing import Any, Callable, Optional, Union
@@ -30,6 +31,9 @@ from engine.optimizer import Optimizer
 from engine.api.result import OptimizeResult, build_result
 from engine.api.stopping import StopCheck
 from engine.runs import examples_of
+
+oa = sys.modules["refract_evaluator"]  # registered by engine/__init__.py, or imported by the caller first
+oa._adopt_gepa_image()  # where gepa is installed, a caller's oa.Image is also a gepa.Image, as with `import refract_evaluator`
 
 LEASE_SECONDS = 15.0
 POLL_SECONDS = 0.25
@@ -224,6 +228,8 @@ class _Session:
                 result.update(status=opt.run())
             finally:
                 finished.set()
+                for made in self.executors:  # a caller's thread that waits for evaluations to run: it is over
+                    made.wake()
 
         thread = threading.Thread(target=body, name="refract-optimizer")
         thread.start()
