@@ -237,6 +237,20 @@ def test_an_evaluator_using_signal_runs_without_a_dataset_and_with_pool_main(sql
         assert evs and not any(ev.error for ev in evs), [ev.error for ev in evs]
 
 
+def test_gepas_in_process_code_execution_time_limit_works_in_an_evaluator(sqlite_db):
+    code_execution = pytest.importorskip("gepa.utils.code_execution")
+
+    def evaluate(candidate):
+        ran = code_execution.execute_code(candidate, timeout=0.3)  # SIGALRM: only on the main thread
+        return float(ran.success), {"error": ran.error}
+
+    result = optimize_anything("import time\ntime.sleep(30)", evaluator=evaluate, db=sqlite_db.url,
+                               config=rg.GEPAConfig(engine=rg.EngineConfig(max_metric_calls=1),
+                                                    reflection=rg.ReflectionConfig(reflection_lm=_grow([]))))
+    (ev,) = repo.evaluations_for(sqlite_db, result.run_id)
+    assert ev.error is None and ev.side_info["error"].startswith("TimeLimitError") and ev.seconds < 10
+
+
 def test_oa_log_key_collision_get_log_context_outside_and_the_seedless_prompt(sqlite_db):
     def evaluate(candidate, example):
         oa.log("captured")
