@@ -32,9 +32,6 @@ from engine.api.result import OptimizeResult, build_result
 from engine.api.stopping import StopCheck
 from engine.runs import examples_of
 
-oa = sys.modules["refract_evaluator"]  # registered by engine/__init__.py, or imported by the caller first
-oa._adopt_gepa_image()  # where gepa is installed, a caller's oa.Image is also a gepa.Image, as with `import refract_evaluator`
-
 LEASE_SECONDS = 15.0
 POLL_SECONDS = 0.25
 
@@ -87,6 +84,7 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
     if not callable(evaluator):
         raise ConfigError("evaluator: must be a function evaluator(candidate[, example]) -> score or (score, side_info)")
     plan = plan_call(seed_candidate, config, dataset, reflection_lm, stop_callbacks, progress, pool, objective, resume)
+    sys.modules["refract_evaluator"]._adopt_gepa_image()  # from here on oa.Image is also a gepa.Image (gepa installed)
     if plan.pool == "process":
         check_pickles(evaluator, "evaluator")
         check_pickles(validate, "validate")

@@ -38,42 +38,10 @@ from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
 from engine.lm.errors import (  # noqa: E402
     describe, error_kind, is_retryable, missing_credentials, retry_after_seconds)
 from engine.lm.defaults import default_lm_config, default_model, default_model_reason  # noqa: E402,F401
-from engine.lm.providers import is_in_process, load_plugins, register_builtin_providers  # noqa: E402
+from engine.lm.providers import is_in_process  # noqa: E402
+from engine.lm.loading import is_callable_model, litellm, setup_litellm  # noqa: E402,F401
 from engine.interrupt import INTERRUPTED  # noqa: E402
 from storage.lm_cache import LMCache, cache_key  # noqa: E402
-
-CALLABLE_PROVIDER = "python"  # a Python callable of the caller's (engine.api.callable_lm), called directly
-_setup_lock = threading.RLock()  # RLock: a plugin loaded during the set-up may use litellm itself
-_litellm_module = None
-
-
-def _setup_litellm():
-    """Import litellm and set it up, once: seconds of CPU that a run whose every LM is a Python
-    callable never pays. The test hook's providers (engine.lm.providers) load with it."""
-    global _litellm_module
-    with _setup_lock:
-        if _litellm_module is None:
-            import litellm as module
-
-            module.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stderr
-            _litellm_module = module
-            register_builtin_providers()
-            load_plugins()  # the test hook: every process that calls an LM model sets litellm up here
-    return _litellm_module
-
-
-class _Litellm:
-    """``litellm`` for this module, imported at its first use."""
-
-    def __getattr__(self, name: str):
-        return getattr(_setup_litellm(), name)
-
-
-litellm = _Litellm()
-
-
-def is_callable_model(model: str) -> bool:
-    return model.split("/", 1)[0] == CALLABLE_PROVIDER
 
 log = logging.getLogger("refract.lm")
 _MAX_BACKOFF_SECONDS = 60.0
@@ -256,7 +224,7 @@ class LMClient:
     def _call_with_retries(self, cfg: LMConfig, messages: list[dict], params: dict, sample_index: int,
                            journal: Optional[AttemptJournal], cancel=None) -> LMResult:
         if not is_callable_model(cfg.model):
-            _setup_litellm()  # before anything asks litellm about the model: the providers must be registered
+            setup_litellm()  # before anything asks litellm about the model: the providers must be registered
         api_key = None
         if cfg.api_key_env:
             api_key = os.environ.get(cfg.api_key_env)

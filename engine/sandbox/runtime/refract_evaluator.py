@@ -169,8 +169,8 @@ def _adopt_gepa_image() -> None:
     """Where gepa is installed, make ``Image`` also a ``gepa.Image`` (a subclass of both), so
     that GEPA's own code that checks ``isinstance(x, gepa.Image)`` (its reflection prompt
     renderer, a ported program's helpers) takes Refract's images. Called for a Python process
-    that imports this module by name (the repository's ``refract_evaluator.py``) or the Python
-    API (``engine.api.optimize``), never in the sandbox, which need not import gepa."""
+    that imports this module by name (the repository's ``refract_evaluator.py``) and by each
+    ``optimize_anything`` call, never in the sandbox, which need not import gepa."""
     global Image
     import importlib.util
 
