@@ -61,6 +61,7 @@ class SearchConfig(_Strict):
     early_stop_validation: bool = True
     max_score: Optional[float] = Field(None, description="the highest score one example can get (e.g. 1.0); enables early-stopped validation passes")
     require_fence: bool = Field(True, description="an answer without a fenced block is a failed proposal; false takes the whole answer")
+    best_example_evals_k: int = Field(30, ge=0, le=1000, description="evaluations per example an evaluator's opt_state holds (GEPA's name)")
     seed: int = 0
 
     @model_validator(mode="after")
@@ -254,10 +255,12 @@ def _format_errors(exc: ValidationError) -> str:
     return "\n".join(validation_reasons(exc))
 
 
-def parse_config(data: dict, base_dir: Path | None = None, allow_outside_files: bool = False) -> RunConfig:
+def parse_config(data: dict, base_dir: Path | None = None, allow_outside_files: bool = False,
+                 check_budget: bool = True) -> RunConfig:
     """Validate a config dict (as parsed from TOML); read the files it names. Files must lie
     in ``base_dir`` (the config's folder) or below, unless ``allow_outside_files`` (or the
-    config's own ``allow_outside_files = true``) says otherwise."""
+    config's own ``allow_outside_files = true``) says otherwise. ``check_budget``: refuse a
+    metric-call budget too small for one step (the Python API runs what a budget allows)."""
     from engine.datasets import DatasetError, load_dataset, read_text_file
     from engine.lm.keys import config_key_problems  # one check for submit, the studio's form, the Python API
 
@@ -303,7 +306,8 @@ def parse_config(data: dict, base_dir: Path | None = None, allow_outside_files: 
     keys = config_key_problems(cfg)  # a key the deployment does not let go where the config sends it
     if keys:
         raise ConfigError("\n".join(keys))
-    check_budget_feasible(cfg)
+    if check_budget:
+        check_budget_feasible(cfg)
     for message in config_warnings(cfg):
         warnings.warn(message, ConfigWarning, stacklevel=2)
     return cfg

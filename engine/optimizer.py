@@ -46,7 +46,14 @@ from engine.stop_reasons import evaluator_failing, lm_pause_reason
 log = logging.getLogger("refract.engine")
 MAX_CONSECUTIVE_LM_FAILURES = 5
 MAX_IDLE_STEPS = 5
-OPT_STATE_K = 30  # GEPA's best_example_evals_k: evaluations per example an evaluator's opt_state holds
+
+
+def min_step_calls(cfg) -> int:
+    """The fewest metric calls a useful step needs: a parent and a child on a minibatch; without
+    a dataset the child alone (the one example is the validation set, where every parent was
+    already evaluated), so that GEPA's smallest single-task budgets still make a proposal."""
+    minibatch = min(cfg.search.minibatch_size, len(cfg.dataset or [None]))
+    return minibatch if cfg.dataset is None else 2 * minibatch
 
 
 class Optimizer:
@@ -96,7 +103,7 @@ class Optimizer:
         else:
             executor = LazyExecutor(make)
         ctx.evals = EvaluationService(self.db, self.run_id, executor, budget, examples, single, timeline,
-                                      opt_state_k=OPT_STATE_K if "opt_state" in cfg.evaluator else 0,
+                                      opt_state_k=cfg.search.best_example_evals_k if "opt_state" in cfg.evaluator else 0,
                                       interrupt=ctx.interrupt, base=base_evaluations(self.db, cfg, examples))
         state.frontier_type = cfg.search.frontier
         return ctx
@@ -203,7 +210,7 @@ class Optimizer:
             return Decision(run.status, run.status_reason), applied
         if run.status in (RunStatus.COMPLETED, RunStatus.FAILED):  # continued by a budget change: go on
             repo.transition_run(self.db, self.run_id, RunStatus.RUNNING, "", finished_at=None)
-        min_calls = 2 * min(ctx.cfg.search.minibatch_size, len(ctx.train_keys))
+        min_calls = min_step_calls(ctx.cfg)
         # a synchronous step on an LM that answers one request at a time is shrunk to the
         # proposals the time left pays (run_step): its reflections queue, so fewer take less time
         serial = ctx.cfg.search.schedule == "sync" and one_at_a_time(ctx.cfg.reflection_lm)
@@ -257,7 +264,7 @@ class Optimizer:
             content = dict(seed) if isinstance(seed, dict) else {SINGLE: seed} if seed else None
             call_id = None
             if content is None:
-                res, call_id = ctx.call_lm(cfg.reflection_lm, seed_prompt(cfg.artifact_kind, cfg.objective, cfg.background),
+                res, call_id = ctx.call_lm(cfg.reflection_lm, seed_prompt(cfg.artifact_kind, cfg.objective, cfg.background, cfg.dataset),
                                            "seed", seed_id)
                 parsed = parse_answer(res.text or "", "", require_fence=False)
                 if res.error or parsed.text is None:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anyw
 
 from engine import optimize_anything  # noqa: E402
 from engine.config import LOCAL_MODEL  # noqa: E402
-import refract_evaluator as oa  # noqa: E402  (importable once engine is)
+import refract_evaluator as oa  # noqa: E402
 
 TICKETS = [
     {"id": "t1", "text": "The whole site is down and customers cannot pay", "urgent": True},

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -188,20 +189,15 @@ class Database:
 
 def _driver_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
     """The drivers' own exception bases and their "operational" kinds: raw cursor reads
-    (``queries._fetch_raw``) raise them without SQLAlchemy's wrapping."""
+    (``queries._fetch_raw``) raise them without SQLAlchemy's wrapping. psycopg's only once it is
+    loaded (a PostgreSQL URL loads it): importing it costs a SQLite process a quarter second."""
     errors: list[type[Exception]] = [sqlite3.Error]
     operational: list[type[Exception]] = [sqlite3.OperationalError]
-    try:
-        import psycopg
-
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None:
         errors.append(psycopg.Error)
         operational.append(psycopg.OperationalError)
-    except ImportError:
-        pass
     return tuple(errors), tuple(operational)
-
-
-_DRIVER_ERRORS, _DRIVER_OPERATIONAL = _driver_errors()
 
 
 @contextmanager
@@ -214,8 +210,8 @@ def _translated(where: str, time_limit: float | None = None) -> Iterator[None]:
         raise _from_driver(exc.orig, isinstance(exc, OperationalError), where, time_limit) from exc
     except SQLAlchemyError as exc:
         raise StorageError(f"database error in {where}: {exc}") from exc
-    except _DRIVER_ERRORS as exc:
-        raise _from_driver(exc, isinstance(exc, _DRIVER_OPERATIONAL), where, time_limit) from exc
+    except _driver_errors()[0] as exc:
+        raise _from_driver(exc, isinstance(exc, _driver_errors()[1]), where, time_limit) from exc
 
 
 def _from_driver(orig: BaseException, operational: bool, where: str, time_limit: float | None) -> StorageError:

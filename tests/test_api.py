@@ -112,7 +112,7 @@ def test_an_in_process_evaluator_closing_over_a_local_object(db):
         word = ev.side_info["expected"]
         assert ev.side_info["log"] == f"graded {word}\n" and ev.side_info["stdout"] == f"stdout for {word}\n"
     # GEPA's names, aligned with each other
-    assert result.candidates[result.best_idx] == result.best_candidate
+    assert result.candidates[result.best_idx] == {"current_candidate": result.best_candidate}  # GEPA's dict form
     assert result.parents[0] == [None] and all(p is not None for ps in result.parents[1:] for p in ps)
     assert result.val_aggregate_scores == [c.val_mean for c in repo.list_candidates(db, result.run_id, ["accepted"])]
     assert result.cost_usd == pytest.approx(run.cost_usd) and result.cost_usd > 0
@@ -160,7 +160,7 @@ def test_bad_arguments_name_the_argument(sqlite_db):
         optimize_anything("x", evaluator=words, pool="fork", db=sqlite_db.url)
     with pytest.raises(ConfigError, match="^evaluator: cannot be sent to a process pool"):
         optimize_anything("x", evaluator=lambda c: 1.0, pool="process", db=sqlite_db.url)
-    with pytest.raises(ConfigError, match="^config: must be a dict or a RunConfig, not str"):
+    with pytest.raises(ConfigError, match="^config: must be a dict, a RunConfig or a GEPAConfig, not str"):
         optimize_anything("x", evaluator=words, config="search.toml", db=sqlite_db.url)
     with pytest.raises(ConfigError, match="^config.dataset: also given as the argument"):
         optimize_anything("x", evaluator=words, dataset=[{"word": "a"}], config={"dataset": [{"word": "b"}]},
@@ -350,7 +350,7 @@ def test_the_result_is_json_friendly(sqlite_db):
     result = optimize_anything({"words": "start", "note": "n"}, evaluator=lambda c, e: float(e["word"] in c["words"].split()),
                                dataset=toy.dataset(3), db=sqlite_db.url, config=_config(budget={"max_steps": 2}), progress=False)
     assert isinstance(result.best_candidate, dict) and set(result.best_candidate) == {"words", "note"}
-    json.dumps(result.__dict__)  # plain data throughout
+    assert json.loads(json.dumps(result.to_dict()))["best_idx"] == result.best_idx  # plain data throughout
 
 
 def test_the_example_script_runs(tmp_path):
@@ -394,7 +394,7 @@ def test_the_call_returns_when_the_engine_pauses_the_run(sqlite_db):
     result = optimize_anything("start", evaluator=words, dataset=toy.dataset(3), db=sqlite_db.url,
                                config=_config(), progress=False)
     assert result.status == "paused" and "the reflection LM failed" in result.status_reason
-    assert result.candidates == ["start"] and result.best_idx == 0
+    assert result.candidates == [{"current_candidate": "start"}] and result.best_idx == 0
 
 
 def test_validate_refuses_a_proposal_before_any_metric_call(sqlite_db):
@@ -405,7 +405,7 @@ def test_validate_refuses_a_proposal_before_any_metric_call(sqlite_db):
     refused = [c for c in repo.list_candidates(sqlite_db, result.run_id) if "no bravo here" in c.reason]
     assert refused and all(c.status == "failed" for c in refused)
     assert not repo.evaluations_for(sqlite_db, result.run_id, [c.id for c in refused])
-    assert all("bravo" not in c.split() for c in result.candidates)
+    assert all("bravo" not in c["current_candidate"].split() for c in result.candidates)
 
 
 def test_opt_state_in_python_holds_the_best_evaluations_so_far(sqlite_db):
@@ -463,7 +463,7 @@ def test_gepas_file_timeout_proposal_and_no_improvement_stoppers_work_unchanged(
     assert repo.get_run(sqlite_db, result.run_id).steps_done == 2
     result = run(TimeoutStopCondition(0.0))  # already out of time: the seed alone, validated
     assert result.status_reason == "stop_callbacks[0] (TimeoutStopCondition) returned True"
-    assert result.candidates == ["start"] and repo.get_run(sqlite_db, result.run_id).steps_done == 0
+    assert result.candidates == [{"current_candidate": "start"}] and repo.get_run(sqlite_db, result.run_id).steps_done == 0
     result = run(MaxCandidateProposalsStopper(5))  # GEPA's i: the proposals made, minus one
     assert result.status_reason == "stop_callbacks[0] (MaxCandidateProposalsStopper) returned True"
     assert 5 <= repo.get_run(sqlite_db, result.run_id).proposals_total < 5 + 4  # the step (2×2) that crossed 5 finished

@@ -53,11 +53,11 @@ def _no_script_left_behind():
 def test_image_from_bytes_pil_path_base64_and_data_url(tmp_path):
     oa = _runtime_module("refract_evaluator")
     raw = _png()
-    (tmp_path / "a.png").write_bytes(raw)
     b64 = base64.b64encode(raw).decode()
-    made = [oa.Image(raw), oa.Image(PILImage.open(io.BytesIO(raw))), oa.Image(str(tmp_path / "a.png")),
-            oa.Image(path=str(tmp_path / "a.png")), oa.Image(base64_data=b64, media_type="image/png"),
-            oa.Image(url=f"data:image/png;base64,{b64}")]
+    path = tmp_path / "a.png"
+    made = [oa.Image(raw), oa.Image(PILImage.open(io.BytesIO(raw))), oa.Image(str(path)), oa.Image(path=str(path)),
+            oa.Image(base64_data=b64, media_type="image/png"), oa.Image(url=f"data:image/png;base64,{b64}")]
+    path.write_bytes(raw)  # a path is read when the side information is stored, not when the Image is made
     for img in made:
         stored = img.__refract_image__()
         assert stored["__image__"] == "png"
@@ -65,14 +65,28 @@ def test_image_from_bytes_pil_path_base64_and_data_url(tmp_path):
     jpeg = io.BytesIO()
     PILImage.new("RGB", (4, 4)).save(jpeg, format="JPEG")
     assert oa.Image(jpeg.getvalue()).__refract_image__()["__image__"] == "jpeg"
-    with pytest.raises(ValueError, match="data: URL"):
-        oa.Image(url="https://example.com/a.png")
-    with pytest.raises(ValueError, match="media_type"):
+    with pytest.raises(ValueError, match="media_type is required"):
         oa.Image(base64_data=b64)
     with pytest.raises(ValueError, match="not a PNG or JPEG"):
         oa.Image(b"hello")
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(ValueError, match="Exactly one of url, path, or base64_data"):
         oa.Image(raw, path="x.png")
+
+
+def test_image_has_gepas_fields_and_content_part_and_a_url_is_refused_only_in_the_sandbox(tmp_path):
+    oa = _runtime_module("refract_evaluator")
+    img = oa.Image(url="https://example.com/a.png")
+    assert (img.url, img.path, img.base64_data) == ("https://example.com/a.png", None, None)
+    assert img.to_openai_content_part() == {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    assert img.__refract_image__() == {"__image__": "url", "url": "https://example.com/a.png"}  # in a Python process
+    (tmp_path / "b.jpg").write_bytes(b"any bytes")
+    part = oa.Image(path=str(tmp_path / "b.jpg")).to_openai_content_part()
+    assert part["image_url"]["url"] == "data:image/jpeg;base64," + base64.b64encode(b"any bytes").decode()
+    with pytest.raises(ValueError, match="Exactly one"):
+        oa.Image()
+    oa._url_images_allowed = False  # what the sandbox worker sets when [executor] network is off
+    with pytest.raises(ValueError, match="the sandbox has no network"):
+        img.__refract_image__()
 
 
 def test_sandbox_encodes_images_and_jpeg_bytes_in_side_info():
@@ -108,7 +122,7 @@ def test_vision_prompt_has_image_parts_downscaled_under_the_cap():
         sizes.append(PILImage.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size)
     assert sizes == [(8, 8), (MAX_SIDE, MAX_SIDE // 2), (8, 8)]
     text = content[0]["text"]
-    assert "[image 1: attached after the text]" in text and "[image 3: attached after the text]" in text
+    assert "[IMAGE-1: attached after the text]" in text and "[IMAGE-3: attached after the text]" in text
     assert "1 downscaled to at most 1024 px" in text
     assert "base64" not in text and "iVBOR" not in text  # no image data in the text
 
@@ -164,7 +178,7 @@ def test_svg_badge_example_sends_rendered_images_to_a_vision_model(sqlite_db, tm
     assert len(urls) == 3 and all(u.startswith("data:image/png;base64,") for u in urls)
     pictures = [PILImage.open(io.BytesIO(base64.b64decode(u.split(",", 1)[1]))) for u in urls]
     assert {p.size for p in pictures} == {(64, 64)}
-    assert "[image 1: attached after the text]" in content[0]["text"]
+    assert "[IMAGE-1: attached after the text]" in content[0]["text"]
     # the recorded LM call keeps the request as sent (images included)
     recorded = [c for c in lm_calls(sqlite_db, run_id) if c.purpose == "reflection"][0]
     assert any(p.get("type") == "image_url" for p in recorded.messages[1]["content"])

@@ -76,7 +76,8 @@ def test_a_gepa_run_directory_becomes_a_finished_run(db, gepa_run, capsys):
     assert ours.val_aggregate_scores == pytest.approx(gepa.val_aggregate_scores)
     assert ours.parents == gepa.parents
     assert ours.best_idx == gepa.best_idx and ours.total_metric_calls == gepa.total_metric_calls
-    assert ours.val_subscores == [{str(k): v for k, v in s.items()} for s in gepa.val_subscores]
+    assert ours.val_subscores == gepa.val_subscores  # keyed by validation index, as GEPA keys them
+    assert ours.per_val_instance_best_candidates == gepa.per_val_instance_best_candidates
     run = repo.get_run(db, run_id)
     assert run.status == "completed" and "imported from the GEPA run directory" in run.status_reason
     cands = repo.list_candidates(db, run_id)

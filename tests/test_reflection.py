@@ -282,12 +282,16 @@ class TestParseAnswer:
         assert a.text == "A\n```\nB"
 
 
-def test_seed_prompt_asks_for_the_kind_from_the_objective():
+def test_seed_prompt_asks_for_the_kind_from_the_objective_under_gepas_headings():
     system, user = seed_prompt("a haiku", "Write about rain.", "Japanese style")
     assert "a haiku" in system["content"]
-    assert "## Objective\nWrite about rain." in user["content"]
-    assert "## Background\nJapanese style" in user["content"]
-    assert "one fenced code block" in user["content"]
+    assert "## Goal\n\nWrite about rain." in user["content"]
+    assert "## Domain Context & Constraints\n\nJapanese style" in user["content"]
+    assert "## Sample Inputs" not in user["content"]  # no dataset
+    assert "one fenced code block" in user["content"] and "## Output Format" in user["content"]
+    _, user = seed_prompt("", "Solve.", "", [{"input": f"q{i}"} for i in range(5)])
+    assert "## Domain Context" not in user["content"] and "## Sample Inputs" in user["content"]
+    assert '- Example 3: {"input": "q2"}' in user["content"] and "Example 4" not in user["content"]
 
 
 def test_worst_regression_names_the_example_lost_most_on_and_what_went_wrong_there():

@@ -466,3 +466,18 @@ def test_subprocesses_that_finish_are_fine_and_leftovers_replace_the_worker(mode
         assert len(p.cold_starts) == 2  # the worker with a stray child was replaced
     finally:
         p.close()
+
+
+def test_an_image_url_is_refused_in_the_sandbox_and_a_captured_key_the_evaluator_used_is_prefixed():
+    src = ("import refract_evaluator as oa\n"
+           "def evaluate(c):\n    oa.log('mine too')\n"
+           "    if c == 'url':\n        return 0.5, {'picture': oa.Image(url='https://example.com/x.png')}\n"
+           "    return 0.5, {'log': 'the evaluator s own'}\n")
+    p = make_pool(src)
+    try:
+        out = p.submit(EvalTask("url")).result()
+        assert "is an image that cannot be stored" in out.error and "the sandbox has no network" in out.error
+        out = p.submit(EvalTask("log")).result()
+        assert out.error is None and out.side_info == {"log": "the evaluator s own", "_gepa_log": "mine too\n"}
+    finally:
+        p.close()

@@ -19,6 +19,7 @@ import dataclasses
 import inspect
 import multiprocessing
 import os
+import queue
 import sys
 import threading
 import time
@@ -70,7 +71,7 @@ _streams_lock = threading.Lock()
 _streams_users = 0
 
 
-def _route_streams(on: bool) -> None:
+def route_streams(on: bool) -> None:
     """Install the routed streams for the first open executor; remove them with the last
     (unless someone replaced sys.stdout since: then theirs stays)."""
     global _streams_users
@@ -86,20 +87,33 @@ def _route_streams(on: bool) -> None:
 
 
 class Signature:
-    """How to call the user's evaluate: with or without the example, with ``opt_state``?"""
+    """How to call the user's evaluate, as GEPA calls it: the example positionally to a second
+    positional parameter, else as ``example=`` to a parameter of that name or ``**kwargs``;
+    ``opt_state=`` when it declares ``opt_state`` (or ``**kwargs``)."""
 
     def __init__(self, fn: Callable) -> None:
-        params = inspect.signature(fn).parameters.values()
-        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "opt_state"]
-        self.takes_example = len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
-        self.wants_opt_state = any(p.name == "opt_state" for p in params)
+        params = inspect.signature(fn).parameters
+        kinds = {p.kind for p in params.values()}
+        positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                      and p.name != "opt_state"]
+        self.example_positional = len(positional) >= 2 or inspect.Parameter.VAR_POSITIONAL in kinds
+        self.var_keyword = inspect.Parameter.VAR_KEYWORD in kinds
+        by_name = "example" in params and params["example"].kind != inspect.Parameter.POSITIONAL_ONLY
+        self.takes_example = self.example_positional or by_name or self.var_keyword
+        self.wants_opt_state = "opt_state" in params or self.var_keyword
 
     def call(self, fn: Callable, candidate: Any, example: Any, has_example: bool, best_evals: Optional[list] = None):
         if has_example and not self.takes_example:
             raise TypeError("this run has a dataset but the evaluator takes only the candidate: "
                             "define evaluator(candidate, example)")
-        args = (candidate, example) if self.takes_example else (candidate,)
-        kwargs = {"opt_state": oa.OptimizationState(best_evals or [])} if self.wants_opt_state else {}
+        args, kwargs = (candidate,), {}
+        if has_example:
+            if self.example_positional:
+                args = (candidate, example)
+            else:
+                kwargs["example"] = example
+        if self.wants_opt_state:
+            kwargs["opt_state"] = oa.OptimizationState(best_evals or [])
         return fn(*args, **kwargs)
 
 
@@ -114,9 +128,9 @@ def describe(exc: BaseException) -> tuple[str, str]:
 
 
 def evaluate_captured(fn: Callable, sig: Signature, task: EvalTask, capture_chars: int,
-                      account: Optional[_LMAccount] = None) -> EvalOutcome:
+                      account: Optional[_LMAccount] = None, raised: Optional[list] = None) -> EvalOutcome:
     """Run one evaluation in this thread with its own log/stdout/stderr sinks; never raises
-    for the evaluator's errors."""
+    for the evaluator's errors (an exception is appended to ``raised``, when given)."""
     t0 = time.monotonic()
     sinks = {name: oa.BoundedText(capture_chars) for name in ("log", "stdout", "stderr")}
     oa.set_log_context(sinks["log"])
@@ -130,13 +144,12 @@ def evaluate_captured(fn: Callable, sig: Signature, task: EvalTask, capture_char
     except Exception as exc:  # the user's code failing is an outcome, never an engine error
         error, trace = describe(exc)
         side = {"traceback": trace}
+        if raised is not None:
+            raised.append(exc)
     finally:
         oa.set_log_context(None)
         _current.stdout = _current.stderr = _current.account = None
-    for key, sink in sinks.items():
-        text = sink.getvalue()
-        if text:
-            side[key if key not in side else f"{key} (captured)"] = text
+    oa.add_captured(side, {key: sink.getvalue() for key, sink in sinks.items()})
     out = EvalOutcome(score=score, side_info=side, error=error, seconds=time.monotonic() - t0)
     if account is not None:
         out.lm_cost_usd, out.lm_tokens_in, out.lm_tokens_out = account.cost, account.tokens_in, account.tokens_out
@@ -146,31 +159,99 @@ def evaluate_captured(fn: Callable, sig: Signature, task: EvalTask, capture_char
 def _evaluate_in_child(fn: Callable, task: EvalTask, capture_chars: int) -> EvalOutcome:
     """The process pool's task (a module-level function, so that it pickles)."""
     if not isinstance(sys.stdout, _RoutedStream):  # first task in this child: capture print() here too
-        _route_streams(True)
+        route_streams(True)
     return evaluate_captured(fn, Signature(fn), task, capture_chars)
 
 
+class CallerThreadPool:
+    """Runs submitted calls one at a time on the thread that calls ``run_one`` (the thread that
+    called ``optimize_anything``, the main thread of a script), where ``signal.signal`` works,
+    as GEPA's in-process evaluations need (``gepa.utils.code_execution``'s SIGALRM time limits).
+    A call cut by Ctrl-C (KeyboardInterrupt in that thread) goes back to the queue and runs again."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._closed = False
+
+    def submit(self, fn: Callable, *args: Any) -> Future:
+        fut: Future = Future()
+        if self._closed:
+            fut.cancel()
+        else:
+            self._queue.put((fut, fn, args))
+        return fut
+
+    def run_one(self, timeout: float) -> bool:
+        """Run the next queued call, waiting up to ``timeout`` for one; False when none came."""
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        if item is None:  # wake()
+            return False
+        fut, fn, args = item
+        if not fut.set_running_or_notify_cancel():
+            return True
+        try:
+            fut.set_result(fn(*args))
+        except KeyboardInterrupt:
+            retry: Future = Future()
+            retry.add_done_callback(lambda done: _copy_outcome(done, fut))
+            self._queue.put((retry, fn, args))
+            raise
+        except BaseException as exc:  # handed to whoever waits for the result
+            fut.set_exception(exc)
+        return True
+
+    def wake(self) -> None:
+        """Make a waiting ``run_one`` return now (the run has ended: nothing more will come)."""
+        self._queue.put(None)
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = True) -> None:
+        self._closed = True
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                item[0].cancel()  # queued calls are pending (a re-queued one too: its waiter is told, _copy_outcome)
+
+
+def _copy_outcome(source: Future, target: Future) -> None:
+    if source.cancelled():
+        target.set_exception(RuntimeError("the evaluation was cut by Ctrl-C"))
+    elif source.exception() is not None:
+        target.set_exception(source.exception())
+    else:
+        target.set_result(source.result())
+
+
 class InProcessExecutor:
-    """Evaluates with ``fn`` on ``workers`` threads of this process (or spawned processes with
-    ``pool="process"``, for a function that pickles). Thread-safe; futures never raise for
-    evaluator errors. ``originals`` maps example keys to the caller's own example objects, given
-    to ``fn`` instead of the stored (JSON) payloads. ``validate(candidate)`` is the optional
-    cheap check: None or True when valid, else a message (or False)."""
+    """Evaluates with ``fn`` on ``workers`` threads of this process, on the caller's thread
+    (``pool="main"``: one at a time, where ``signal`` works), or on spawned processes
+    (``pool="process"``, for a function that pickles). Thread-safe; futures never raise for
+    evaluator errors, and ``raised`` keeps the exceptions the evaluator raised (for
+    ``raise_on_exception``). ``originals`` maps example keys to the caller's own example
+    objects, given to ``fn`` instead of the stored (JSON) payloads. ``validate(candidate)`` is
+    the optional cheap check: None or True when valid, else a message (or False)."""
 
     def __init__(self, fn: Callable, workers: int, lm_handler: Optional[LMHandler] = None,
                  validate: Optional[Callable] = None, pool: str = "thread", originals: Optional[dict] = None,
                  capture_chars: int = CAPTURE_CHARS) -> None:
         self.fn, self.sig, self.lm_handler, self._validate = fn, Signature(fn), lm_handler, validate
         self.originals = originals or {}
-        self.capture_chars, self._n, self.kind = capture_chars, workers, pool
+        self.capture_chars, self._n, self.kind = capture_chars, (1 if pool == "main" else workers), pool
+        self.raised: list[BaseException] = []
         self._meter = BusyMeter()
         if pool == "process":
             self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         else:
-            self._pool = ThreadPoolExecutor(workers, thread_name_prefix="refract-eval")
+            self._pool = CallerThreadPool() if pool == "main" else \
+                ThreadPoolExecutor(workers, thread_name_prefix="refract-eval")
             if oa._lm_transport is None:
                 oa._lm_transport = _lm_in_process
-        _route_streams(True)
+        route_streams(True)
         self._closed = False
 
     @property
@@ -187,7 +268,7 @@ class InProcessExecutor:
             fut = self._pool.submit(_evaluate_in_child, self.fn, task, self.capture_chars)
         else:
             fut = self._pool.submit(evaluate_captured, self.fn, self.sig, task, self.capture_chars,
-                                    _LMAccount(self.lm_handler, task))
+                                    _LMAccount(self.lm_handler, task), self.raised)
         fut.add_done_callback(self._count_busy)
         return fut
 
@@ -206,10 +287,19 @@ class InProcessExecutor:
             return None
         return "validate() returned False" if verdict is False else str(verdict)
 
+    def run_one(self, timeout: float) -> bool:
+        """With ``pool="main"``, run one queued evaluation on this thread (see ``CallerThreadPool``)."""
+        return self._pool.run_one(timeout)
+
+    def wake(self) -> None:
+        """With ``pool="main"``, end a ``run_one`` that waits."""
+        if self.kind == "main":
+            self._pool.wake()
+
     def close(self) -> None:
         """Cancel queued evaluations; wait for the running ones (threads cannot be killed)."""
         if self._closed:
             return
         self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
-        _route_streams(False)
+        route_streams(False)

@@ -10,11 +10,9 @@ budgets, cache, records and accounting as any run. No engine worker ever claims 
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import os
-import pickle
 import socket
+import sys
 import threading
 import uuid
 from typing import Any, Callable, Optional, Union
@@ -25,39 +23,40 @@ from storage.errors import InvalidTransition
 from storage.states import FINISHED, RunStatus
 
 from engine.commands import send_command
-from engine.config import ConfigError, RunConfig, parse_config
+from engine.config import ConfigError, RunConfig
+from engine.api.arguments import _storable, build_config, check_pickles, evaluator_record, plan_call
 from engine.api.in_process import InProcessExecutor
 from engine.lm.providers import load_plugins
 from engine.optimizer import Optimizer
 from engine.api.result import OptimizeResult, build_result
-from engine.api.callable_lm import model_for
-from engine.api.stopping import StopCheck, callbacks_of
+from engine.api.stopping import StopCheck
 from engine.runs import examples_of
-from engine.sandbox.runtime import outcome
 
 LEASE_SECONDS = 15.0
 POLL_SECONDS = 0.25
-POOLS = ("thread", "process")
 
 
 def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluator: Callable[..., Any],
                       dataset: Optional[list] = None, valset: Optional[list] = None, testset: Optional[list] = None,
                       objective: Optional[str] = None, background: Optional[str] = None,
-                      config: Union[dict, RunConfig, None] = None, db: Optional[str] = None, name: Optional[str] = None,
-                      resume: Optional[str] = None, validate: Optional[Callable[[Any], Any]] = None,
-                      pool: str = "thread", progress: bool = True, owner: str = "",
-                      stop_callbacks: Any = None, reflection_lm: Union[str, Callable, None] = None,
+                      config: Union[dict, RunConfig, Any, None] = None, db: Optional[str] = None,
+                      name: Optional[str] = None, resume: Optional[str] = None,
+                      validate: Optional[Callable[[Any], Any]] = None, pool: str = "auto",
+                      progress: Optional[bool] = None, owner: str = "", stop_callbacks: Any = None,
+                      reflection_lm: Union[str, Callable, None] = None, batch_evaluator: Any = None,
                       branch_from: Any = None) -> OptimizeResult:
     """Optimize ``seed_candidate`` (a text, a dict of named texts, or None to let the reflection
     LM write one from ``objective``) against ``evaluator``, and return the result.
 
     ``evaluator(candidate)`` (no dataset) or ``evaluator(candidate, example)`` returns a score,
     ``(score, side_info)`` or a dict with ``"score"``; higher is better. **It runs in this
-    process, not sandboxed** (trusted, your own code, as in GEPA): on ``[executor] workers``
-    threads, or spawned processes with ``pool="process"`` (the function must then pickle).
-    ``import refract_evaluator as oa`` works inside it (``oa.log``; ``print`` is captured too).
+    process, not sandboxed** (trusted, your own code, as in GEPA): without a dataset on the
+    calling thread (``pool="main"``, where ``signal`` works, as in GEPA), with one on
+    ``[executor] workers`` threads (``pool="thread"``), or on spawned processes with
+    ``pool="process"`` (the function must then pickle). ``import refract_evaluator as oa`` works
+    inside it (``oa.log``; ``print`` is captured too).
     ``validate(candidate)``, if given, is the cheap check run before any metric call.
-    ``reflection_lm``: a litellm model string, or a callable ``(prompt: str) -> str`` as in GEPA
+    ``reflection_lm``: a litellm model string, or a callable ``(prompt) -> str`` as in GEPA
     (``engine.api.callable_lm``; give it again to resume such a run).
     ``stop_callbacks``: a callable ``(state) -> bool`` or a list of them, called before every step
     (every proposal with the asynchronous schedule); True ends the run (``engine.api.stopping``:
@@ -67,10 +66,13 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
     whatever this call changes (``engine.api.branch_from``).
 
     ``dataset`` / ``valset`` / ``testset`` are lists of examples: any Python objects, given to the
-    evaluator as they are; the database (the studio, the reflection LM) gets their JSON form. ``config`` holds
-    the other settings of a run TOML (``search``, ``budget``, ``reflection_lm``, ``task_lm``,
-    ``executor``, ``artifact_kind``…) as a dict or a ``RunConfig``. ``db`` is a database URL
-    (default: the studio's). ``name`` names the run.
+    evaluator as they are; the database (the studio, the reflection LM) gets their JSON form.
+    ``config`` holds the other settings of a run TOML (``search``, ``budget``, ``reflection_lm``,
+    ``task_lm``, ``executor``, ``artifact_kind``…) as a dict or a ``RunConfig``, or is GEPA's
+    ``GEPAConfig`` (``engine.api.gepa_config``: its fields are mapped, the few Refract has no
+    counterpart for refused by name). ``db`` is a database URL (default: the studio's).
+    ``name`` names the run. ``progress`` draws a progress bar (default on; off with a GEPA config,
+    as its ``display_progress_bar``).
 
     Ctrl-C finishes the current step (a second Ctrl-C cuts it) and leaves the run ``paused``
     (then re-raises KeyboardInterrupt); ``optimize_anything(evaluator=..., resume=RUN_ID)`` continues it with
@@ -80,18 +82,16 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
     ``status_reason`` says why.
     Raises ``ConfigError`` (``field: reason``) for bad arguments.
     """
+    if batch_evaluator is not None:
+        raise ConfigError("batch_evaluator: not supported; give evaluator=, which Refract calls for each "
+                          "(candidate, example) pair, in parallel")
     if not callable(evaluator):
         raise ConfigError("evaluator: must be a function evaluator(candidate[, example]) -> score or (score, side_info)")
-    if pool not in POOLS:
-        raise ConfigError(f"pool: {pool!r} is not one of {', '.join(POOLS)}")
-    stoppers = callbacks_of(stop_callbacks)
-    reflection_model = model_for(reflection_lm) if callable(reflection_lm) else reflection_lm
-    if reflection_model is not None and not isinstance(reflection_model, str):
-        raise ConfigError(f"reflection_lm: must be a litellm model string or a callable (prompt) -> str, "
-                          f"not {type(reflection_lm).__name__}")
-    if pool == "process":
-        _check_pickles(evaluator, "evaluator")
-        _check_pickles(validate, "validate")
+    plan = plan_call(seed_candidate, config, dataset, reflection_lm, stop_callbacks, progress, pool, objective, resume)
+    sys.modules["refract_evaluator"]._adopt_gepa_image()  # from here on oa.Image is also a gepa.Image (gepa installed)
+    if plan.pool == "process":
+        check_pickles(evaluator, "evaluator")
+        check_pickles(validate, "validate")
     load_plugins()  # the test hook, honoured here as in `python -m engine` (this process is the engine)
     database = open_db(db)
     process_id = f"python:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -106,99 +106,24 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
             given = {"dataset": _storable(dataset, "dataset"), "valset": _storable(valset, "valset"),
                      "testset": _storable(testset, "testset"), "objective": objective, "background": background,
                      "name": name}
-            cfg = branch_from_config(database, branch_from, seed_candidate, given, config, evaluator_record(evaluator),
-                                     reflection_model)
+            cfg = branch_from_config(database, branch_from, seed_candidate, given, plan.config,
+                                     evaluator_record(evaluator), plan.reflection_model)
         else:
-            cfg = build_config(seed_candidate, evaluator, dataset, valset, testset, objective, background, config,
-                               name, reflection_model)
+            cfg = build_config(seed_candidate, evaluator, dataset, valset, testset, objective, background, plan.config,
+                               name, plan.reflection_model)
         run_id = attached.create_attached_run(database, cfg.name, owner, cfg.stored(), examples_of(cfg), process_id,
                                               LEASE_SECONDS)
-    session = _Session(database, run_id, process_id, evaluator, validate, pool,
+    session = _Session(database, run_id, process_id, evaluator, validate, plan.pool,
                        list(dataset or []) + list(valset or []) + list(testset or []),
-                       StopCheck(database, run_id, stoppers))
-    session.run(progress)
-    if session.stop_check.error is not None:  # the run is settled and says why; the caller sees their error
-        raise session.stop_check.error
-    return build_result(database, run_id)
+                       StopCheck(database, run_id, plan.stop_callbacks), plan.raise_on_exception)
+    session.run(plan.progress)
+    for error in (session.stop_check.error, session.evaluator_error()):
+        if error is not None:  # the run is settled and says why; the caller sees their error
+            raise error
+    return build_result(database, run_id, run_dir=plan.run_dir)
 
 
-# ---------------------------------------------------------------- arguments
-
-
-def build_config(seed_candidate, evaluator: Callable, dataset, valset, testset, objective, background,
-                 config: Union[dict, RunConfig, None], name: Optional[str],
-                 reflection_model: Optional[str] = None) -> RunConfig:
-    """The run's validated config: ``config``'s settings plus the arguments (an argument and a
-    ``config`` key for the same thing is an error, not a silent choice)."""
-    if not isinstance(config, (dict, RunConfig, type(None))):
-        raise ConfigError(f"config: must be a dict or a RunConfig, not {type(config).__name__}")
-    data = config.model_dump(mode="json") if isinstance(config, RunConfig) else dict(config or {})
-    given = {"seed_candidate": seed_candidate, "objective": objective, "background": background, "name": name,
-             "dataset": _storable(dataset, "dataset"), "valset": _storable(valset, "valset"),
-             "testset": _storable(testset, "testset")}
-    for key, value in given.items():
-        if value is None:
-            continue
-        if data.get(key) not in (None, value) and not isinstance(config, RunConfig):
-            raise ConfigError(f"config.{key}: also given as the argument {key}=; give it once")
-        data[key] = value
-    if reflection_model is not None:
-        lm = dict(data.get("reflection_lm") or {})
-        if lm.get("model") not in (None, reflection_model) and not isinstance(config, RunConfig):
-            raise ConfigError("config.reflection_lm.model: also given as the argument reflection_lm=; give it once")
-        data["reflection_lm"] = {**lm, "model": reflection_model}
-    data.pop("evaluator_file", None)
-    data["evaluator"] = evaluator_record(evaluator)
-    data.setdefault("name", getattr(evaluator, "__name__", "") or "python run")
-    return parse_config(data)
-
-
-def _check_pickles(fn: Optional[Callable], field: str) -> None:
-    """A process pool sends the function to its processes by pickling it."""
-    if fn is None:
-        return
-    try:
-        pickle.dumps(fn)
-    except Exception as exc:  # pickling raises several types (PicklingError, AttributeError, TypeError…)
-        raise ConfigError(f"{field}: cannot be sent to a process pool ({exc}); define it at the top level of a "
-                          "module, or use pool=\"thread\"") from None
-
-
-def evaluator_record(fn: Callable) -> str:
-    """What the run stores as its evaluator: provenance only (the function runs from memory)."""
-    try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):
-        source = ""
-    where = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
-    return (f"# evaluated in the Python process that started this run, not sandboxed: {where}\n"
-            + (source or "# (source not available)\n"))
-
-
-def _storable(rows: Optional[list], field: str) -> Optional[list]:
-    """The examples as stored for the studio and shown to the reflection LM: JSON as they are;
-    a dataclass or a pydantic model as its fields; anything else as its repr."""
-    if rows is None:
-        return None
-    if not isinstance(rows, (list, tuple)):
-        raise ConfigError(f"{field}: must be a list of examples, not {type(rows).__name__}")
-    out = []
-    for i, row in enumerate(rows):
-        out.append(_storable_row(row, f"{field}[{i}]"))
-    return out
-
-
-def _storable_row(row: Any, where: str) -> Any:
-    if dataclasses.is_dataclass(row) and not isinstance(row, type):
-        fields = dataclasses.asdict(row)
-    elif callable(getattr(row, "model_dump", None)):
-        fields = row.model_dump()
-    else:
-        fields = row
-    try:
-        return outcome.to_json(fields, where)
-    except outcome.NotJSON:
-        return {"repr": repr(row)[:2000]}
+# ---------------------------------------------------------------- resuming
 
 
 def _reattach(db: Database, run_id: str, process_id: str, owner: str) -> bool:
@@ -234,10 +159,14 @@ class _Session:
     thread (so that Ctrl-C reaches this one), the progress bar, the wait while paused."""
 
     def __init__(self, db: Database, run_id: str, process_id: str, fn: Callable, validate, pool: str,
-                 rows: list, stop_check: Optional[StopCheck] = None) -> None:
+                 rows: list, stop_check: Optional[StopCheck] = None, raise_on_exception: bool = False) -> None:
         self.db, self.run_id, self.process_id = db, run_id, process_id
         self.stop_check = stop_check or StopCheck(db, run_id, [])
         self.fn, self.validate, self.pool = fn, validate, pool
+        self.raise_on_exception = raise_on_exception
+        self.executors: list[InProcessExecutor] = []
+        if raise_on_exception:  # GEPA's raise_on_exception: the evaluator's first error ends the run
+            self.stop_check.extra = self._evaluator_raised
         # the caller's own example objects (the database holds their JSON form), matched by
         # position: examples are stored dataset, valset, testset, in order
         keys = [e.key for e in repo.get_examples(db, run_id) if e.payload is not None]
@@ -247,7 +176,28 @@ class _Session:
 
     def executor(self, cfg, _source: str, lm_handler) -> InProcessExecutor:
         """The Optimizer's executor factory."""
-        return InProcessExecutor(self.fn, cfg.workers, lm_handler, self.validate, self.pool, self.originals)
+        made = InProcessExecutor(self.fn, cfg.workers, lm_handler, self.validate, self.pool, self.originals)
+        self.executors.append(made)
+        return made
+
+    def evaluator_error(self) -> Optional[BaseException]:
+        """With raise_on_exception, the first exception the evaluator raised (for the caller)."""
+        raised = [exc for made in self.executors for exc in made.raised]
+        return raised[0] if self.raise_on_exception and raised else None
+
+    def _evaluator_raised(self) -> Optional[str]:
+        error = self.evaluator_error()
+        return None if error is None else (f"the evaluator raised {type(error).__name__}: {error} "
+                                           "(raise_on_exception is on: the call raises it)")
+
+    def _serve(self, timeout: float) -> bool:
+        """Wait up to ``timeout``; with ``pool="main"`` run queued evaluations meanwhile, on this
+        thread. True once the optimizer has finished."""
+        made = self.executors[-1] if self.executors else None
+        if made is None or made.kind != "main":
+            return self.finished.wait(timeout)
+        made.run_one(timeout)
+        return self.finished.is_set()
 
     def run(self, progress: bool) -> None:
         from engine.api.progress import ProgressBar
@@ -282,20 +232,22 @@ class _Session:
         # The wait is on an event the optimizer thread sets itself, not on Thread.join: a join
         # cut by Ctrl-C marks the thread stopped while it still runs (CPython 3.11), and the run
         # was then paused and released under an optimizer still writing to it (it ended 'failed').
-        finished = threading.Event()
+        finished = self.finished = threading.Event()
 
         def body() -> None:
             try:
                 result.update(status=opt.run())
             finally:
                 finished.set()
+                for made in self.executors:  # a caller's thread that waits for evaluations to run: it is over
+                    made.wake()
 
         thread = threading.Thread(target=body, name="refract-optimizer")
         thread.start()
         interrupted = False
         while True:  # the test sits inside the try: a Ctrl-C between two polls is caught too
             try:
-                if finished.wait(POLL_SECONDS):
+                if self._serve(POLL_SECONDS):
                     break
                 bar.update()
             except KeyboardInterrupt:

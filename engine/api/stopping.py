@@ -76,10 +76,12 @@ class StopCheck:
     def __init__(self, db: Database, run_id: str, callbacks: list[Callable]) -> None:
         self.db, self.run_id, self.callbacks = db, run_id, callbacks
         self.error: Optional[BaseException] = None
+        self.extra: Optional[Callable[[], Optional[str]]] = None  # a reason of the caller's session, asked first
 
     def __call__(self) -> Optional[str]:
-        if not self.callbacks:
-            return None
+        why = self.extra() if self.extra is not None else None
+        if why or not self.callbacks:
+            return why
         state = stop_state(self.db, self.run_id)
         for i, fn in enumerate(self.callbacks):
             try:

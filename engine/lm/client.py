@@ -3,12 +3,14 @@
 Contract of ``LMClient.complete``:
 - never raises for provider problems: a failed call returns an ``LMResult`` whose ``error`` holds
   the exact reason (exception type and message, with the API key redacted);
-- retries, with exponential back-off and jitter, only the transient errors listed in
-  ``RETRYABLE`` (rate limits, timeouts, connection errors, HTTP 5xx); bad requests,
+- retries, with exponential back-off and jitter, only the transient errors of
+  ``engine.lm.errors.retryable_types`` (rate limits, timeouts, connection errors, HTTP 5xx); bad requests,
   authentication, missing models and context-window overflows fail at once;
 - at most ``cfg.max_concurrency`` calls to one model string are in flight in this process;
 - answers are cached on disk by content (``storage.lm_cache``): a hit costs $0, has
   ``cached=True`` and the token counts of the original call; failures are never cached;
+- a ``python/…`` model is a Python callable of the caller's (``engine.api.callable_lm``), called
+  directly, without litellm (which is imported only when a call needs it), and never cached;
 - API keys are read only from the environment variable named by ``cfg.api_key_env`` (or
   litellm's own defaults such as OPENAI_API_KEY) and are never returned, logged or stored;
 - every request actually sent is reported to the caller's ``journal`` (``AttemptJournal``):
@@ -32,20 +34,15 @@ from typing import Callable, Optional, Protocol
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # bundled price list: offline, fast
 
-import litellm  # noqa: E402
-
 from engine.config import LOCAL_MODEL, LMConfig  # noqa: E402
 from engine.lm.errors import (  # noqa: E402
-    RETRYABLE, describe, error_kind, is_retryable, missing_credentials, retry_after_seconds)
+    describe, error_kind, is_retryable, missing_credentials, retry_after_seconds)
 from engine.lm.defaults import default_lm_config, default_model, default_model_reason  # noqa: E402,F401
 from engine.lm.keys import key_refusal  # noqa: E402
-from engine.lm.providers import is_in_process, load_plugins, register_builtin_providers  # noqa: E402
+from engine.lm.providers import is_in_process  # noqa: E402
+from engine.lm.loading import is_callable_model, litellm, setup_litellm  # noqa: E402,F401
 from engine.interrupt import INTERRUPTED  # noqa: E402
 from storage.lm_cache import LMCache, cache_key  # noqa: E402
-
-litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stderr
-register_builtin_providers()
-load_plugins()  # the test hook (engine.lm.providers): every process that calls an LM imports this module
 
 log = logging.getLogger("refract.lm")
 NO_KEY = "no-key-needed"  # what a config-chosen server gets when the config names no key
@@ -164,6 +161,7 @@ class LMClient:
             **cfg.kwargs,  # allow-listed at load (engine.lm.params): never the server or the key
         }
         started = time.monotonic()
+        use_cache = use_cache and not is_callable_model(cfg.model)  # the caller's function answers every call, as in GEPA
         key = cache_key(model=cfg.model, api_base=cfg.api_base, messages=messages,
                         params=params, sample_index=sample_index)
         if use_cache:
@@ -202,6 +200,8 @@ class LMClient:
             from engine.lm import local as local_lm
 
             return local_lm.context_window()
+        if is_callable_model(cfg.model):
+            return None
         try:
             info = litellm.get_model_info(cfg.model)
         except Exception:  # noqa: BLE001 -- unmapped model (self-hosted, custom): unknown
@@ -215,12 +215,18 @@ class LMClient:
             from engine.lm import local as local_lm
 
             return local_lm.count_tokens(messages)
+        if is_callable_model(cfg.model):
+            from engine.api.callable_lm import estimate_tokens
+
+            return estimate_tokens(messages)
         return int(litellm.token_counter(model=cfg.model, messages=messages))
 
     # -- internals -------------------------------------------------------------------------
 
     def _call_with_retries(self, cfg: LMConfig, messages: list[dict], params: dict, sample_index: int,
                            journal: Optional[AttemptJournal], cancel=None) -> LMResult:
+        if not is_callable_model(cfg.model):
+            setup_litellm()  # before anything asks litellm about the model: the providers must be registered
         api_key = None
         refused = key_refusal(cfg.api_key_env, cfg.api_base)
         if refused:  # also for a run that reached the database without the config check (an import)
@@ -242,11 +248,12 @@ class LMClient:
             # would send the provider's key from the environment (OPENAI_API_KEY …) to it. Self-hosted
             # OpenAI-compatible servers usually need none, but the OpenAI client sends none without one.
             kwargs["api_key"] = NO_KEY
-        missing = missing_credentials(cfg.model, kwargs.get("api_key"), cfg.api_base)
+        missing = [] if is_callable_model(cfg.model) else missing_credentials(cfg.model, kwargs.get("api_key"),
+                                                                              cfg.api_base)
         if missing:
             return _failure(cfg, f"no credentials for {cfg.model}: {', '.join(missing)} not set in the engine's "
                                  f"environment (set it, or name the variable in api_key_env)")
-        if is_in_process(cfg.model):
+        if not is_callable_model(cfg.model) and is_in_process(cfg.model):
             # Our own providers honour a seed: the K proposals of one parent must differ.
             kwargs["seed"] = sample_index
         limit = _limit_for(cfg.model)
@@ -308,8 +315,12 @@ class _Interrupted(Exception):
 
 
 def _send(kwargs: dict):
-    """litellm's response, or the exception it raised."""
+    """litellm's response (a Python callable's answer, shaped as one), or the exception raised."""
     try:
+        if is_callable_model(kwargs["model"]):
+            from engine.api.callable_lm import complete
+
+            return complete(kwargs["model"], kwargs["messages"])
         return litellm.completion(**kwargs)
     except Exception as caught:  # noqa: BLE001 -- every provider failure becomes an LMResult
         return caught
@@ -373,5 +384,5 @@ def _cost(response, model: str) -> float:
         return 0.0
 
 
-__all__ = ["AttemptJournal", "LMClient", "LMResult", "LOCAL_MODEL", "RETRYABLE", "default_lm_config", "default_model",
+__all__ = ["AttemptJournal", "LMClient", "LMResult", "LOCAL_MODEL", "default_lm_config", "default_model",
            "default_model_reason", "is_retryable"]

@@ -11,27 +11,32 @@
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # bundled price list: offline, fast
 
-import litellm  # noqa: E402
 
-# Errors worth another attempt: the same request may succeed a moment later.
-RETRYABLE: tuple[type[BaseException], ...] = (
-    litellm.RateLimitError,
-    litellm.Timeout,
-    litellm.APIConnectionError,
-    litellm.InternalServerError,
-    litellm.ServiceUnavailableError,
-    litellm.BadGatewayError,
-)
+def _loaded_litellm():
+    """litellm when this process has imported it, else None: an error can only be one of its
+    types once it is loaded (a Python callable's errors are not), and importing it takes seconds."""
+    return sys.modules.get("litellm")
+
+
+def retryable_types() -> tuple[type[BaseException], ...]:
+    """Errors worth another attempt: the same request may succeed a moment later."""
+    litellm = _loaded_litellm()
+    if litellm is None:
+        return ()
+    return (litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError, litellm.InternalServerError,
+            litellm.ServiceUnavailableError, litellm.BadGatewayError)
 
 
 def is_retryable(exc: BaseException) -> bool:
     """Rate limit, timeout, connection error or any HTTP 5xx; never a 4xx."""
-    if isinstance(exc, litellm.ContextWindowExceededError):
+    litellm = _loaded_litellm()
+    if litellm is not None and isinstance(exc, litellm.ContextWindowExceededError):
         return False
-    if isinstance(exc, RETRYABLE):
+    if isinstance(exc, retryable_types()):
         return True
     status = getattr(exc, "status_code", None)
     return isinstance(status, int) and status >= 500
@@ -60,6 +65,8 @@ def missing_credentials(model: str, api_key: str | None, api_base: str | None) -
     would be retried in vain. Non-secret settings it lists (e.g. OLLAMA_API_BASE, which has a
     working default) are ignored.
     """
+    import litellm
+
     try:
         report = litellm.validate_environment(model=model, api_key=api_key, api_base=api_base)
     except Exception:  # noqa: BLE001 -- an unknown provider: let the call itself say what is wrong
@@ -89,12 +96,13 @@ _BAD_BODY_MARKERS = ("Expecting value", "Received response", "JSONDecodeError", 
 def error_kind(exc: BaseException) -> str:
     """``rate_limit`` (429), ``timeout``, ``bad_body`` (an answer that is not the JSON of a
     completion), ``server_error`` (other 5xx), ``connection``, or ``request`` (any 4xx)."""
-    if isinstance(exc, litellm.RateLimitError) or getattr(exc, "status_code", None) == 429:
+    litellm = _loaded_litellm()
+    if (litellm is not None and isinstance(exc, litellm.RateLimitError)) or getattr(exc, "status_code", None) == 429:
         return "rate_limit"
-    if isinstance(exc, litellm.Timeout):
+    if litellm is not None and isinstance(exc, litellm.Timeout):
         return "timeout"
     if any(m in str(exc) for m in _BAD_BODY_MARKERS):
         return "bad_body"
-    if isinstance(exc, litellm.APIConnectionError):
+    if litellm is not None and isinstance(exc, litellm.APIConnectionError):
         return "connection"
     return "server_error" if is_retryable(exc) else "request"

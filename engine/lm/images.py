@@ -1,7 +1,8 @@
 """Images in side information, on their way to the reflection LM.
 
 The sandbox stores every image an evaluator returns (``refract_evaluator.Image``, PNG or JPEG
-bytes, a PIL image) as ``{"__image__": "png" | "jpeg", "data": base64}``. For a vision-capable
+bytes, a PIL image) as ``{"__image__": "png" | "jpeg", "data": base64}``; an http(s) URL given
+in a Python process as ``{"__image__": "url", "url": ...}`` (passed on as it is). For a vision-capable
 reflection model (litellm's ``supports_vision``) each image becomes an OpenAI-style
 ``image_url`` content part with a data URL, after the prompt text, downscaled so that its longer
 side is at most ``MAX_SIDE`` pixels; at most ``MAX_IMAGES`` go into one prompt. For any other
@@ -20,7 +21,9 @@ MAX_IMAGES = 8
 
 
 def is_image(value: Any) -> bool:
-    return isinstance(value, dict) and "__image__" in value and isinstance(value.get("data"), str)
+    """A stored image: inline data, or (from a Python process) an http(s) URL."""
+    return isinstance(value, dict) and "__image__" in value and (
+        isinstance(value.get("data"), str) or isinstance(value.get("url"), str))
 
 
 def supports_vision(model: str) -> bool:
@@ -29,6 +32,8 @@ def supports_vision(model: str) -> bool:
 
     if model == LOCAL_MODEL:
         return False
+    if model.startswith("python/"):  # a callable of the caller's (engine.api.callable_lm) gets the images, as in GEPA
+        return True
     import litellm
 
     try:
@@ -55,7 +60,7 @@ class ImageCollector:
         if is_image(value):
             if self.vision and len(self.images) < MAX_IMAGES:
                 self.images.append(value)
-                return f"[image {len(self.images)}: attached after the text]"
+                return f"[IMAGE-{len(self.images)}: attached after the text]"
             self.omitted += 1
             return ("[image omitted: the reflection model cannot see images]" if not self.vision
                     else f"[image omitted: at most {MAX_IMAGES} images per prompt]")
@@ -78,6 +83,8 @@ class ImageCollector:
 
 def _part(img: dict) -> tuple[dict, bool]:
     """(an ``image_url`` content part, whether the image was downscaled)."""
+    if "data" not in img:  # a URL: the provider fetches it
+        return {"type": "image_url", "image_url": {"url": img["url"]}}, False
     raw = base64.b64decode(img["data"])
     kind = str(img["__image__"])
     shrunk = False

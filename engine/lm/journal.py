@@ -55,8 +55,10 @@ class RunJournal:
 def estimated_prompt_cost(model: str, messages: list) -> tuple[int, float]:
     """(prompt tokens, dollars) of a request by litellm's token counter and price list; the
     answer it may have been billed for is unknown. (0, 0.0) when the model is not priced."""
-    from engine.lm.client import litellm
+    from engine.lm.client import is_callable_model, litellm
 
+    if is_callable_model(model):  # a Python callable: no price, and litellm need not be imported for it
+        return 0, 0.0
     try:
         tokens = int(litellm.token_counter(model=model, messages=messages))
     except Exception:  # noqa: BLE001 -- a message shape the counter does not know

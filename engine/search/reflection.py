@@ -292,12 +292,26 @@ def _without_change_line(text: str, current_text: str) -> str:
     return text
 
 
-def seed_prompt(kind: str, objective: str, background: str) -> list[dict]:
-    """Messages asking the LM to write a first candidate from the objective alone."""
+SEED_ROWS = 3  # dataset rows shown when the seed is written from the objective
+
+
+def seed_request(kind: str, objective: str, background: str, rows: Optional[list] = None) -> str:
+    """The request for a first candidate written from the objective alone: the goal, the
+    domain context, a few of the inputs it will be evaluated on (the first ``SEED_ROWS`` rows;
+    the section is left out without a dataset), and the answer's form. GEPA's headings."""
     kind = kind.strip() or "a text artifact"
-    user = f"## Objective\n{objective.strip()}\n\n"
+    text = f"## Goal\n\n{objective.strip()}\n\n"
     if background.strip():
-        user += f"## Background\n{background.strip()}\n\n"
-    user += f"Write a first version of {kind} that meets the objective. Answer with one fenced code block holding it."
-    return [{"role": "system", "content": SYSTEM.format(kind=kind, kind_short="artifact")},
-            {"role": "user", "content": user}]
+        text += f"## Domain Context & Constraints\n\n{background.strip()}\n\n"
+    if rows is not None:
+        shown = "\n".join(f"- Example {i}: {json.dumps(row, ensure_ascii=False, default=str)[:2000]}"
+                           for i, row in enumerate(rows[:SEED_ROWS], 1))
+        text += f"## Sample Inputs\n\nIt will be evaluated on inputs like these:\n\n{shown}\n\n"
+    return text + (f"## Output Format\n\nWrite a first version of {kind} that meets the goal. Give it alone inside "
+                   "``` blocks (one fenced code block), with nothing outside the ``` blocks.")
+
+
+def seed_prompt(kind: str, objective: str, background: str, rows: Optional[list] = None) -> list[dict]:
+    """Messages asking the LM to write a first candidate from the objective alone."""
+    return [{"role": "system", "content": SYSTEM.format(kind=kind.strip() or "a text artifact", kind_short="artifact")},
+            {"role": "user", "content": seed_request(kind, objective, background, rows)}]

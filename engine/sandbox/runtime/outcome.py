@@ -2,8 +2,9 @@
 
 Contract (docs/design.md §1, "evaluator"): a finite number, ``(number, dict)``, or a dict with a ``"score"`` key.
 Anything else is an *error outcome* whose message says what was returned and what to return
-instead. Images (``refract_evaluator.Image``, PNG or JPEG bytes, PIL images) in side_info become
-``{"__image__": "png" | "jpeg" | …, "data": b64}``.
+instead. Images (``refract_evaluator.Image`` or GEPA's ``gepa.Image``, PNG or JPEG bytes, PIL
+images) in side_info become ``{"__image__": "png" | "jpeg" | …, "data": b64}`` (an http(s) URL:
+``{"__image__": "url", "url": …}``).
 """
 
 from __future__ import annotations
@@ -71,6 +72,11 @@ def normalise(result) -> tuple[float, dict]:
 def _image(obj) -> dict | None:
     if hasattr(type(obj), "__refract_image__"):
         return obj.__refract_image__()
+    if hasattr(type(obj), "to_openai_content_part") and hasattr(obj, "base64_data"):  # GEPA's own gepa.Image
+        import refract_evaluator
+
+        return refract_evaluator.Image(url=obj.url, path=obj.path, base64_data=obj.base64_data,
+                                       media_type=obj.media_type).__refract_image__()
     if isinstance(obj, (bytes, bytearray)) and bytes(obj[:8]) == PNG_MAGIC:
         return {"__image__": "png", "data": base64.b64encode(bytes(obj)).decode()}
     if isinstance(obj, (bytes, bytearray)) and bytes(obj[:3]) == JPEG_MAGIC:
@@ -102,7 +108,10 @@ def to_json(obj, path: str, depth: int = 0):
         return out
     if isinstance(obj, (list, tuple)):
         return [to_json(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(obj)]
-    image = _image(obj)
+    try:
+        image = _image(obj)
+    except (OSError, ValueError) as exc:  # a path that cannot be read, data that is not base64…
+        raise NotJSON(f"{path} is an image that cannot be stored: {exc}") from None
     if image is not None:
         return image
     if hasattr(obj, "tolist") and callable(obj.tolist):  # numpy arrays and scalars

@@ -12,9 +12,11 @@ Porting an evaluator written for GEPA's ``optimize_anything``: replace the one l
   Calls from several threads are serialised. It raises ``LMError`` when the engine refuses or
   the call fails, and is unavailable on the Dask executor (the error says so).
 
-This module is importable inside a sandbox worker, and in a Python process that uses
-``from engine import optimize_anything`` (the evaluator then runs in that process, see
-``engine/api/in_process.py``); it has no dependencies.
+In a Python process (the repository's root on the path, as for ``import engine``) it is also
+GEPA's ``optimize_anything`` module: ``oa.optimize_anything(...)``, ``oa.GEPAConfig`` and the
+other config classes come from ``engine.api`` on first use, so that a GEPA program changes only
+its import line (the evaluator then runs in that process, see ``engine/api/in_process.py``).
+Inside a sandbox worker only the helpers above exist; the module has no dependencies.
 """
 
 from __future__ import annotations
@@ -44,17 +46,19 @@ class BoundedText:
         self._parts: list[str] = []
         self._kept = 0
         self.dropped = 0
+        self._lock = threading.Lock()  # an evaluator's own threads may log into one context
 
     def write(self, text: str) -> int:
         text = str(text)
-        room = self.limit - self._kept
-        if room > 0:
-            piece = text[:room]
-            self._parts.append(piece)
-            self._kept += len(piece)
-            self.dropped += len(text) - len(piece)
-        else:
-            self.dropped += len(text)
+        with self._lock:
+            room = self.limit - self._kept
+            if room > 0:
+                piece = text[:room]
+                self._parts.append(piece)
+                self._kept += len(piece)
+                self.dropped += len(text) - len(piece)
+            else:
+                self.dropped += len(text)
         return len(text)
 
     def flush(self) -> None:
@@ -79,73 +83,121 @@ class OptimizationState:
     best_example_evals: list = field(default_factory=list)
 
 
-_MEDIA_BY_EXT = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".gif": "gif", ".webp": "webp"}
+_MEDIA_BY_EXT = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
+                 ".webp": "image/webp", ".bmp": "image/bmp", ".svg": "image/svg+xml"}
+# Set by the sandbox worker: an http(s) URL would make the reflection LM's provider fetch data on
+# the evaluator's behalf, a way out of a sandbox without network. In a Python process (the
+# caller's own code, trusted) a URL is passed on as it is, as GEPA does.
+_url_images_allowed = True
 
 
 class Image:
     """An image for side information (GEPA's ``oa.Image``), shown in the studio and sent to a
-    vision-capable reflection LM. Give exactly one source:
-
-    - ``Image(source)``: PNG/JPEG ``bytes``, a PIL image, or the path of an image file;
-    - ``Image(path=...)``, ``Image(base64_data=..., media_type="image/png")`` or
-      ``Image(url="data:image/png;base64,...")`` as in GEPA. An ``http(s)`` URL is refused: the
-      sandbox has no network, so the image must be here (read it into bytes, or give a path).
-
-    The image is read and encoded when it is created; a bad source raises ``ValueError`` then.
+    vision-capable reflection LM. Give exactly one of ``url``, ``path`` or ``base64_data`` (with
+    ``media_type``), as in GEPA, or Refract's positional ``source``: PNG/JPEG ``bytes``, a PIL
+    image, or a path. A ``path`` is read when the evaluation's side information is stored (the
+    file must exist until the evaluator returns); ``media_type`` is then guessed from its
+    extension. ``url`` is an http(s) URL (not inside the sandbox, which has no network) or a
+    ``data:`` URL.
     """
 
     def __init__(self, source: Any = None, *, url: Optional[str] = None, path: Optional[str] = None,
                  base64_data: Optional[str] = None, media_type: Optional[str] = None) -> None:
-        given = [x for x in (source, url, path, base64_data) if x is not None]
-        if len(given) != 1:
-            raise ValueError("Image() takes exactly one of: source (bytes, PIL image or path), url, path, base64_data")
+        if source is not None and (url, path, base64_data) != (None, None, None):
+            raise ValueError("Exactly one of url, path, or base64_data must be provided.")
         if isinstance(source, (str, os.PathLike)):
-            source, path = None, os.fspath(source)
-        self.kind, self.data = _encode(source, url, path, base64_data, media_type)
+            path = os.fspath(source)
+        elif source is not None:
+            kind, base64_data = _encode(source)
+            media_type = media_type or f"image/{kind}"
+        if sum(x is not None for x in (url, path, base64_data)) != 1:
+            raise ValueError("Exactly one of url, path, or base64_data must be provided.")
+        if base64_data is not None and media_type is None:
+            raise ValueError("media_type is required when using base64_data.")
+        self.url, self.path, self.base64_data, self.media_type = url, path, base64_data, media_type
+
+    def to_openai_content_part(self) -> dict:
+        """``{"type": "image_url", "image_url": {"url": ...}}``: the URL, or a data URL."""
+        if self.url is not None:
+            return {"type": "image_url", "image_url": {"url": self.url}}
+        media, data = self._media_and_data()
+        return {"type": "image_url", "image_url": {"url": f"data:{media};base64,{data}"}}
+
+    def _media_and_data(self) -> tuple[str, str]:
+        if self.path is not None:
+            with open(self.path, "rb") as f:
+                raw = f.read()
+            media = self.media_type or _MEDIA_BY_EXT.get(os.path.splitext(self.path)[1].lower(), "image/png")
+            return media, base64.b64encode(raw).decode()
+        return str(self.media_type), str(self.base64_data)
 
     def __refract_image__(self) -> dict:
-        return {"__image__": self.kind, "data": self.data}
+        """What the run stores: ``{"__image__": kind, "data": base64}``, or for an http(s) URL
+        ``{"__image__": "url", "url": ...}``. Raises ValueError for what cannot be stored."""
+        url = self.url
+        if url is not None and url.startswith("data:"):
+            head, sep, data = url.partition(";base64,")
+            if not sep or not head.startswith("data:image/"):
+                raise ValueError("Image(url=...): a data: URL must be data:image/<type>;base64,<data>")
+            media, data = head[len("data:"):], data
+        elif url is not None:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"Image(url=...): {url[:60]!r} is neither an http(s) URL nor a data: URL")
+            if not _url_images_allowed:
+                raise ValueError("Image(url=...): the sandbox has no network, so an image URL is refused; read the "
+                                 "image into bytes or give its path (or set [executor] network = true)")
+            return {"__image__": "url", "url": url}
+        else:
+            media, data = self._media_and_data()
+        try:
+            base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("Image: the image data is not valid base64") from None
+        return {"__image__": media.split("/", 1)[-1], "data": data}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Image) and (self.url, self.path, self.base64_data, self.media_type) == (
+            other.url, other.path, other.base64_data, other.media_type)
 
     def __repr__(self) -> str:
-        return f"Image({self.kind}, {len(self.data) * 3 // 4:,} bytes)"
+        if self.base64_data is not None:
+            return f"Image(base64_data=<{len(self.base64_data) * 3 // 4:,} bytes>, media_type={self.media_type!r})"
+        return f"Image(url={self.url!r})" if self.url is not None else f"Image(path={self.path!r})"
 
 
-def _encode(source, url, path, base64_data, media_type) -> tuple[str, str]:
-    """(kind such as "png", base64 data) from whichever source was given."""
-    if path is not None:
-        kind = _MEDIA_BY_EXT.get(os.path.splitext(path)[1].lower())
-        with open(path, "rb") as f:
-            raw = f.read()
-        return kind or _sniff(raw, path), base64.b64encode(raw).decode()
-    if url is not None:
-        if not url.startswith("data:image/") or ";base64," not in url:
-            raise ValueError("Image(url=...) takes a data: URL (data:image/png;base64,...); the sandbox has no "
-                             "network, so read the image into bytes or give its path")
-        head, _, base64_data = url.partition(";base64,")
-        media_type = head[len("data:"):]
-    if base64_data is not None:
-        if not media_type or not media_type.startswith("image/"):
-            raise ValueError("Image(base64_data=...) needs media_type, e.g. media_type=\"image/png\"")
-        try:
-            base64.b64decode(base64_data, validate=True)
-        except (binascii.Error, ValueError):
-            raise ValueError("Image(base64_data=...) is not valid base64") from None
-        return media_type.split("/", 1)[1], base64_data
+def _adopt_gepa_image() -> None:
+    """Where gepa is installed, make ``Image`` also a ``gepa.Image`` (a subclass of both), so
+    that GEPA's own code that checks ``isinstance(x, gepa.Image)`` (its reflection prompt
+    renderer, a ported program's helpers) takes Refract's images. Called for a Python process
+    that imports this module by name (the repository's ``refract_evaluator.py``) and by each
+    ``optimize_anything`` call, never in the sandbox, which need not import gepa."""
+    global Image
+    import importlib.util
+
+    if importlib.util.find_spec("gepa") is None or "gepa.image.Image" in {f"{c.__module__}.{c.__qualname__}"
+                                                                          for c in Image.__mro__}:
+        return
+    from gepa.image import Image as GepaImage
+
+    Image = type("Image", (Image, GepaImage), {"__doc__": Image.__doc__, "__module__": __name__,
+                                               "__init__": Image.__init__, "__eq__": Image.__eq__,
+                                               "__repr__": Image.__repr__, "__hash__": None})
+
+
+def _encode(source: Any) -> tuple[str, str]:
+    """(kind such as "png", base64 data) of PNG/JPEG bytes or a PIL image."""
     if isinstance(source, (bytes, bytearray)):
-        return _sniff(bytes(source), "the bytes"), base64.b64encode(bytes(source)).decode()
+        raw = bytes(source)
+        if raw.startswith(b"\x89PNG\r\n\x1a\n"):
+            return "png", base64.b64encode(raw).decode()
+        if raw.startswith(b"\xff\xd8\xff"):
+            return "jpeg", base64.b64encode(raw).decode()
+        raise ValueError("Image(): the bytes are not a PNG or JPEG image")
     if hasattr(source, "save") and hasattr(source, "size"):  # a PIL image
         buf = io.BytesIO()
         source.save(buf, format="PNG")
         return "png", base64.b64encode(buf.getvalue()).decode()
     raise ValueError(f"Image() cannot use a {type(source).__name__}: give bytes, a PIL image or a path")
-
-
-def _sniff(raw: bytes, what: str) -> str:
-    if raw.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "png"
-    if raw.startswith(b"\xff\xd8\xff"):
-        return "jpeg"
-    raise ValueError(f"{what} are not a PNG or JPEG image")
 
 
 _local = threading.local()
@@ -154,9 +206,15 @@ _lm_lock = threading.Lock()
 _lm_transport: Optional[Callable[[list, Optional[str], dict], str]] = None
 
 
-def get_log_context() -> Optional[BoundedText]:
-    """The log sink of the evaluation running in this thread (pass it to child threads)."""
-    return getattr(_local, "ctx", None)
+def get_log_context() -> BoundedText:
+    """The log sink of the evaluation running in this thread: give it to ``set_log_context`` in
+    a thread the evaluator starts, so that its ``log()`` lands in the same side information.
+    Raises RuntimeError outside an evaluation, as GEPA does."""
+    ctx = getattr(_local, "ctx", None)
+    if ctx is None:
+        raise RuntimeError("No active log context: get_log_context() must be called inside an evaluator "
+                           "(from the thread Refract called it on, or one given its context)")
+    return ctx
 
 
 def set_log_context(ctx: Optional[BoundedText]) -> None:
@@ -165,11 +223,27 @@ def set_log_context(ctx: Optional[BoundedText]) -> None:
 
 def log(*args: Any, sep: str = " ", end: str = "\n") -> None:
     """Like ``print``, but into ``side_info["log"]`` of the current evaluation."""
-    ctx = get_log_context()
+    ctx = getattr(_local, "ctx", None)
     if ctx is None:
-        warnings.warn("refract_evaluator.log() called outside an evaluation; the text is dropped")
+        warnings.warn("refract_evaluator.log() called outside of an evaluator: the text is dropped "
+                      "(in a thread of your own, call set_log_context(get_log_context()) first)", stacklevel=2)
         return
     ctx.write(sep.join(str(a) for a in args) + end)
+
+
+def add_captured(side_info: dict, captured: dict) -> dict:
+    """``side_info`` with the captured ``log`` / ``stdout`` / ``stderr`` texts (the non-empty
+    ones) added. A key the evaluator already used keeps its value; the captured text then goes
+    under ``_gepa_<key>``, with a warning, as GEPA does."""
+    for key, text in captured.items():
+        if not text:
+            continue
+        if key in side_info:
+            warnings.warn(f"side_info key {key!r} conflicts with the captured {key}: the evaluator's value is kept and "
+                          f"the captured text stored under '_gepa_{key}'", stacklevel=2)
+            key = f"_gepa_{key}"
+        side_info[key] = text
+    return side_info
 
 
 def lm(prompt_or_messages: Any, model: Optional[str] = None, **params: Any) -> str:
@@ -186,3 +260,31 @@ def lm(prompt_or_messages: Any, model: Optional[str] = None, **params: Any) -> s
         raise LMError("lm() is only available inside a Refract sandbox worker")
     with _lm_lock:
         return _lm_transport(messages, model, params)
+
+
+# GEPA's optimize_anything names, for ``import refract_evaluator as oa`` then
+# ``oa.optimize_anything(...)``: resolved on first use from the engine (which the caller's process
+# can import; a sandbox cannot, and does not need them).
+_API = {"optimize_anything": "engine.api.optimize", "GEPAConfig": "engine.api.gepa_config",
+        "EngineConfig": "engine.api.gepa_config", "ReflectionConfig": "engine.api.gepa_config",
+        "MergeConfig": "engine.api.gepa_config", "RefinerConfig": "engine.api.gepa_config",
+        "TrackingConfig": "engine.api.gepa_config", "EvaluatorWrapper": "engine.api.gepa_names",
+        "make_litellm_lm": "engine.api.gepa_names", "SideInfo": "engine.api.gepa_names",
+        "_STR_CANDIDATE_KEY": "engine.api.gepa_names", "_build_seed_generation_prompt": "engine.api.gepa_names",
+        "_generate_seed_candidate": "engine.api.gepa_names", "OptimizeResult": "engine.api.result",
+        "GEPAResult": "engine.api.result"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _API:
+        raise AttributeError(f"module 'refract_evaluator' has no attribute {name!r}")
+    import importlib
+
+    try:
+        module = importlib.import_module(_API[name])
+    except ImportError as exc:
+        raise AttributeError(f"refract_evaluator.{name} needs Refract's engine, which cannot be imported here "
+                             f"({exc}); it is for the Python process that runs optimize_anything") from None
+    value = getattr(module, "OptimizeResult" if name == "GEPAResult" else name)
+    globals()[name] = value
+    return value

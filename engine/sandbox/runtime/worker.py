@@ -128,6 +128,7 @@ class Worker:
         self.forked = False
         os.register_at_fork(after_in_parent=self._note_fork)
         refract_evaluator._lm_transport = self._lm
+        refract_evaluator._url_images_allowed = self.network
 
     def _note_fork(self) -> None:
         self.forked = True
@@ -185,11 +186,8 @@ class Worker:
         finally:
             sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
             refract_evaluator.set_log_context(None)
-        side = reply["side_info"]
-        for key, sink in (("log", log), ("stdout", out), ("stderr", err)):
-            text = sink.getvalue()
-            if text:
-                side[key if key not in side else f"{key} (captured)"] = text
+        refract_evaluator.add_captured(reply["side_info"], {"log": log.getvalue(), "stdout": out.getvalue(),
+                                                            "stderr": err.getvalue()})
         reply["recycle"] = reply["recycle"] or self.strays()
         return reply
 
