@@ -15,7 +15,8 @@ on the machine falls on both. Raw results are appended to a JSONL file (``--raw`
 later call resumes; the page is rebuilt from it.
 
 Run: ``.venv/bin/python bench/real_lm.py [--seeds 5] [--tasks DIR] [--only TASK,...]
-[--systems refract,gepa] [--scale 1.0] [--raw FILE] [--out FILE]``. ``--scale`` multiplies
+[--systems refract,gepa] [--scale 1.0] [--raw FILE] [--out FILE] [--refract NAME=JSON …]``;
+``--refract NAME='{"search": {"parents_per_step": 1}}'`` defines a variant run as system ``refract:NAME``. ``--scale`` multiplies
 every task's seconds (a quick look: 0.25). ``--report`` only rebuilds the page from ``--raw``.
 Tasks of the same kinds kept elsewhere run the same way with ``--tasks DIR`` (one folder per
 task: task.toml with name, kind, seconds, objective, background, seed; evaluator.py with
@@ -107,6 +108,8 @@ def run_refract(task: dict, evaluate, seed: int, seconds: float, data: Path) -> 
     db = f"sqlite:///{data / 'refract.db'}"
     config = {"budget": {"max_seconds": seconds, "max_metric_calls": METRIC_CALLS},
               "search": {"seed": seed}, "reflection_lm": {"model": LOCAL}}
+    for section, values in json.loads(os.environ.get("REAL_LM_REFRACT", "{}")).items():  # a variant (--refract)
+        config.setdefault(section, {}).update(values)
     started = time.monotonic()
     result = optimize_anything(task["seed"], evaluator=evaluate, dataset=task["train"], valset=task["val"],
                                objective=task["objective"], background=task["background"], config=config, db=db,
@@ -163,7 +166,7 @@ def one(system: str, folder: Path, seed: int, seconds: float) -> dict:
         data = Path(tmp)
         os.environ["REFRACT_DATA"] = str(data)
         load = os.getloadavg()[0]
-        out = (run_refract if system == "refract" else run_gepa)(task, evaluate, seed, seconds, data)
+        out = (run_refract if system.startswith("refract") else run_gepa)(task, evaluate, seed, seconds, data)
         if os.environ.get("REAL_LM_KEEP"):  # a run's database (every prompt and answer), to study it
             import shutil
 
@@ -212,6 +215,8 @@ def main() -> None:
         systems = _arg("--systems", ",".join(SYSTEMS)).split(",")
         seeds = int(_arg("--seeds", 5))
         scale = float(_arg("--scale", 1.0))
+        # --refract NAME='{"search": {...}}' (repeatable) defines the system refract:NAME
+        variants = dict(a.split("=", 1) for i, a in enumerate(sys.argv) if i and sys.argv[i - 1] == "--refract")
         results = _done(raw)
         baselines = {r["task"]: r for r in results if r.get("system") == "seed"}
         for folder in folders:
@@ -229,8 +234,11 @@ def main() -> None:
                            and r["seconds"] == seconds for r in _done(raw)):
                         continue
                     print(f"== {system} {task['name']} seed {seed} ({seconds:g} s)", flush=True)
+                    env = _env()
+                    if system.startswith("refract:"):  # a variant: refract:NAME with --refract NAME=JSON
+                        env["REAL_LM_REFRACT"] = variants[system.split(":", 1)[1]]
                     proc = subprocess.run([sys.executable, __file__, "--one", system, str(folder), str(seed), str(seconds)],
-                                          capture_output=True, text=True, env=_env())
+                                          capture_output=True, text=True, env=env)
                     if proc.returncode != 0:
                         print(proc.stderr[-3000:], file=sys.stderr)
                         raise SystemExit(f"{system} {task['name']} seed {seed} failed")

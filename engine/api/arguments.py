@@ -35,7 +35,8 @@ class Plan:
 
 
 def plan_call(seed_candidate: Any, config: Any, dataset: Optional[list], reflection_lm: Any, stop_callbacks: Any,
-              progress: Optional[bool], pool: str, objective: Optional[str], resume: Optional[str]) -> Plan:
+              progress: Optional[bool], pool: str, objective: Optional[str], resume: Optional[str],
+              branch_from: Any = None) -> Plan:
     """The call's plan: GEPA's config translated, the arguments' own settings winning where both
     are given only when they agree."""
     from engine.api.callable_lm import model_for
@@ -56,7 +57,7 @@ def plan_call(seed_candidate: Any, config: Any, dataset: Optional[list], reflect
         pool = t.pool if pool == "auto" and t.pool else pool
     elif not isinstance(config, (dict, RunConfig, type(None))):
         raise ConfigError(f"config: must be a dict, a RunConfig or a GEPAConfig, not {type(config).__name__}")
-    if seed_candidate is None and not resume:
+    if seed_candidate is None and not resume and branch_from is None:  # a branch's seeds come from its base run
         if not (objective or "").strip():
             raise ConfigError("objective: 'objective' is required when seed_candidate is None: the reflection LM "
                               "writes the first candidate from it")

@@ -87,7 +87,8 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
                           "(candidate, example) pair, in parallel")
     if not callable(evaluator):
         raise ConfigError("evaluator: must be a function evaluator(candidate[, example]) -> score or (score, side_info)")
-    plan = plan_call(seed_candidate, config, dataset, reflection_lm, stop_callbacks, progress, pool, objective, resume)
+    plan = plan_call(seed_candidate, config, dataset, reflection_lm, stop_callbacks, progress, pool, objective, resume,
+                     branch_from)
     sys.modules["refract_evaluator"]._adopt_gepa_image()  # from here on oa.Image is also a gepa.Image (gepa installed)
     if plan.pool == "process":
         check_pickles(evaluator, "evaluator")
