@@ -137,7 +137,8 @@ with tabs[2]:
         )[["example", "split", "score", "frontier_best", "holds_best", "error", "seconds", "cost_usd", "cached"]]
         st.dataframe(table, hide_index=True, width="stretch")
         if c["minibatch_keys"]:
-            st.caption("minibatch: " + ", ".join(md(k) for k in c["minibatch_keys"]))
+            st.caption("minibatch: " + ", ".join(md(k) for k in c["minibatch_keys"])
+                       + (f" — drawn: {md(c['minibatch_reason'])}" if c.get("minibatch_reason") else ""))
 
 # ------------------------------------------------------------------ side information
 with tabs[3]:

@@ -28,7 +28,7 @@ PURPOSES = ("reflection", "merge", "seed", "task", "judge")
 
 CANDIDATE_COLUMNS = (
     "id", "origin", "parent_ids", "component", "merge_path", "step", "status", "reason", "pinned", "vetoed", "author",
-    "created_at", "finished_at", "lm_call_id", "parent_minibatch_score", "minibatch_score", "minibatch_keys", "val_mean",
+    "created_at", "finished_at", "lm_call_id", "parent_minibatch_score", "minibatch_score", "minibatch_keys", "minibatch_reason", "val_mean",
     "val_count",
 )
 

@@ -39,6 +39,7 @@ def test_each_phase_is_the_steps_stored_data(db, tmp_path):
                      if cands[c].parent_ids == [p["id"]] and cands[c].minibatch_keys == p["keys"])
         assert p["keys"] and p["reason"] == step.parent_reasons[p["id"]]
         assert sum(r["score"] for r in p["rows"]) == child.parent_minibatch_score
+        assert p["drawn"] == child.minibatch_reason and p["drawn"]  # how the engine drew it, as it said
 
     # proposals: each child with the reflection call that wrote it and its fate
     kids = em.proposals(detail)
@@ -77,6 +78,13 @@ def test_each_phase_is_the_steps_stored_data(db, tmp_path):
     assert check["latencies"].lm_spread == lm_spread_of(calls)
     assert not run.config["search"].get("merge_siblings")
     assert check["lm_seconds"] == slowest_lm(check["latencies"], 4)
+
+
+def test_the_parents_phase_names_the_candidates_below_the_seed():
+    cands = {"s": {"id": "s", "origin": "seed"}, "a": {"id": "a", "origin": "reflection"},
+             "b": {"id": "b", "origin": "reflection"}}
+    scores = {"s": {"x": 1.0, "y": 0.0}, "a": {"x": 0.0, "y": 0.0}, "b": {"x": 1.0, "y": 1.0}}
+    assert em.below_seed(scores, cands) == {"a": (0.0, 0.5)}
 
 
 def test_unknown_steps_and_runs(db):

@@ -21,7 +21,8 @@ def _val_split(detail: dict) -> str:
 
 
 def frontier_at(detail: dict, last_step: int, products: bool = True) -> dict:
-    """{"best": {example: score}, "holders": {example: [ids]}, "members": [ids], "best_mean": (id, mean)}
+    """{"best": {example: score}, "holders": {example: [ids]}, "members": [ids], "best_mean": (id, mean),
+    "below_seed": {id: (mean, seed's mean)}}
     over the accepted, non-vetoed candidates made up to ``last_step``; with ``products=False``,
     without what step ``last_step`` itself proposed (its seed and the people's edits applied at
     its start stay: they were there when it began)."""
@@ -30,10 +31,12 @@ def frontier_at(detail: dict, last_step: int, products: bool = True) -> dict:
              (c["step"] < last_step or c["step"] == last_step and (products or c["origin"] in ("seed", "human")))}
     best: dict[str, float] = {}
     holders: dict[str, list[str]] = {}
+    scores: dict[str, dict[str, float]] = {}
     for e in detail["evaluations"]:
         if e["candidate_id"] not in alive or e["split"] != split:
             continue
         key, score = e["example"], e["score"]
+        scores.setdefault(e["candidate_id"], {})[key] = score
         if key not in best or score > best[key] + 1e-9:
             best[key], holders[key] = score, [e["candidate_id"]]
         elif abs(score - best[key]) <= 1e-9:
@@ -41,7 +44,8 @@ def frontier_at(detail: dict, last_step: int, products: bool = True) -> dict:
     members = sorted({c for ids in holders.values() for c in ids}, key=lambda c: (-sum(c in h for h in holders.values()), c))
     means = [(cands[c]["val_mean"], c) for c in alive if cands[c]["val_mean"] is not None]
     top = max(means) if means else None
-    return {"best": best, "holders": holders, "members": members, "best_mean": (top[1], top[0]) if top else None}
+    return {"best": best, "holders": holders, "members": members, "best_mean": (top[1], top[0]) if top else None,
+            "below_seed": below_seed(scores, cands)}
 
 
 def parent_minibatches(detail: dict) -> list[dict]:
@@ -55,13 +59,25 @@ def parent_minibatches(detail: dict) -> list[dict]:
         kids = [cands[c] for c in step["proposal_ids"] if c in cands and cands[c]["parent_ids"] == [pid]]
         batches = list(dict.fromkeys(tuple(k["minibatch_keys"]) for k in kids if k["minibatch_keys"]))
         keys = list(batches[min(seen[pid], len(batches) - 1)]) if batches else []
+        drawn = next((k["minibatch_reason"] for k in kids if tuple(k["minibatch_keys"] or ()) == tuple(keys)
+                      and k.get("minibatch_reason")), "")
         seen[pid] += 1
         scored = {e["example"]: e for e in detail["evaluations"] if e["candidate_id"] == pid and e["split"] != "test"}
         rows = [{"example": k, "score": scored[k]["score"] if k in scored else None,
                  "side_info": scored[k]["side_info"] if k in scored else {},
                  "error": scored[k]["error"] if k in scored else None} for k in keys]
-        out.append({"id": pid, "reason": step["parent_reasons"].get(pid, ""), "keys": keys, "rows": rows})
+        out.append({"id": pid, "reason": step["parent_reasons"].get(pid, ""), "keys": keys, "rows": rows,
+                    "drawn": drawn})
     return out
+
+
+def below_seed(before_scores: dict, cands: dict) -> dict:
+    """Candidates the step could not choose as parents because their validation mean was below
+    the seed's (the engine's rule, ``engine.search.selection.below_seed``): id -> (mean, seed's)."""
+    from engine.search.selection import below_seed as rule
+
+    seed = next((c for c in cands.values() if c["origin"] == "seed" and c["id"] in before_scores), None)
+    return rule(before_scores, before_scores[seed["id"]]) if seed else {}
 
 
 def proposals(detail: dict) -> list[dict]:

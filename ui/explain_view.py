@@ -36,6 +36,12 @@ def parents(detail: dict, before: dict) -> None:
     if not before["best"]:
         st.caption("No candidate was validated before this step: the frontier was empty.")
         return
+    low = before["below_seed"]
+    if low:
+        st.caption("Not eligible as parents: validation mean below the seed's (a text that is right only where a "
+                   "trivial answer is right, such as a pattern that matches nothing, otherwise holds the frontier "
+                   "there and its variants crowd out real progress): "
+                   + "; ".join(f"`{c}` {m:.3f} < {s:.3f}" for c, (m, s) in sorted(low.items())) + ". A pin overrides this.")
     chosen = set(step["parent_ids"])
     table = pd.DataFrame([{"example": k, "best score": before["best"][k],
                            "held by": ", ".join(before["holders"][k]) if before["best"][k] > 0
@@ -54,11 +60,15 @@ def parents(detail: dict, before: dict) -> None:
 
 def minibatch(detail: dict) -> None:
     st.info("Scoring every proposal on the whole training set would be expensive, so each parent is scored on a "
-            "small random **minibatch** of training examples. The evaluator returns a score and **side information** "
-            "(what went wrong, and why) for each example: that is what the reflection will read.",
+            "small **minibatch** of training examples. The evaluator returns a score and **side information** "
+            "(what went wrong, and why) for each example: that is what the reflection will read. A minibatch the "
+            "parent already gets entirely right cannot show that a child is better, so up to half of it is taken "
+            "from examples the parent is known to fail, and one it aces is drawn again.",
             icon=":material/school:")
     for p in em.parent_minibatches(detail):
         st.markdown(f"**Parent `{p['id']}`** on {len(p['keys'])} example(s): " + ", ".join(md(k) for k in p["keys"]))
+        if p["drawn"]:
+            st.caption("How it was drawn: " + md(p["drawn"]))
         for r in p["rows"]:
             label = f"{md(r['example'])} · score {_score(r['score'])}" + (" · error" if r["error"] else "")
             with st.expander(label, expanded=bool(r["score"] is not None and r["score"] < 1)):
