@@ -1,4 +1,4 @@
-"""The review verbs of the command line: ``approve``, ``report``, and ``export --approved``.
+"""The review verbs of the command line: ``approve``, ``report``, ``analyze`` and ``export --approved``.
 
 ``approve`` goes through ``engine.commands.send_command`` like every command (recorded with who
 and why, applied at once); ``report`` writes ``engine.records.report``'s self-contained HTML.
@@ -73,3 +73,31 @@ def add_review(add, with_db) -> None:
     sp = add("report", with_db(cmd_report), "write a run as one self-contained HTML file")
     sp.add_argument("run")
     sp.add_argument("--out", required=True)
+    sp = add("analyze", with_db(cmd_analyze), "what is wrong with a run and what to do (findings from its records)")
+    sp.add_argument("run")
+    sp.add_argument("--json", action="store_true", help="the findings as JSON, with their evidence and actions")
+    sp.add_argument("--diagnose", action="store_true",
+                    help="also ask the run's reflection LM for a written diagnosis of the findings (a draft)")
+
+
+def cmd_analyze(args, db: Database) -> int:
+    """What is wrong with a run and what to do (``engine.analyze``); ``--diagnose`` also asks the
+    run's reflection LM for a written diagnosis (recorded as an LM call of purpose ``analysis``)."""
+    from engine.analyze import analyze
+    from engine.analyze.report_text import as_json, as_text
+
+    findings = analyze(db, args.run)
+    diagnosis = None
+    if args.diagnose:
+        from engine.analyze.diagnosis import diagnose
+
+        diagnosis = diagnose(db, args.run, findings)
+    if args.json:
+        print(json.dumps(as_json(args.run, findings, diagnosis), indent=1, ensure_ascii=False, default=str))
+        return 0
+    print(as_text(args.run, findings))
+    if diagnosis:
+        from engine.analyze.diagnosis import as_text as diagnosis_text
+
+        print("\n" + diagnosis_text(diagnosis))
+    return 0
