@@ -48,6 +48,7 @@ class Role(IntEnum):
 NEEDS: dict[str, Role] = {
     "comment": Role.VIEWER,
     "create_run": Role.EDITOR, "try_evaluator": Role.EDITOR, "check_lm": Role.EDITOR, "approve": Role.EDITOR,
+    "analyze": Role.EDITOR,  # the written diagnosis: one LM call on the run's account
     **{kind: Role.EDITOR for kind in ("pause", "resume", "step", "stop", "pin", "unpin", "veto", "unveto",
                                       "edit", "inject", "feedback", "budget")},
     "delete_run": Role.ADMIN, "manage_roles": Role.ADMIN,

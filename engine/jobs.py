@@ -1,5 +1,5 @@
 """Running the studio's jobs in the engine worker: trying an evaluator on the seed, testing an
-LM connection. Both can take minutes (a sandbox pool, a local model loading), so the studio
+LM connection, Analyze's written diagnosis of a run. Each can take minutes (a sandbox pool, a local model loading), so the studio
 never runs them in a page: it queues a ``Job`` (``storage.jobs``) and polls it.
 
 ``JobRunner`` runs in a thread of ``python -m engine worker`` next to the runs, one job at a
@@ -23,7 +23,7 @@ log = logging.getLogger("refract.jobs")
 
 TRY_EXAMPLES = 5  # the evaluator is tried on at most this many examples
 PREVIEW_EXAMPLES = 3  # a prompt evaluator's preview: the seed prompt on this many examples
-TRY_EVALUATOR, CHECK_LM = "try_evaluator", "check_lm"
+TRY_EVALUATOR, CHECK_LM, ANALYZE = "try_evaluator", "check_lm", "analyze"
 
 
 def tried_examples(cfg, rows: Optional[list], limit: int = TRY_EXAMPLES) -> list[tuple[str, object]]:
@@ -104,8 +104,20 @@ def check_lm(db: Database, job_id: str, payload: dict) -> dict:
     return {"ok": code == 0, "output": buf.getvalue().strip()}
 
 
+def analyze(db: Database, job_id: str, payload: dict) -> dict:
+    """Analyze's written diagnosis of ``payload["run_id"]`` (``engine.analyze.diagnosis``): the
+    findings now, then one call to the run's reflection LM, recorded on the run."""
+    from engine.analyze import analyze as findings_of
+    from engine.analyze.diagnosis import diagnose
+
+    findings = findings_of(db, payload["run_id"])
+    jobs.update_job(db, job_id, f"asking the run's reflection LM about {len(findings)} finding(s) "
+                    "(a local model may take a minute to load)")
+    return diagnose(db, payload["run_id"], findings)
+
+
 def request_job(db: Database, kind: str, payload: dict, actor: Actor, roles: Optional[RoleMap] = None) -> str:
-    """Queue a job for a worker on behalf of ``actor``; its id. Both kinds run code or spend
+    """Queue a job for a worker on behalf of ``actor``; its id. Every kind runs code or spends
     money, so the actor must be an editor, and evaluator tries count against the hourly limit
     of ``roles``; a refusal is recorded and raised as ``engine.access.Refused``."""
     if kind not in HANDLERS:
@@ -114,7 +126,8 @@ def request_job(db: Database, kind: str, payload: dict, actor: Actor, roles: Opt
     return jobs.submit_job(db, kind, payload, author=actor.name)
 
 
-HANDLERS: dict[str, Callable[[Database, str, dict], dict]] = {TRY_EVALUATOR: try_evaluator, CHECK_LM: check_lm}
+HANDLERS: dict[str, Callable[[Database, str, dict], dict]] = {TRY_EVALUATOR: try_evaluator, CHECK_LM: check_lm,
+                                                              ANALYZE: analyze}
 
 
 class JobRunner:

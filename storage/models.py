@@ -167,7 +167,7 @@ class LMCall(SQLModel, table=True):
 
     id: Optional[int] = Field(default=None, primary_key=True)
     run_id: Optional[str] = Field(default=None, foreign_key="run.id", index=True, max_length=32)
-    purpose: str = Field(max_length=20)  # reflection | merge | seed | task | judge | test | check
+    purpose: str = Field(max_length=20)  # reflection | merge | seed | task | judge | test | check | analysis
     candidate_id: Optional[str] = Field(default=None, max_length=32)
     example_key: Optional[str] = Field(default=None, max_length=200)
     step: Optional[int] = None
@@ -255,7 +255,7 @@ class Job(SQLModel, table=True):
     writes the row, a worker runs it and records progress and the result, the page polls."""
 
     id: str = Field(default_factory=lambda: new_id("j"), primary_key=True, max_length=32)
-    kind: str = Field(max_length=30)  # try_evaluator | check_lm
+    kind: str = Field(max_length=30)  # try_evaluator | check_lm | analyze
     payload: dict = _json("dict")
     author: str = Field(default="", max_length=100)
     # pending | running | done | failed

@@ -24,7 +24,7 @@ from storage.db import Database, studio_time_limit
 from storage.states import CommandStatus, RunStatus
 from storage.models import LM_ERROR_KINDS, Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step, WorkerBeat
 
-PURPOSES = ("reflection", "merge", "seed", "task", "judge")
+PURPOSES = ("reflection", "merge", "seed", "task", "judge", "analysis")
 
 CANDIDATE_COLUMNS = (
     "id", "origin", "parent_ids", "component", "merge_path", "step", "status", "reason", "pinned", "vetoed", "author",

@@ -109,11 +109,11 @@ def lm_bound(db, tmp: Path) -> str:
     return run_toy(db, tmp, cfg, latency=0.4)[0]
 
 
-def degenerate_member(db, tmp: Path) -> str:
+def degenerate_member(db, tmp: Path, on_step=None) -> str:
     _HEDGED["said"] = False
     cfg = toy_config(12, name="sick: a trivial answer on the frontier", evaluator=HEDGED_EVALUATOR,
                      budget={"max_metric_calls": 300, "max_steps": 4})
-    return run_toy(db, tmp, cfg, script=hedges_once)[0]
+    return run_toy(db, tmp, cfg, script=hedges_once, on_step=on_step)[0]
 
 
 # builder -> the finding kind Analyze must name first

@@ -1,0 +1,167 @@
+"""Analyze: the degenerate-member rule, findings on real sick runs (each names its planted problem
+first), healthy runs without a severe finding, the CLI, the written diagnosis as a job."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.analyze import analyze
+from engine.analyze.degenerate import BELOW_REFERENCE, CONSTANT, TRIVIAL_WINS, degenerate_members
+from engine.analyze.diagnosis import parse
+from engine.analyze.finding import SEVERE, Finding
+from engine.config import load_config
+from engine.jobs import ANALYZE, JobRunner, request_job
+from engine.access import local_actor
+from storage import jobs, repo
+from storage.analyze_queries import last_diagnosis
+from tests.support import sick_runs
+from tests.support.harness import ROOT, run_toy
+from tests.support.scripted_lm import install_script
+from tests.support.synthetic import generate_run
+
+# ---------------------------------------------------------------- the pure rule
+
+
+def test_a_constant_member_below_the_best_somewhere_is_degenerate():
+    scores = {"seed": {"a": 0.0, "b": 0.0, "c": 1.0, "d": 0.0},
+              "hedge": {"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5},
+              "good": {"a": 1.0, "b": 0.0, "c": 1.0, "d": 0.0}}
+    found = degenerate_members(scores, reference="seed")
+    assert set(found) == {"hedge"}
+    assert found["hedge"].rule == CONSTANT and found["hedge"].wins == ("b", "d")
+
+
+def test_winning_only_where_a_trivial_answer_wins_and_below_the_seed():
+    scores = {"seed": {"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0},
+              "nothing": {"a": 0.4, "b": 0.4, "c": 0.4, "d": 0.4},
+              "copycat": {"a": 0.0, "b": 0.4, "c": 0.0, "d": 0.0},  # best only on b, which "nothing" wins too
+              "worse": {"a": 0.0, "b": 0.0, "c": 0.0, "d": 1.0}}  # holds d (with the seed), mean below it
+    found = degenerate_members(scores, reference="seed")
+    assert found["nothing"].rule == CONSTANT
+    assert found["copycat"].rule == TRIVIAL_WINS
+    assert found["worse"].rule == BELOW_REFERENCE and found["worse"].reference_mean == pytest.approx(0.75)
+    assert "seed" not in found  # the reference is the baseline, never degenerate itself
+
+
+def test_a_measured_trivial_answer_and_uncontested_examples():
+    # every candidate scores 0 on "z": holding it wins nothing, so "flat" is no member there
+    scores = {"seed": {"x": 0.0, "y": 1.0, "z": 0.0}, "flat": {"x": 0.0, "y": 0.0, "z": 0.0},
+              "negatives": {"x": 1.0, "y": 0.0, "z": 0.0}, "real": {"x": 1.0, "y": 1.0, "z": 0.0}}
+    assert degenerate_members(scores, reference="seed") == {}
+    found = degenerate_members(scores, reference="seed", trivial={"x": 1.0, "y": 0.0, "z": 0.0})
+    assert set(found) == {"negatives"} and found["negatives"].rule == TRIVIAL_WINS
+    assert degenerate_members({}, reference=None) == {}
+
+
+# ---------------------------------------------------------------- sick runs, real engine runs
+
+
+@pytest.mark.parametrize("build", list(sick_runs.PLANTED), ids=lambda b: b.__name__)
+def test_each_sick_run_has_its_planted_problem_named_first(sqlite_db, tmp_path, build):
+    run_id = build(sqlite_db, tmp_path)
+    findings = analyze(sqlite_db, run_id)
+    assert findings, "no finding at all"
+    assert findings[0].kind == sick_runs.PLANTED[build], [(f.kind, f.severity, f.title) for f in findings]
+    assert findings[0].id == "F1" and findings[0].evidence
+    assert findings[0].severity in ("severe", "warning")
+
+
+def test_the_degenerate_member_is_one_veto_away_and_the_veto_is_an_ordinary_command(sqlite_db, tmp_path):
+    from engine.commands import send_command
+
+    def pause_after_step_3(ctx):
+        if ctx.step_index == 3:
+            send_command(ctx.db, ctx.run_id, "pause", author="ana")
+
+    run_id = sick_runs.degenerate_member(sqlite_db, tmp_path, on_step=pause_after_step_3)
+    assert repo.get_run(sqlite_db, run_id).status == "paused"
+    first = analyze(sqlite_db, run_id)[0]
+    (member,) = first.evidence["candidates"]
+    assert repo.get_candidate(sqlite_db, member).content == {"text": "unsure"}
+    veto = first.actions[0]
+    assert (veto.kind, veto.payload) == ("veto", {"candidate_id": member})
+    send_command(sqlite_db, run_id, veto.kind, veto.payload, author="ana", reason=veto.reason)
+    (cmd,) = repo.pending_commands(sqlite_db, run_id)
+    assert cmd.kind == "veto" and cmd.reason.startswith("Analyze: degenerate")
+
+
+def test_healthy_runs_raise_no_severe_finding(sqlite_db, tmp_path):
+    toy_run = sick_runs.healthy(sqlite_db, tmp_path / "toy")
+    example = load_config(ROOT / "examples" / "toy_words" / "config.toml").model_copy(
+        update={"reflection_lm": load_config(ROOT / "examples" / "toy_words" / "config.toml").reflection_lm.model_copy(
+            update={"model": "scripted/toy", "num_retries": 0})})
+    example_run = run_toy(sqlite_db, tmp_path / "example", example)[0]
+    for run_id in (toy_run, example_run):
+        findings = analyze(sqlite_db, run_id)
+        assert not [f for f in findings if f.severity == SEVERE], [(f.kind, f.title) for f in findings]
+
+
+# ---------------------------------------------------------------- records on both databases, the CLI
+
+
+def test_findings_of_a_synthetic_run_on_both_databases(db):
+    run_id = generate_run(db, n_candidates=60, n_val=12)
+    findings = analyze(db, run_id)
+    kinds = {f.kind for f in findings}
+    # the synthetic run draws its validation scores at random around each candidate's skill
+    assert "noisy_evaluator" in kinds and "degenerate_members" in kinds
+    assert [f.id for f in findings] == [f"F{i}" for i in range(1, len(findings) + 1)]
+    assert json.dumps([f.to_dict() for f in findings])  # plain data
+
+
+def test_cli_analyze_text_and_json(sqlite_db, tmp_path, capsys):
+    from engine.cli import main
+
+    run_id = sick_runs.repeating_lm(sqlite_db, tmp_path)
+    url = sqlite_db.url
+    assert main(["analyze", run_id, "--db", url]) == 0
+    out = capsys.readouterr().out
+    assert "F1 [severe]" in out and "repeated a text already tried" in out
+    # a finished run: no feedback to send, a branch with a hotter reflection LM instead
+    assert "python -m engine feedback" not in out
+    assert f"→ Branch with a hotter reflection LM: python -m engine branch {run_id} BEST --set reflection_lm.temperature=1.1" in out
+    assert main(["analyze", run_id, "--db", url, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["findings"][0]["kind"] == "repeating_lm"
+    assert doc["findings"][0]["links"][0].startswith(f"/candidate?run={run_id}&candidate=")
+    assert main(["analyze", "r-none", "--db", url]) == 2
+    assert "error: run: no run with id 'r-none'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- layer 2: the written diagnosis
+
+
+def test_parse_checks_every_claim_against_the_findings():
+    fs = [Finding("stalled", "warning", "t", id="F1"), Finding("lm_bound", "info", "u", id="F2")]
+    items = parse("Some preamble.\n1. Veto the hedge. [F1]\n   It wastes parents.\n2) Raise K [F2][F9]\n- Guess.", fs)
+    assert [i["cites"] for i in items] == [["F1"], ["F2"], []]
+    assert items[0]["text"] == "Veto the hedge. [F1] It wastes parents."
+    assert items[1]["unknown"] == ["F9"]
+
+
+def _diagnosis_script(messages, params):
+    prompt = messages[1]["content"]
+    assert "Objective of the run:" in prompt and "[F1]" in prompt
+    return "1. Write a different version each time: the LM repeats itself. [F1]\n2. Watch the stall. [F2]"
+
+
+def test_the_written_diagnosis_runs_as_a_job_and_is_recorded_as_an_lm_call(sqlite_db, tmp_path, monkeypatch):
+    run_id = sick_runs.repeating_lm(sqlite_db, tmp_path)
+    monkeypatch.setenv("REFRACT_DATA", str(tmp_path / "data"))  # the job's LM cache, not the studio's
+    install_script(_diagnosis_script)
+    before = repo.get_run(sqlite_db, run_id).lm_calls
+    job_id = request_job(sqlite_db, ANALYZE, {"run_id": run_id}, local_actor("ana"))
+    assert JobRunner(sqlite_db, "w").run_once() == job_id
+    job = jobs.job_view(sqlite_db, job_id)
+    assert job["status"] == "done", job["error"]
+    result = job["result"]
+    assert [i["cites"] for i in result["items"]] == [["F1"], ["F2"]]
+    assert result["findings"][0]["title"].startswith("23 of 24")
+    call = last_diagnosis(sqlite_db, run_id)
+    assert call["id"] == result["lm_call_id"] and call["answer"].startswith("1. Write")
+    assert repo.get_run(sqlite_db, run_id).lm_calls == before + 1  # counted in the run's totals
+    system = call["messages"][1]["content"]
+    assert "repeated a text already tried" in system and "Write the 2 or 3 things" in system
