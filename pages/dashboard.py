@@ -17,8 +17,8 @@ from engine.test_pass import audit_line
 from storage.attached import waiting_note
 from storage.queries import elapsed_seconds
 from storage.states import ACTIVE
-from ui import (admin, analysis, branching, charts, data, filters, gain_view, keys, nav, prompt_view, review, steering,
-                step_links)
+from ui import (admin, analysis, analyze_panel, branching, charts, data, filters, gain_view, keys, nav, prompt_view, review,
+                steering, step_links)
 from ui.errors import shows_storage_errors
 from ui.lm_health import lm_failures_caption
 from ui.render import code_span, compact, fmt_seconds, md, status_badge
@@ -282,6 +282,7 @@ def candidates_panel(run_id: str) -> None:
 
 
 live(run_id)
+analyze_panel.show(run_id, run["status"])
 candidates_panel(run_id)
 frontier_panel(run_id)
 st.subheader("Is the gain real?", help="The held-out gain of a candidate over the seed, with a paired bootstrap "

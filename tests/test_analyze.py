@@ -11,7 +11,7 @@ import pytest
 from engine.analyze import analyze
 from engine.analyze.degenerate import BELOW_REFERENCE, CONSTANT, TRIVIAL_WINS, degenerate_members
 from engine.analyze.diagnosis import parse
-from engine.analyze.finding import SEVERE, Finding
+from engine.analyze.finding import SEVERE
 from engine.config import load_config
 from engine.jobs import ANALYZE, JobRunner, request_job
 from engine.access import local_actor
@@ -135,7 +135,7 @@ def test_cli_analyze_text_and_json(sqlite_db, tmp_path, capsys):
 
 
 def test_parse_checks_every_claim_against_the_findings():
-    fs = [Finding("stalled", "warning", "t", id="F1"), Finding("lm_bound", "info", "u", id="F2")]
+    fs = ["F1", "F2"]
     items = parse("Some preamble.\n1. Veto the hedge. [F1]\n   It wastes parents.\n2) Raise K [F2][F9]\n- Guess.", fs)
     assert [i["cites"] for i in items] == [["F1"], ["F2"], []]
     assert items[0]["text"] == "Veto the hedge. [F1] It wastes parents."
@@ -165,3 +165,9 @@ def test_the_written_diagnosis_runs_as_a_job_and_is_recorded_as_an_lm_call(sqlit
     assert repo.get_run(sqlite_db, run_id).lm_calls == before + 1  # counted in the run's totals
     system = call["messages"][1]["content"]
     assert "repeated a text already tried" in system and "Write the 2 or 3 things" in system
+    # a finished run keeps its last analysis in the report: the findings and this diagnosis
+    from engine.records.report import build_report
+
+    html = build_report(sqlite_db, run_id)
+    assert "<h2>Analysis</h2>" in html and "repeated a text already tried" in html
+    assert "Last written diagnosis" in html and "Write a different version each time" in html

@@ -32,7 +32,7 @@ def start_try(cfg, rows: Optional[list] = None, examples: int = TRY_EXAMPLES) ->
     them; a prompt's Preview: ``PREVIEW_EXAMPLES``). An editor's, within their hourly limit:
     ``engine.jobs.request_job`` checks; a refusal is shown here."""
     payload = {"config": cfg.stored(), "examples": examples, **({"rows": rows[:examples]} if rows else {})}
-    _request(TRY_EVALUATOR, payload, K.NEW_TRY_RESULT)
+    request_into(TRY_EVALUATOR, payload, K.NEW_TRY_RESULT)
 
 
 def try_refusal(cfg) -> Optional[str]:
@@ -71,10 +71,11 @@ def _last_line(text: str) -> str:
 def start_check(model: str, api_base: str, api_key_env: str, result_key: str = K.NEW_LM_RESULT) -> None:
     """Queue a connection test; its panel is drawn by ``show_check(result_key)``."""
     payload = {"model": model.strip(), "api_base": api_base.strip(), "api_key_env": api_key_env.strip()}
-    _request(CHECK_LM, payload, result_key)
+    request_into(CHECK_LM, payload, result_key)
 
 
-def _request(kind: str, payload: dict, key: str) -> None:
+def request_into(kind: str, payload: dict, key: str) -> None:
+    """Queue a job of ``kind`` as the current person and keep its id under ``key``; a refusal is shown."""
     try:
         st.session_state[key] = request_job(data.get_db(), kind, payload, identity.current_actor() or local_actor(""),
                                             roles=identity.role_map())
@@ -86,18 +87,19 @@ def _request(kind: str, payload: dict, key: str) -> None:
 def show_try(examples: int = TRY_EXAMPLES, prompt: bool = False) -> None:
     """The try's panel; ``prompt``: it is the prompt path's Preview (the seed prompt's answers)."""
     title = "Preview: the seed prompt's answers" if prompt else "Evaluator on the seed"
-    _show(K.NEW_TRY_RESULT, title,
+    show_job(K.NEW_TRY_RESULT, title,
           f"waiting for the engine to run the evaluator on up to {examples} examples in the sandbox…", _try_result)
 
 
 def show_check(result_key: str = K.NEW_LM_RESULT, field: str = "reflection_lm.model") -> None:
     """The connection test's panel; a failure is told as ``field: reason`` (the config field of
     the model tested), then the whole transcript."""
-    _show(result_key, "Connection test", "waiting for the engine to ask the model for one word…",
+    show_job(result_key, "Connection test", "waiting for the engine to ask the model for one word…",
           lambda job: _check_result(job, field))
 
 
-def _show(key: str, title: str, waiting: str, render: Callable[[dict], None]) -> None:
+def show_job(key: str, title: str, waiting: str, render: Callable[[dict], None]) -> None:
+    """The panel of the job whose id is under ``key``: its progress while it runs (polled), then ``render(job)``."""
     job_id = st.session_state.get(key)
     if not job_id:
         return

@@ -197,3 +197,8 @@ CMPR_X = "cmpr_x"
 CMPR_BASE = "cmpr_base"
 RUNS_COMPARE_OPEN = "runs_compare_open"
 GAIN_CANDIDATE = "gain_candidate"
+# dashboard: Analyze (ui/analyze_panel.py)
+ANALYZE_FINDING = "analyze_finding_{finding}"  # a finding's box (F1, F2 …)
+ANALYZE_ACTION = "analyze_action_{finding}_{i}"  # the i-th action of a finding, by the finding's kind
+ANALYZE_DIAGNOSE = "analyze_diagnose"
+ANALYZE_JOB = "_analyze_job_{run}"  # the diagnosis job this session asked for

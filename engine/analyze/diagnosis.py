@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Optional
+from typing import Iterable, Optional
 
 from storage import repo
 from storage.db import Database
@@ -47,10 +47,10 @@ def prompt(objective: str, findings: list[Finding]) -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines) + "\n\n" + ASK}]
 
 
-def parse(answer: str, findings: list[Finding]) -> list[dict]:
-    """The answer's items: {"text", "cites": [known finding ids], "unknown": [cited ids that do not exist]}.
-    An item is a numbered or bulleted line with what follows it up to the next item."""
-    known = {f.id for f in findings}
+def parse(answer: str, known: Iterable[str]) -> list[dict]:
+    """The answer's items: {"text", "cites": [ids in ``known``], "unknown": [cited ids that are no
+    finding]}. An item is a numbered or bulleted line with what follows it up to the next item."""
+    known = set(known)
     items: list[str] = []
     for line in (answer or "").splitlines():
         if re.match(r"\s*(\d+[.)]|[-*•])\s+", line):
@@ -83,12 +83,13 @@ def diagnose(db: Database, run_id: str, findings: list[Finding], lm=None) -> dic
     run = repo.get_run(db, run_id)
     cfg = reflection_lm(run.config or {})
     messages = prompt(str((run.config or {}).get("objective") or ""), findings)
+    ids = [f.id for f in findings[:MAX_FINDINGS]]
     journal = RunJournal(db, run_id=run_id, purpose=PURPOSE, candidate_id=None, example_key=None, step=None,
                          model=cfg.model, messages=messages)
     t0 = time.monotonic()
     res = (lm or LMClient()).complete(cfg, messages, journal=journal)
     call_id = journal.ids[-1] if journal.ids else journal.record_unsent(res)
-    return {"text": res.text or "", "items": [] if res.error else parse(res.text, findings), "lm_call_id": call_id,
+    return {"text": res.text or "", "items": [] if res.error else parse(res.text, ids), "lm_call_id": call_id,
             "model": cfg.model, "seconds": round(time.monotonic() - t0, 2), "error": res.error,
             "findings": [{"id": f.id, "severity": f.severity, "title": f.title} for f in findings[:MAX_FINDINGS]]}
 
@@ -97,7 +98,7 @@ def from_call(call: Optional[dict], findings: list[Finding]) -> Optional[dict]:
     """A recorded diagnosis (``storage.analyze_queries.last_diagnosis``) parsed against ``findings``."""
     if call is None:
         return None
-    return {"text": call["answer"], "items": parse(call["answer"], findings), "lm_call_id": call["id"],
+    return {"text": call["answer"], "items": parse(call["answer"], [f.id for f in findings]), "lm_call_id": call["id"],
             "model": call["model"], "seconds": call["seconds"], "error": None}
 
 

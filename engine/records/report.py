@@ -2,9 +2,10 @@
 
 ``build_report(db, run_id)`` returns the page: summary and config, the score over the budget,
 the Pareto frontier, the lineage tree, the reported candidate (the approved one, else the best)
-with its diff against the seed and whether its gain over the seed is real, its per-example scores beside the seed's, the intervention log
-and the comments. plotly.js is inlined once; there are no external scripts, styles, fonts or
-images, and a Content-Security-Policy forbids loading any. Every string from the run (candidate
+with its diff against the seed and whether its gain over the seed is real, its per-example scores
+beside the seed's, the run's analysis (``engine.analyze``: its findings, and its last written
+diagnosis), the intervention log and the comments. plotly.js is inlined once; there are no external
+scripts, styles, fonts or images, and a Content-Security-Policy forbids loading any. Every string from the run (candidate
 and LM text, names, reasons, comments, config values) goes through ``html.escape``: it is shown
 as text, never interpreted as HTML. Built from ``export_run``'s document, the same facts as an export.
 """
@@ -62,6 +63,7 @@ def build_report(db: Database, run_id: str) -> str:
     parts.append(_section(f"The {which} candidate", _approval(doc, approved) + _candidate(shown, seed, which)))
     parts.append(_section("Is the gain real?", _gain(db, run_id, shown_id)))
     parts.append(_section("Per-example scores", _per_example(doc, shown, seed)))
+    parts.append(_section("Analysis", _analysis(db, run_id)))
     parts.append(_section("Intervention log", _commands(doc)))
     parts.append(_section("Comments", _comments(doc)))
     title = f"Refract run {doc['run']['name']} ({run_id})"
@@ -193,3 +195,25 @@ def _comments(doc: dict) -> str:
         return "<p class=\"muted\">No comments.</p>"
     rows = ((c["created_at"], c["author"], c["candidate_id"], c["kind"], c["text"]) for c in reversed(doc["comments"]))
     return _table(("when", "who", "candidate", "kind", "text"), rows)
+
+
+def _analysis(db: Database, run_id: str) -> str:
+    """The findings computed from the run's records (for a finished run: its last analysis) and
+    the last written diagnosis, as recorded."""
+    from engine.analyze import analyze
+    from engine.analyze.diagnosis import from_call
+    from engine.analyze.report_text import evidence_line
+    from storage.analyze_queries import last_diagnosis
+
+    findings = analyze(db, run_id)
+    if not findings:
+        return "<p class=\"muted\">No finding: nothing to report about this run.</p>"
+    table = _table(("", "severity", "finding", "what it means", "evidence"),
+                   ((f.id, f.severity, f.title, f.detail, evidence_line(f)) for f in findings))
+    draft = from_call(last_diagnosis(db, run_id), findings)
+    if draft is None:
+        return table + "<p class=\"muted\">No written diagnosis was asked for.</p>"
+    items = "".join(f"<li>{e(i['text'])}</li>" for i in draft["items"])
+    return (table + f"<h3>Last written diagnosis</h3><p class=\"muted\">A draft by {e(draft['model'])}, from the "
+            "findings of the time (their numbers may have moved since); nothing in it was applied.</p>"
+            f"<ol>{items}</ol>")

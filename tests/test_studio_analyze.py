@@ -1,0 +1,80 @@
+"""The dashboard's Analyze panel (AppTest): findings with their evidence and one-click actions sent
+as ordinary commands, and the written diagnosis queued as a job, never written by the page."""
+
+from __future__ import annotations
+
+import pytest
+from sqlmodel import select
+
+from engine.jobs import JobRunner
+from storage import jobs, repo
+from storage.models import Job
+from tests.support.scripted_lm import install_script
+from tests.support.studio import open_page, studio_database
+from tests.support.synthetic import generate_run
+from ui import keys as K, submission
+
+
+@pytest.fixture
+def live(tmp_path, monkeypatch):
+    db = studio_database(tmp_path, monkeypatch)
+    return db, generate_run(db, n_candidates=40, n_val=8, n_train=10, status="running", name="Live")
+
+
+def _action(at, base: str):
+    found = [b for b in at.button if str(b.key).split(submission.SEP)[0] == base]
+    assert len(found) == 1, (base, [b.key for b in at.button])
+    return found[0]
+
+
+def _markdown(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_findings_show_with_evidence_links_and_a_veto_is_one_click(live):
+    db, run_id = live
+    at = open_page("pages/dashboard.py", run=run_id)
+    assert "Analyze" in [h.value for h in at.subheader]
+    text = _markdown(at)
+    assert "**F1 · " in text and "degenerate frontier member" in text
+    assert f"(/candidate?run={run_id}&candidate=" in text  # evidence as links
+    _action(at, K.ANALYZE_ACTION.format(finding="degenerate_members", i=0)).click().run()
+    cmd = repo.list_commands(db, run_id)[-1]
+    assert cmd.kind == "veto" and cmd.author == "ana" and cmd.reason.startswith("Analyze: degenerate frontier member")
+    assert any("veto queued" in s.value for s in at.success)
+
+
+def test_a_finished_run_keeps_its_findings_and_takes_no_veto(tmp_path, monkeypatch):
+    db = studio_database(tmp_path, monkeypatch)
+    run_id = generate_run(db, n_candidates=40, n_val=8, n_train=10, name="Done")
+    at = open_page("pages/dashboard.py", run=run_id)
+    veto = _action(at, K.ANALYZE_ACTION.format(finding="degenerate_members", i=0))
+    assert veto.disabled and "a finished run takes no steering commands" in veto.help
+
+
+def _answer(messages, params):
+    return "1. Veto the degenerate members first. [F1]\n2. Make the evaluator deterministic. [F2][F7]\n3. Rest."
+
+
+def test_the_written_diagnosis_is_a_job_the_worker_runs_and_the_page_shows(live, tmp_path):
+    db, run_id = live
+    cfg = repo.get_run(db, run_id).config
+    repo.set_run_fields(db, run_id, config={**cfg, "reflection_lm": {"model": "scripted/analyst", "num_retries": 0}})
+    calls = repo.get_run(db, run_id).lm_calls
+    at = open_page("pages/dashboard.py", run=run_id)
+    at.button(key=K.ANALYZE_DIAGNOSE).click().run()
+    with db.read() as s:
+        (job,) = s.exec(select(Job).where(Job.kind == "analyze")).all()
+    assert job.payload == {"run_id": run_id} and job.status == "pending"
+    assert repo.get_run(db, run_id).lm_calls == calls  # the page itself called no LM
+    install_script(_answer)
+    JobRunner(db, "w").run_once()
+    assert jobs.job_view(db, job.id)["status"] == "done"
+    at.run()
+    text = _markdown(at)
+    assert "Veto the degenerate members first\\. **[F1]**" in text
+    assert "**[F7]**" in text and any("F7, which is no finding" in c.value for c in at.caption)
+    assert any("cites no finding" in c.value for c in at.caption)  # item 3
+    # another session sees the last diagnosis from the records
+    other = open_page("pages/dashboard.py", who="ben", run=run_id)
+    assert "**Last written diagnosis**" in _markdown(other)

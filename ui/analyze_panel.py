@@ -1,0 +1,177 @@
+"""The run dashboard's Analyze panel: what is wrong with the run and what to do.
+
+Three layers, as ``engine.analyze`` computes them: the findings (refreshed live while the run
+goes, re-computed only when the run has changed), each with its evidence as links and its
+actions as one-click commands (the same ``engine.commands`` path as every control); and the
+written diagnosis, which the page never writes itself: a click queues an ``analyze`` job that the
+engine worker runs with the run's reflection LM, and the draft is shown with the findings each
+item cites.
+"""
+
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from engine.analyze import analyze
+from engine.analyze.diagnosis import CITE, parse
+from engine.analyze.report_text import action_command
+from engine.jobs import ANALYZE
+from storage import analyze_queries
+from storage.states import ACTIVE, FINISHED
+from ui import data, identity, interventions as iv, keys as K, nav, submission
+from ui.errors import shows_storage_errors
+from ui.jobs import request_into, show_job
+from ui.render import md
+from ui.steering import show_outcome
+from ui.step_links import explain_url
+
+REFRESH_S = 5.0
+ICON = {"severe": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
+SHOWN_LINKS = 6
+
+
+@st.cache_data(ttl=data.HEAVY_TTL, show_spinner=False, max_entries=32)
+def findings(url: str, run_id: str, token: str) -> list[dict]:
+    """The run's findings as plain dicts, re-computed when the run changed (``token``)."""
+    return [f.to_dict() for f in analyze(data._db(url), run_id)]
+
+
+def show(run_id: str, status: str) -> None:
+    """The panel: findings (a fragment, live while the run goes), then the written diagnosis."""
+    st.subheader("Analyze", help="What is wrong with this run and what to do, computed from its own records (steps, "
+                 "proposals and their reasons, evaluations, LM calls, commands, the frontier and the runtime model). "
+                 "No LM is involved until you ask for a written diagnosis.")
+    st.fragment(_findings, run_every=REFRESH_S if status in ACTIVE else None)(run_id)
+    _diagnosis(run_id)
+
+
+@shows_storage_errors
+def _findings(run_id: str) -> None:
+    url = data.db_url()
+    run = data.run_overview(url, run_id)
+    if run is None:
+        return
+    found = findings(url, run_id, data.version_token(run))
+    if not found:
+        st.success("Nothing to report: no finding about this run.", icon=":material/check_circle:")
+        return
+    counts = {s: sum(f["severity"] == s for f in found) for s in ("severe", "warning", "info")}
+    st.caption(f"{len(found)} finding(s): " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+               + " · most severe first, causes before symptoms")
+    for f in found:
+        with st.container(border=True, key=K.ANALYZE_FINDING.format(finding=f["id"])):
+            st.markdown(f"**{f['id']} · {f['severity']}** — {md(f['title'])}", help=md(f["detail"]) or None)
+            if f["detail"]:
+                st.caption(md(f["detail"]))
+            links = _evidence(run_id, f["evidence"])
+            if links:
+                st.markdown(links)
+            for i, action in enumerate(f["actions"]):
+                _action(run, f, i, action)
+
+
+def _evidence(run_id: str, ev: dict) -> str:
+    """The evidence as one markdown line: candidates and steps as links, examples, counts."""
+    parts = []
+    cands = [c for c in ev.get("candidates", []) if c]
+    if cands:
+        shown = [f"[`{c}`]({nav.url('candidate', run_id, c)})" for c in cands[:SHOWN_LINKS]]
+        parts.append("candidates " + ", ".join(shown) + (f" … ({len(cands)})" if len(cands) > SHOWN_LINKS else ""))
+    steps = ev.get("steps", [])
+    if steps:
+        shown = [f"[{s}]({explain_url(run_id, s)})" for s in steps[:SHOWN_LINKS]]
+        parts.append("steps " + ", ".join(shown) + (f" … ({len(steps)})" if len(steps) > SHOWN_LINKS else ""))
+    examples = ev.get("examples", [])
+    if examples:
+        parts.append("examples " + ", ".join(md(str(x)) for x in examples[:SHOWN_LINKS])
+                     + (f" … ({len(examples)})" if len(examples) > SHOWN_LINKS else ""))
+    counts = ev.get("counts") or {}
+    if counts:
+        parts.append(" · ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()))
+    return " · ".join(parts)
+
+
+def _action(run: dict, finding: dict, i: int, action: dict) -> None:
+    """One action's button: a command (veto, pin, feedback, budget), or a branch."""
+    run_id, kind = run["id"], action["kind"]
+    key, slot = K.ANALYZE_ACTION.format(finding=finding["kind"], i=i), f"analyze:{finding['kind']}:{i}"
+    command = action_command(run_id, kind, action["payload"], action["reason"])
+    finished = run["status"] in FINISHED
+    if kind == "branch":
+        st.button(action["label"], key=key, icon=":material/fork_right:", disabled=True,
+                  help=f"Branching a run is not in this build yet. On the command line, once it is: `{command}`")
+        return
+    note = "continues the run with this budget" if kind == "budget" and finished else "sent as a command"
+    disabled = (finished and kind != "budget") or not identity.may(kind)
+    c1, c2 = st.columns([2, 5], vertical_alignment="center")
+    c1.button(action["label"], key=submission.widget_key(key, slot), icon=":material/bolt:", disabled=disabled,
+              on_click=_send, args=(run, kind, action["payload"], action["reason"], key, slot, submission.token(slot)),
+              help=f"One click, {note} (recorded with who and why). The same on the command line: `{command}`"
+              + (" · a finished run takes no steering commands" if finished and kind != "budget" else ""))
+    if kind == "feedback":
+        c2.caption(f"“{md(action['payload']['text'])}”")
+    show_outcome("_out_" + key)
+
+
+def _send(run: dict, kind: str, payload: dict, reason: str, key: str, slot: str, token: str) -> None:
+    db, actor = data.get_db(), identity.current_actor()
+    if kind == "budget" and run["status"] in FINISHED:
+        out = iv.continue_run(db, run, {**iv.suggested_budget(run), **payload}, actor, client_token=token)
+    else:
+        out = iv.send(db, run["id"], kind, payload, actor, reason, token)
+    if out.command_ids:
+        submission.renew(slot)
+    st.session_state["_out_" + key] = out
+    data.forget_steering()
+
+
+# ---------------------------------------------------------------- layer 2: the written diagnosis
+
+
+def _diagnosis(run_id: str) -> None:
+    job_key = K.ANALYZE_JOB.format(run=run_id)
+    left, right = st.columns([2, 5], vertical_alignment="center")
+    left.button("Write a diagnosis", key=K.ANALYZE_DIAGNOSE, icon=":material/edit_note:",
+                disabled=bool(identity.refusal_note(ANALYZE)), on_click=request_into,
+                args=(ANALYZE, {"run_id": run_id}, job_key),
+                help=identity.refusal_note(ANALYZE) or "The run's reflection LM reads the findings above (and the "
+                "objective, nothing else) and writes the two or three things most worth doing, citing the findings. "
+                "The engine worker runs it; the call is recorded on the run as an LM call of purpose analysis.")
+    right.caption("A draft by the run's reflection LM: nothing in it is applied by itself.")
+    if st.session_state.get(job_key):
+        show_job(job_key, "Written diagnosis", "waiting for the engine worker to ask the run's reflection LM…",
+                 lambda job: _draft(job["result"] or {}))
+        return
+    last = analyze_queries.last_diagnosis(data.get_db(), run_id)
+    if last is not None:
+        with st.container(border=True):
+            st.markdown(f"**Last written diagnosis** · {md(last['model'])} · {last['started_at']:%Y-%m-%d %H:%M} UTC")
+            _draft(recorded(last))
+
+
+def recorded(call: dict) -> dict:
+    """A recorded diagnosis with the findings its prompt listed (they may have changed since)."""
+    prompt = next((m["content"] for m in call["messages"] if m["role"] == "user"), "")
+    titles = {m.group(1): m.group(3) for m in re.finditer(r"^\[(F\d+)\] \((\w+)\) (.*)$", prompt, re.M)}
+    return {"items": parse(call["answer"], titles), "findings": [{"id": i, "title": t} for i, t in titles.items()],
+            "text": call["answer"], "error": None}
+
+
+def _draft(result: dict) -> None:
+    if result.get("error"):
+        st.error(f"The reflection LM failed: {result['error']}", icon=":material/error:")
+        return
+    titles = {f["id"]: f["title"] for f in result.get("findings", [])}
+    for n, item in enumerate(result.get("items", []), 1):
+        # the citations in bold, the rest escaped (the answer is the LM's text, never Markdown of its own)
+        pieces = CITE.split(item["text"])
+        text = "".join(f"**[{p}]**" if i % 2 else md(p, limit=1000) for i, p in enumerate(pieces))
+        st.markdown(f"{n}. {text}")
+        if item["cites"]:
+            st.caption(" · ".join(f"{c}: {md(titles.get(c, ''))}" for c in item["cites"]))
+        else:
+            st.caption(":orange[cites no finding: check it yourself before acting on it]")
+        if item["unknown"]:
+            st.caption(f":orange[cites {', '.join(item['unknown'])}, which is no finding]")
