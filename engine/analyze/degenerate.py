@@ -82,6 +82,7 @@ def degenerate_members(scores: Scores, reference: Optional[str] = None,
     if trivial:
         trivial_sets.append({k for k, s in trivial.items() if k in best and s >= best[k] - tol})
     ref = scores.get(reference) if reference is not None else None
+    ref_mean = _mean(ref.values()) if ref else None
     for cid in members:
         if cid in out or cid == reference:
             continue
@@ -89,8 +90,15 @@ def degenerate_members(scores: Scores, reference: Optional[str] = None,
         if any(won <= t for t in trivial_sets):
             out[cid] = Degenerate(cid, TRIVIAL_WINS, wins[cid], _mean(per.values()), None)
             continue
-        shared = [k for k in per if ref is not None and k in ref]
-        if shared and _mean(per[k] for k in shared) < _mean(ref[k] for k in shared) - tol:
-            out[cid] = Degenerate(cid, BELOW_REFERENCE, wins[cid], _mean(per[k] for k in shared),
-                                  _mean(ref[k] for k in shared))
+        if ref is None:
+            continue
+        if per.keys() == ref.keys():  # the common case, both fully validated: the reference's mean once
+            mine, theirs = _mean(per.values()), ref_mean
+        else:
+            shared = [k for k in per if k in ref]
+            if not shared:
+                continue
+            mine, theirs = _mean(per[k] for k in shared), _mean(ref[k] for k in shared)
+        if mine < theirs - tol:
+            out[cid] = Degenerate(cid, BELOW_REFERENCE, wins[cid], mine, theirs)
     return out

@@ -127,9 +127,9 @@ def stalled(recs: RunRecords) -> list[Finding]:
     late = [c for c in recs.proposals() if c["step"] > last_rise and c["status"] != "proposed"]
     reasons = top_reasons([c for c in late if c["status"] != "accepted"])
     below = sum(1 for c in late if c["status"] == "accepted")
-    severe = since >= 8 and since >= 0.5 * curve[-1][0]
+    # a symptom, never severe by itself: its causes (an evaluator without signal, a repeating LM …) are
     return [Finding(
-        "stalled", SEVERE if severe else WARNING,
+        "stalled", WARNING,
         f"No validated improvement of the best for {since} steps (best {top:.3f} since step {last_rise})",
         f"Of the {len(late)} proposals since, {below} were validated without beating the best; the others: "
         f"{_reasons_text(reasons) or 'none'}.",
@@ -193,12 +193,15 @@ def degenerate(recs: RunRecords) -> list[Finding]:
     first = min(recs.by_id[c]["step"] for c in found)
     slots = parent_slots(recs, first)
     chosen = sum(slots[c] for c in found)
+    # below the seed on average may be a specialist (what a per-example frontier keeps on purpose):
+    # only a member that answers alike, or wins only where that wins, is clearly degenerate
+    clear = any(d.rule in (CONSTANT, TRIVIAL_WINS) for d in found.values())
     total = sum(slots.values())
     rule = {CONSTANT: "the same score on every example", TRIVIAL_WINS: "wins only where such an answer wins",
             "below_reference": "below the seed on average"}
     lines = [f"{c} ({rule[d.rule]}, mean {d.mean:.3f}, best on {plural(len(d.wins), 'example')})" for c, d in found.items()]
     return [Finding(
-        "degenerate_members", SEVERE if total and chosen >= 0.25 * total and chosen >= 2 else WARNING,
+        "degenerate_members", SEVERE if clear and total and chosen >= 0.25 * total and chosen >= 2 else WARNING,
         f"{plural(len(found), 'degenerate frontier member')}: " + "; ".join(lines[:4]) + ("…" if len(lines) > 4 else ""),
         f"They hold the best score on some validation example only by answering alike (a regex that matches nothing, an "
         f"empty answer), and were chosen as parents {plural(chosen, 'time')} of {total} since step {first}. Veto them: "

@@ -37,9 +37,20 @@ def missing_words(prompt: str) -> list[str]:
     return sorted(set(out))
 
 
+def diagnosis(prompt: str) -> str:
+    """Analyze's written diagnosis (``engine.analyze.diagnosis``), as a small model might write it:
+    the first two findings listed, each cited."""
+    ids = re.findall(r"^\[(F\d+)\]", prompt, re.M)[:2]
+    return "\n".join(f"{i}. Deal with {fid} before anything else: it explains the rest. [{fid}]"
+                     for i, fid in enumerate(ids, 1)) or "Nothing to do."
+
+
 def script(messages: list[dict], params: dict) -> str:
-    """Add one missing word; which one depends on the proposal's sample index."""
+    """Add one missing word; which one depends on the proposal's sample index. (Asked for a
+    written diagnosis of a run instead, answer one: ``diagnosis``.)"""
     prompt = messages[1]["content"]
+    if "Findings (most severe first):" in prompt:
+        return diagnosis(prompt)
     current = current_version(prompt)
     missing = [w for w in missing_words(prompt) if w not in current.split()]
     if not missing:
