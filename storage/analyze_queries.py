@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from sqlalchemy import and_, desc, func, select
+from sqlalchemy import desc, func, select
 
 from storage.db import Database
 from storage.models import Candidate, Command, Evaluation, Example, LMCall, Run, Step
@@ -19,6 +19,7 @@ from storage.queries import CANDIDATE_COLUMNS, _fetch_raw, _run_dict, _validatio
 STEP_COLUMNS = ("index", "parent_ids", "proposal_ids", "accepted_ids", "metric_calls", "cost_usd", "started_at",
                 "ended_at", "seconds")
 LM_COLUMNS = ("id", "purpose", "status", "error_kind", "seconds", "cached", "step", "candidate_id")
+EVAL_SAMPLE = 2000  # the latest evaluations whose seconds measure a metric call's latency
 SIDE_INFO_SAMPLE = 24  # candidates whose side information is compared (a bounded read, whatever the run's size)
 
 
@@ -35,9 +36,9 @@ def run_records(db: Database, run_id: str) -> Optional[dict]:
     [dict of ``storage.queries.CANDIDATE_COLUMNS``], ``steps`` [dict of STEP_COLUMNS],
     ``lm_calls`` [dict of LM_COLUMNS], ``commands`` [(kind, payload, status)], ``val_scores``
     [(candidate_id, example_pk, score)] of the accepted candidates on the validation split,
-    ``per_example`` [(example_pk, candidates, lowest, highest)] over the non-test evaluations,
-    ``train_means`` [(candidate_id, mean, evaluations)] on the training split, and
-    ``eval_seconds`` (mean, count) of the evaluations that ran (not cached, not the test)."""
+    ``per_example`` [(example_pk, candidates, lowest, highest)] over the evaluations of every
+    split, ``train_means`` [(candidate_id, mean, evaluations)] on the training split, and
+    ``eval_seconds`` (mean, count) of the latest EVAL_SAMPLE evaluations that ran (not cached)."""
     with db.read() as s:
         run = s.get(Run, run_id)
         if run is None:
@@ -59,14 +60,15 @@ def run_records(db: Database, run_id: str) -> Optional[dict]:
     out["val_scores"] = _fetch_raw(db, select(e.c.candidate_id, e.c.example_pk, e.c.score)
                                    .join(x, x.c.pk == e.c.example_pk).join(c, c.c.id == e.c.candidate_id)
                                    .where(e.c.run_id == run_id, x.c.split == split, c.c.status == "accepted"))
-    searched = and_(e.c.run_id == run_id, x.c.split != "test")
+    # per example over every split (the caller leaves the test split out: a join to filter it costs more)
     out["per_example"] = _fetch_raw(db, select(e.c.example_pk, func.count(), func.min(e.c.score), func.max(e.c.score))
-                                    .join(x, x.c.pk == e.c.example_pk).where(searched).group_by(e.c.example_pk))
+                                    .where(e.c.run_id == run_id).group_by(e.c.example_pk))
     out["train_means"] = _fetch_raw(db, select(e.c.candidate_id, func.avg(e.c.score), func.count())
                                     .join(x, x.c.pk == e.c.example_pk)
                                     .where(e.c.run_id == run_id, x.c.split == "train").group_by(e.c.candidate_id))
-    out["eval_seconds"] = tuple(_fetch_raw(db, select(func.avg(e.c.seconds), func.count())
-                                           .join(x, x.c.pk == e.c.example_pk).where(searched, e.c.cached.is_(False)))[0])
+    latest = (select(e.c.seconds).where(e.c.run_id == run_id, e.c.cached.is_(False)).order_by(e.c.id.desc())
+              .limit(EVAL_SAMPLE).subquery())
+    out["eval_seconds"] = tuple(_fetch_raw(db, select(func.avg(latest.c.seconds), func.count()))[0])
     return out
 
 

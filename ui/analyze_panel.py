@@ -34,8 +34,16 @@ SHOWN_LINKS = 6
 
 @st.cache_data(ttl=data.HEAVY_TTL, show_spinner=False, max_entries=32)
 def findings(url: str, run_id: str, token: str) -> list[dict]:
-    """The run's findings as plain dicts, re-computed when the run changed (``token``)."""
+    """The run's findings as plain dicts, re-computed when ``token`` changes (``step_token``)."""
     return [f.to_dict() for f in analyze(data._db(url), run_id)]
+
+
+def step_token(run: dict) -> str:
+    """Changes when a step ends, a command is applied, the frontier or the status changes: the
+    findings are re-computed then, not at every metric call (an analysis of a 2,000-candidate run
+    reads every validation score, ``docs/benchmarks-analyze.md``)."""
+    return ":".join(str(run.get(k)) for k in ("steps_done", "frontier_version", "status", "best_candidate_id",
+                                                "commands_done"))
 
 
 def show(run_id: str, status: str) -> None:
@@ -53,7 +61,7 @@ def _findings(run_id: str) -> None:
     run = data.run_overview(url, run_id)
     if run is None:
         return
-    found = findings(url, run_id, data.version_token(run))
+    found = findings(url, run_id, step_token(run))
     if not found:
         st.success("Nothing to report: no finding about this run.", icon=":material/check_circle:")
         return
@@ -62,9 +70,9 @@ def _findings(run_id: str) -> None:
                + " · most severe first, causes before symptoms")
     for f in found:
         with st.container(border=True, key=K.ANALYZE_FINDING.format(finding=f["id"])):
-            st.markdown(f"**{f['id']} · {f['severity']}** — {md(f['title'])}", help=md(f["detail"]) or None)
+            st.markdown(f"**{f['id']} · {f['severity']}** — {md(f['title'], limit=600)}")
             if f["detail"]:
-                st.caption(md(f["detail"]))
+                st.caption(md(f["detail"], limit=1000))
             links = _evidence(run_id, f["evidence"])
             if links:
                 st.markdown(links)

@@ -91,7 +91,7 @@ def bound(recs: RunRecords) -> list[Finding]:
         f"Predicted by the runtime model at this run's measured latencies, per metric call: {ranked or 'no change priced'}."
         + note,
         {"counts": {"lm_calls_measured": sum(1 for c in recs.lm_calls if c["purpose"] in ("reflection", "merge")),
-                    "evaluations_measured": recs.eval_seconds[1]},
+                    "evaluations_sampled": recs.eval_seconds[1]},
          "speedups": {what: round(speed, 3) for speed, what, _ in priced}, "lm_share": round(lm_share, 3)},
         weight=top_speed,
         actions=[Action("branch", f"Branch with {top_what}", {"settings": top_settings},

@@ -41,7 +41,7 @@ class RunRecords:
     val_rows: list[tuple]  # (candidate_id, example_pk, score) of the accepted candidates on the validation split
     per_example: dict[str, tuple[int, float, float]]  # non-test example key -> (candidates, lowest, highest)
     train_means: dict[str, tuple[float, int]]  # candidate -> (mean, evaluations) on the training split
-    eval_seconds: tuple[float, int]  # (mean, count) of the evaluations that ran
+    eval_seconds: tuple[float, int]  # (mean, count) of the latest evaluations that ran
     side_info: list[tuple] = field(default_factory=list)  # (candidate_id, example_pk, canonical JSON)
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
@@ -66,7 +66,8 @@ class RunRecords:
                    reflection_model=str((cfg.get("reflection_lm") or {}).get("model", "")),
                    objective=str(cfg.get("objective") or ""), examples=examples, candidates=raw["candidates"],
                    steps=raw["steps"], lm_calls=raw["lm_calls"], commands=raw["commands"], val_rows=raw["val_scores"],
-                   per_example={examples[pk][0]: (n, lo, hi) for pk, n, lo, hi in raw["per_example"] if pk in examples},
+                   per_example={examples[pk][0]: (n, lo, hi) for pk, n, lo, hi in raw["per_example"]
+                                if pk in examples and examples[pk][1] != "test"},
                    train_means={c: (float(m), n) for c, m, n in raw["train_means"]},
                    eval_seconds=(float(raw["eval_seconds"][0] or 0.0), int(raw["eval_seconds"][1] or 0)),
                    now=now or datetime.now(timezone.utc))

@@ -6,6 +6,7 @@ Screenshots go to test-artifacts/ and, for the README, docs/screenshots/."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 
@@ -45,12 +46,13 @@ def test_analyze_panel_findings_veto_and_diagnosis(worker_studio, browser, tmp_p
     shot(page, "analyze-panel")
     shutil.copy(ARTIFACTS / "analyze-panel.png", ROOT / "docs" / "screenshots" / "analyze-panel.png")
 
-    by_key(page, K.ANALYZE_ACTION.format(finding="degenerate_members", i=0)).locator("button").click()
+    by_key(page, K.ANALYZE_ACTION.format(finding="degenerate_members", i=0)).get_by_role(
+        "button", name=re.compile("^Veto")).click()
     expect(page.get_by_text("veto queued")).to_be_visible(timeout=20_000)
     cmd = repo.list_commands(db, run_id)[-1]
     assert cmd.kind == "veto" and cmd.author == "ana" and cmd.reason.startswith("Analyze: degenerate")
 
-    by_key(page, K.ANALYZE_DIAGNOSE).locator("button").click()
+    by_key(page, K.ANALYZE_DIAGNOSE).get_by_role("button", name="Write a diagnosis").click()
     deadline = time.monotonic() + 90
     while last_diagnosis(db, run_id) is None:
         assert time.monotonic() < deadline, "the worker did not write the diagnosis within 90 s"
