@@ -122,7 +122,7 @@ def test_cli_analyze_text_and_json(sqlite_db, tmp_path, capsys):
     assert "F1 [severe]" in out and "repeated a text already tried" in out
     # a finished run: no feedback to send, a branch with a hotter reflection LM instead
     assert "python -m engine feedback" not in out
-    assert f"→ Branch with a hotter reflection LM: python -m engine branch {run_id} BEST --set reflection_lm.temperature=1.1" in out
+    assert f"→ Branch with a hotter reflection LM: python -m engine branch {run_id} --set reflection_lm.temperature=1.1" in out
     assert main(["analyze", run_id, "--db", url, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["findings"][0]["kind"] == "repeating_lm"

@@ -27,6 +27,11 @@ from ui.render import md
 from ui.steering import show_outcome
 from ui.step_links import explain_url
 
+try:
+    from engine.branch import branch_run
+except ImportError:  # branching (engine/branch.py) is not in this build yet: the action is shown disabled
+    branch_run = None
+
 REFRESH_S = 5.0
 ICON = {"severe": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 SHOWN_LINKS = 6
@@ -108,8 +113,7 @@ def _action(run: dict, finding: dict, i: int, action: dict) -> None:
     command = action_command(run_id, kind, action["payload"], action["reason"])
     finished = run["status"] in FINISHED
     if kind == "branch":
-        st.button(action["label"], key=key, icon=":material/fork_right:", disabled=True,
-                  help=f"Branching a run is not in this build yet. On the command line, once it is: `{command}`")
+        _branch(run, action, key, command)
         return
     note = "continues the run with this budget" if kind == "budget" and finished else "sent as a command"
     disabled = (finished and kind != "budget") or not identity.may(kind)
@@ -133,6 +137,35 @@ def _send(run: dict, kind: str, payload: dict, reason: str, key: str, slot: str,
         submission.renew(slot)
     st.session_state["_out_" + key] = out
     data.forget_steering()
+
+
+def _branch(run: dict, action: dict, key: str, command: str) -> None:
+    """A new run from the best (or the candidate named) with the suggested settings, queued at once."""
+    if branch_run is None:
+        st.button(action["label"], key=key, icon=":material/call_split:", disabled=True,
+                  help=f"Branching a run is not in this build yet. On the command line, once it is: `{command}`")
+        return
+    st.button(action["label"], key=key, icon=":material/call_split:", disabled=not identity.may("create_run"),
+              on_click=_send_branch, args=(run["id"], action, key),
+              help=f"One click: a new run from the best candidate with {action['payload']['settings']}, queued for "
+                   f"the engine (the base run is unchanged). The same on the command line: `{command}`")
+    made = st.session_state.get("_out_" + key)
+    if isinstance(made, str):
+        nav.link("dashboard", f"Branch {made} queued: open its dashboard", run=made, icon=":material/call_split:")
+    else:
+        show_outcome("_out_" + key)
+
+
+def _send_branch(run_id: str, action: dict, key: str) -> None:
+    payload, actor = action["payload"], identity.current_actor()
+    try:
+        ids = [payload["candidate_id"]] if payload.get("candidate_id") else None
+        made = branch_run(data.get_db(), run_id, ids, payload.get("settings") or {}, owner=actor.name if actor else "",
+                          actor=actor, roles=identity.role_map())
+    except Exception as exc:  # noqa: BLE001 -- a refusal or a setting that does not validate, shown at the button
+        st.session_state["_out_" + key] = iv.Outcome(False, str(exc))
+        return
+    st.session_state["_out_" + key] = made
 
 
 # ---------------------------------------------------------------- layer 2: the written diagnosis

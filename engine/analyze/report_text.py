@@ -41,8 +41,10 @@ def action_command(run_id: str, kind: str, payload: dict, reason: str) -> str:
     if kind == "budget":
         return f"python -m engine budget {run_id} " + " ".join(
             f"--{k.replace('_', '-')} {v}" for k, v in payload.items()) + why
-    settings = " ".join(f"--set {k}={v}" for k, v in (payload.get("settings") or {}).items())
-    return f"python -m engine branch {run_id} {payload.get('candidate_id') or 'BEST'} {settings}".rstrip()
+    # a branch of the best (no candidate named) or of the candidate the action names
+    settings = " ".join(f"--set {k}={str(v).lower() if isinstance(v, bool) else v}"
+                        for k, v in (payload.get("settings") or {}).items())
+    return " ".join(p for p in ("python -m engine branch", run_id, payload.get("candidate_id") or "", settings) if p)
 
 
 def as_text(run_id: str, findings: list[Finding]) -> str:
