@@ -4,7 +4,6 @@ first), healthy runs without a severe finding, the CLI, the written diagnosis as
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -87,10 +87,10 @@ class RunRecords:
         self.matrix = np.full((len(self.val_ids), len(val_pks)), np.nan)
         if self.val_rows:
             frame = pd.DataFrame(self.val_rows, columns=["c", "pk", "score"])
+            frame = frame[frame["c"].isin(self.val_ids) & frame["pk"].isin(val_pks)]
             rows = pd.Categorical(frame["c"], categories=self.val_ids).codes
             cols = pd.Categorical(frame["pk"], categories=val_pks).codes
-            ok = (rows >= 0) & (cols >= 0)
-            self.matrix[rows[ok], cols[ok]] = frame["score"].to_numpy(dtype=float)[ok]
+            self.matrix[rows, cols] = frame["score"].to_numpy(dtype=float)
 
     @property
     def run_id(self) -> str:

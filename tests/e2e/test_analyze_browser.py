@@ -1,5 +1,6 @@
 """The Analyze panel in a real browser, on a sick run the engine really ran (a hedging answer on
-the frontier): the findings with their evidence, a veto sent with one click, and the written
+the frontier): the findings with their evidence, a veto sent with one click (and the findings
+refreshing by themselves once the engine applied it), and the written
 diagnosis queued as a job that the studio's worker runs with the run's (scripted) reflection LM.
 
 Screenshots go to test-artifacts/ and, for the README, docs/screenshots/."""
@@ -51,6 +52,9 @@ def test_analyze_panel_findings_veto_and_diagnosis(worker_studio, browser, tmp_p
     expect(page.get_by_text("veto queued")).to_be_visible(timeout=20_000)
     cmd = repo.list_commands(db, run_id)[-1]
     assert cmd.kind == "veto" and cmd.author == "ana" and cmd.reason.startswith("Analyze: degenerate")
+    # the worker applies the veto on the paused run; the panel refreshes by itself (no click, no reload)
+    expect(first).not_to_contain_text("degenerate frontier member", timeout=40_000)
+    assert repo.get_candidate(db, cmd.payload["candidate_id"]).vetoed
 
     by_key(page, K.ANALYZE_DIAGNOSE).get_by_role("button", name="Write a diagnosis").click()
     deadline = time.monotonic() + 90
