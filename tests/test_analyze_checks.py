@@ -63,7 +63,7 @@ def test_the_budget_forecast_says_which_budget_binds_and_offers_more():
     recs = records(cands, {"seed": {"v0": 0.5}}, config={"budget": {"max_metric_calls": 160, "max_seconds": 3600}},
                    steps=[step(i, metric_calls=10, seconds=2.0) for i in range(1, 6)])
     (f,) = pace.forecast(recs)
-    assert f.title.startswith("The metric calls budget runs out first, in about 12 s")  # (160 - 100) / 5 per s
+    assert f.title.startswith("The metric calls budget runs out first, in 12 s of running")  # (160 - 100) / 5 per s
     assert f.evidence["eta_seconds"]["seconds"] == 3590.0
     assert f.actions[0].kind == "budget" and f.actions[0].payload == {"max_metric_calls": 240}
     assert pace.forecast(records(cands, {"seed": {"v0": 0.5}}, run={"status": "completed"},

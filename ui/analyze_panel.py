@@ -102,7 +102,7 @@ def _evidence(run_id: str, ev: dict) -> str:
                      + (f" … ({len(examples)})" if len(examples) > SHOWN_LINKS else ""))
     counts = ev.get("counts") or {}
     if counts:
-        parts.append(" · ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()))
+        parts.append(" · ".join(f"{k.replace('_', ' ').replace('lm ', 'LM ')} {v}" for k, v in counts.items()))
     return " · ".join(parts)
 
 

@@ -130,7 +130,7 @@ def forecast(recs: RunRecords) -> list[Finding]:
                               "Analyze: budget forecast"))
     return [Finding(
         "budget_forecast", INFO,
-        f"The {name} budget runs out first, in about {_duration(max(0.0, eta))} at the rate of the last "
+        f"The {name} budget runs out first, in {_duration(max(0.0, eta))} of running at the rate of the last "
         f"{len(done)} steps ({rates['metric calls']:.2f} metric calls/s)",
         "Then: " + ", ".join(f"{n} in {_duration(max(0.0, t))}" for n, t in left[1:]) if len(left) > 1 else "",
         {"counts": {"steps_measured": len(done)}, "eta_seconds": {n: round(max(0.0, t), 1) for n, t in left}},
@@ -138,6 +138,8 @@ def forecast(recs: RunRecords) -> list[Finding]:
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return "under a second"
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:
