@@ -58,14 +58,31 @@ def test_a_measured_trivial_answer_and_uncontested_examples():
 # ---------------------------------------------------------------- sick runs, real engine runs
 
 
+@pytest.fixture(scope="module")
+def sick(tmp_path_factory):
+    """Every sick run, built once for this module's tests: (database, {builder name: run id})."""
+    from storage.db import Database
+
+    tmp = tmp_path_factory.mktemp("sick")
+    db = Database(f"sqlite:///{tmp / 'sick.db'}")
+    db.create_all()
+    runs = {}
+    for build in sick_runs.PLANTED:
+        (tmp / build.__name__).mkdir()
+        runs[build.__name__] = build(db, tmp / build.__name__)
+    yield db, runs
+    db.dispose()
+
+
 @pytest.mark.parametrize("build", list(sick_runs.PLANTED), ids=lambda b: b.__name__)
-def test_each_sick_run_has_its_planted_problem_named_first(sqlite_db, tmp_path, build):
-    run_id = build(sqlite_db, tmp_path)
-    findings = analyze(sqlite_db, run_id)
+def test_each_sick_run_has_its_planted_problem_named_first(sick, build):
+    db, runs = sick
+    findings = analyze(db, runs[build.__name__])
     assert findings, "no finding at all"
     assert findings[0].kind == sick_runs.PLANTED[build], [(f.kind, f.severity, f.title) for f in findings]
     assert findings[0].id == "F1" and findings[0].evidence
-    assert findings[0].severity in ("severe", "warning")
+    if build is not sick_runs.lm_bound:  # how much a wider step saves is the runtime model's, from measured latencies
+        assert findings[0].severity == SEVERE
 
 
 def test_the_degenerate_member_is_one_veto_away_and_the_veto_is_an_ordinary_command(sqlite_db, tmp_path):
@@ -111,11 +128,11 @@ def test_findings_of_a_synthetic_run_on_both_databases(db):
     assert json.dumps([f.to_dict() for f in findings])  # plain data
 
 
-def test_cli_analyze_text_and_json(sqlite_db, tmp_path, capsys):
+def test_cli_analyze_text_and_json(sick, capsys):
     from engine.cli import main
 
-    run_id = sick_runs.repeating_lm(sqlite_db, tmp_path)
-    url = sqlite_db.url
+    db, runs = sick
+    run_id, url = runs["repeating_lm"], db.url
     assert main(["analyze", run_id, "--db", url]) == 0
     out = capsys.readouterr().out
     assert "F1 [severe]" in out and "repeated a text already tried" in out
@@ -147,8 +164,9 @@ def _diagnosis_script(messages, params):
     return "1. Write a different version each time: the LM repeats itself. [F1]\n2. Watch the stall. [F2]"
 
 
-def test_the_written_diagnosis_runs_as_a_job_and_is_recorded_as_an_lm_call(sqlite_db, tmp_path, monkeypatch):
-    run_id = sick_runs.repeating_lm(sqlite_db, tmp_path)
+def test_the_written_diagnosis_runs_as_a_job_and_is_recorded_as_an_lm_call(sick, tmp_path, monkeypatch):
+    sqlite_db, runs = sick
+    run_id = runs["repeating_lm"]
     monkeypatch.setenv("REFRACT_DATA", str(tmp_path / "data"))  # the job's LM cache, not the studio's
     install_script(_diagnosis_script)
     before = repo.get_run(sqlite_db, run_id).lm_calls

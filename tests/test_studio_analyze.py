@@ -78,3 +78,22 @@ def test_the_written_diagnosis_is_a_job_the_worker_runs_and_the_page_shows(live,
     # another session sees the last diagnosis from the records
     other = open_page("pages/dashboard.py", who="ben", run=run_id)
     assert "**Last written diagnosis**" in _markdown(other)
+
+
+def test_branch_with_the_suggested_settings_is_one_click(tmp_path, monkeypatch):
+    pytest.importorskip("engine.branch", reason="branching (engine/branch.py) is not in this build")
+    from tests.support import sick_runs
+
+    db = studio_database(tmp_path, monkeypatch)
+    run_id = sick_runs.repeating_lm(db, tmp_path)
+    at = open_page("pages/dashboard.py", run=run_id)
+    button = at.button(key=K.ANALYZE_ACTION.format(finding="repeating_lm", i=0))
+    assert not button.disabled and button.label == "Branch with a hotter reflection LM"
+    button.click().run()
+    runs = [r for r in repo.list_runs(db) if r.id != run_id]
+    assert len(runs) == 1, [e.value for e in at.error]
+    branch = runs[0]
+    assert branch.config["branch"]["run"] == run_id and branch.config["reflection_lm"]["temperature"] == 1.1
+    assert branch.status == "queued" and branch.owner == "ana"
+    assert any(f"Branch {branch.id} queued" in str(getattr(e, "label", "")) for e in at.get("page_link")), \
+        [e for e in at.get("page_link")]
