@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from engine.access import local_actor
 from storage import leases, queries, repo
 from storage.db import Database
-from storage.models import Candidate
+from storage.models import Candidate, Evaluation
 from tests.support.synthetic import generate_run
 from tests.support.studio import open_page, studio_database
 from ui import interventions as iv, keys as K, submission
@@ -262,11 +262,16 @@ def test_budget_problems_and_suggestion():
     assert iv.budget_problems(run, iv.budget_payload({}))[-1].startswith("Set at least one limit")
 
 
-def test_degenerate_members_are_frontier_members_below_the_seed():
-    cands = pd.DataFrame({"id": ["s", "a", "b", "c"], "origin": ["seed", "reflection", "reflection", "reflection"],
-                          "val_mean": [0.5, 0.2, 0.7, 0.1], "vetoed": [False, False, False, True]})
-    weak = iv.degenerate_members(cands, ["a", "b", "c"])
-    assert list(weak["id"]) == ["a"] and weak["seed_mean"].iloc[0] == 0.5  # c is already vetoed
+def test_degenerate_members_are_those_of_analyze():
+    cands = pd.DataFrame({"id": ["s", "a", "b", "c", "h"], "origin": ["seed"] + ["reflection"] * 4,
+                          "val_mean": [0.5, 0.25, 0.75, 0.25, 0.5], "vetoed": [False, False, False, True, False]})
+    matrix = pd.DataFrame({"v0": [1.0, 0.0, 1.0, 0.0, 0.5], "v1": [0.0, 0.5, 1.0, 0.5, 0.5],
+                           "v2": [0.5, 0.25, 0.25, 0.25, 0.5], "v3": [0.5, 0.25, 0.75, 0.25, 0.5]},
+                          index=["s", "a", "b", "c", "h"])
+    weak = iv.degenerate_members(cands, matrix, ["a", "b", "h"])
+    # h: 0.5 everywhere, best on v2 and v3 only by answering alike; a: best nowhere; c: already vetoed
+    assert list(weak["id"]) == ["h"] and weak["why"].iloc[0] == "the same score on every example"
+    assert weak["seed_mean"].iloc[0] == 0.5
 
 
 def test_step_rows_say_why_each_parent_was_chosen(studio):
@@ -333,10 +338,23 @@ def test_degenerate_frontier_member_is_one_click_from_a_veto(studio):
     front = analysis.frontier(queries.val_scores(db, live), queries.candidate_rows(db, live))
     seed = next(c for c in repo.list_candidates(db, live) if c.origin == "seed")
     weak = next(m for m in front.members if m != seed.id)
-    repo.update_candidate(db, weak, val_mean=(seed.val_mean or 0.0) - 0.1)  # best somewhere, worse than the seed on average
+    _lower_everywhere_but_one(db, live, weak)  # best somewhere, worse than the seed on average
     at = open_page("pages/dashboard.py", run=live)
     assert any("degenerate frontier member" in w.value for w in at.warning)
     _button(at, K.DEGENERATE_VETO.format(cand=weak)).click().run()
     cmd = _commands(db, live)[-1]
     assert (cmd.kind, cmd.payload, cmd.author) == ("veto", {"candidate_id": weak}, "ana")
-    assert cmd.reason.startswith("degenerate frontier member: mean")
+    assert cmd.reason.startswith("degenerate frontier member: below the seed on average (mean")
+
+
+def _lower_everywhere_but_one(db: Database, run_id: str, cand_id: str) -> None:
+    """Its validation scores 0 on every example but one where it holds the best (a frontier member)."""
+    from sqlmodel import select
+
+    with db.write() as s:
+        evs = [e for e in s.exec(select(Evaluation).where(Evaluation.candidate_id == cand_id))]
+        keep = max(evs, key=lambda e: e.score)
+        for e in evs:
+            if e.id != keep.id:
+                e.score = 0.0
+                s.add(e)

@@ -172,20 +172,28 @@ def continue_run(db: Database, run: dict, budget: dict, actor: Optional[Actor], 
 # ---------------------------------------------------------------- what the dashboard shows
 
 
-def degenerate_members(candidates: pd.DataFrame, members: list[str]) -> pd.DataFrame:
-    """Frontier members whose mean validation score is below the seed's: they hold the best
-    score on some example (e.g. a regex that rejects everything is best on every negative
-    example) yet are worse than where the search started. Columns: id, val_mean, seed_mean."""
-    cols = ["id", "val_mean", "seed_mean"]
-    if candidates.empty or not members:
+def degenerate_members(candidates: pd.DataFrame, matrix: pd.DataFrame, members: list[str]) -> pd.DataFrame:
+    """The degenerate ones among the frontier ``members``, by Analyze's definition
+    (``engine.analyze.degenerate``) over ``matrix`` (candidates × validation examples, as
+    ``analysis.FrontierView.matrix``): they hold the best score on some example only by answering
+    alike, or sit below the seed on average. Columns: id, val_mean, seed_mean, why."""
+    from engine.analyze.degenerate import degenerate_members as degenerate
+
+    cols = ["id", "val_mean", "seed_mean", "why"]
+    if candidates.empty or matrix.empty or not members:
         return pd.DataFrame(columns=cols)
-    seed = candidates.loc[candidates["origin"] == "seed", "val_mean"].dropna()
-    if seed.empty:
-        return pd.DataFrame(columns=cols)
-    rows = candidates[candidates["id"].isin(members) & ~candidates["vetoed"].astype(bool)
-                      & (candidates["val_mean"] < seed.iloc[0] - 1e-9)]
-    return pd.DataFrame({"id": rows["id"], "val_mean": rows["val_mean"], "seed_mean": seed.iloc[0]})[cols] \
-        .sort_values("val_mean").reset_index(drop=True)
+    live = candidates[~candidates["vetoed"].astype(bool)]
+    seeds = [c for c in live.loc[live["origin"] == "seed", "id"] if c in matrix.index]
+    scores = {c: matrix.loc[c].dropna().to_dict() for c in live["id"] if c in matrix.index}
+    found = degenerate(scores, reference=seeds[0] if seeds else None)
+    means = candidates.set_index("id")["val_mean"]
+    seed_mean = float(means[seeds[0]]) if seeds else float("nan")
+    rows = [(c, float(means[c]), seed_mean, DEGENERATE_WHY[d.rule]) for c, d in found.items() if c in members]
+    return pd.DataFrame(rows, columns=cols).sort_values("val_mean").reset_index(drop=True)
+
+
+DEGENERATE_WHY = {"constant": "the same score on every example", "trivial_wins": "wins only where such an answer wins",
+                  "below_reference": "below the seed on average"}
 
 
 def describe_payload(kind: str, payload: dict) -> str:

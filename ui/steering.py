@@ -207,22 +207,24 @@ def budget_inputs(run: dict, start: dict) -> dict:
 
 
 def degenerate_members(run_id: str, cands: pd.DataFrame, members: list[str], finished: bool) -> None:
-    """Frontier members scoring below the seed on average, each with a one-click veto."""
-    weak = iv.degenerate_members(cands, members)
+    """Degenerate frontier members (Analyze's definition, ``engine.analyze.degenerate``), each
+    with a one-click veto."""
+    _, _, view = data.frontier_snapshot(run_id)  # cached: the frontier panel has just read it
+    weak = iv.degenerate_members(cands, view.matrix if view is not None else pd.DataFrame(), members)
     if weak.empty:
         return
     st.warning(f"**{len(weak)} degenerate frontier member(s)**: they hold the best score on some validation "
-               "example but score below the seed on average (e.g. a candidate that rejects everything is best on "
-               "every negative example). They keep being sampled as parents unless vetoed.",
-               icon=":material/warning:")
+               "example only by answering alike (the same score everywhere, e.g. a hedge) or while scoring below "
+               "the seed on average (e.g. a candidate that rejects everything is best on every negative example). "
+               "They keep being sampled as parents unless vetoed.", icon=":material/warning:")
     for r in weak.head(8).itertuples(index=False):
         c1, c2 = st.columns([5, 2], vertical_alignment="center")
-        c1.markdown(f"`{r.id}` · mean {r.val_mean:.3f} vs seed {r.seed_mean:.3f}")
+        c1.markdown(f"`{r.id}` · {r.why} · mean {r.val_mean:.3f} vs seed {r.seed_mean:.3f}")
         key, slot = keys.DEGENERATE_VETO.format(cand=r.id), f"degenerate:{r.id}"
         c2.button("Veto", key=submission.widget_key(key, slot), icon=":material/block:",
                   disabled=finished or not identity.may("veto"), on_click=_veto_degenerate,
-                  args=(run_id, r.id, f"degenerate frontier member: mean {r.val_mean:.3f} < seed {r.seed_mean:.3f}",
-                        key, slot, submission.token(slot)),
+                  args=(run_id, r.id, f"degenerate frontier member: {r.why} (mean {r.val_mean:.3f}, seed "
+                        f"{r.seed_mean:.3f})", key, slot, submission.token(slot)),
                   help="Never choose it as a parent again (it stays visible, greyed, with its lineage).")
         show_outcome("_out_" + key)
 
