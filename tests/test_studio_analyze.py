@@ -97,3 +97,15 @@ def test_branch_with_the_suggested_settings_is_one_click(tmp_path, monkeypatch):
     assert branch.status == "queued" and branch.owner == "ana"
     assert any(f"Branch {branch.id} queued" in str(getattr(e, "label", "")) for e in at.get("page_link")), \
         [e for e in at.get("page_link")]
+
+
+def test_a_recorded_diagnosis_reads_its_cited_findings_back_from_its_prompt():
+    from engine.analyze.diagnosis import prompt
+    from engine.analyze.finding import Finding
+    from ui.analyze_panel import recorded
+
+    fs = [Finding("stalled", "warning", "No validated improvement for 3 steps (best 0.5)", "Try another way.", id="F1")]
+    call = {"messages": prompt("collect words", fs), "answer": "1. Change the approach. [F1]"}
+    out = recorded(call)
+    assert out["findings"] == [{"id": "F1", "title": "No validated improvement for 3 steps (best 0.5)"}]
+    assert out["items"][0]["cites"] == ["F1"]

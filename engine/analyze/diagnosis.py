@@ -40,7 +40,9 @@ def prompt(objective: str, findings: list[Finding]) -> list[dict]:
     lines = [f"Objective of the run: {objective.strip() or '(not given: the seed is what to improve)'}", "",
              "Findings (most severe first):"]
     for f in findings[:MAX_FINDINGS]:
-        lines.append(f"[{f.id}] ({f.severity}) {f.title}. {f.detail}".rstrip())
+        lines.append(f"[{f.id}] ({f.severity}) {f.title}")  # one line: a recorded diagnosis's cited titles are read back from it
+        if f.detail:
+            lines.append(f"    what it means: {f.detail}")
         ev = evidence_line(f)
         if ev:
             lines.append(f"    evidence: {ev}")
