@@ -89,12 +89,13 @@ def main() -> None:
     for n, v, evs, m, kinds in rows:
         lines.append(f"| {n:,} | {v} | {evs:,} | {m['median']:.2f} s | {m['max']:.2f} s | {m['reads']:.2f} s | "
                      f"{m['statements']} | {kinds} |")
-    lines += ["", f"{args.repeat} analyses of each run. The reads are ten statements (``storage.analyze_queries``: the "
-              "run, its examples, candidates, steps, LM calls and commands, the accepted candidates' validation "
-              "scores, per-example and per-candidate aggregates computed by the database) and one more for the "
-              "side information of at most 24 candidates. The synthetic run's scores are random around each "
-              "candidate's skill, so its findings (noise, degenerate members below the seed) are what such a run "
-              "deserves.", "",
+    lines += ["", f"{args.repeat} analyses of each run. The reads are eight statements (``storage.analyze_queries``: "
+              "the run, its examples, candidates, steps, LM calls and commands, every score of the run from the "
+              "covering index, the latest 2,000 evaluations' seconds) and one for the side information of at most "
+              "24 candidates; the per-example and per-candidate aggregates and the validation matrix are built "
+              "with pandas and numpy (aggregates and joins in SQL cost more than reading the scores once). The "
+              "synthetic run's scores are random around each candidate's skill, so its findings (noise, "
+              "degenerate members below the seed) are what such a run deserves.", "",
               "The dashboard's Analyze panel re-computes the findings only when a step ends, a command is applied "
               "or the frontier or the run's status changes (its cache key), not at every metric call; between "
               "those a refresh reads the run row alone.", ""]

@@ -55,6 +55,48 @@ def test_a_measured_trivial_answer_and_uncontested_examples():
     assert degenerate_members({}, reference=None) == {}
 
 
+def _rule_as_written(scores, reference, tol=1e-9):
+    """The docstring's three rules, one candidate at a time (the oracle of the vectorised rule)."""
+    keys = {k for per in scores.values() for k in per}
+    best = {k: max(p[k] for p in scores.values() if k in p) for k in keys}
+    low = {k: min(p[k] for p in scores.values() if k in p) for k in keys}
+    wins = {c: {k for k, v in p.items() if best[k] > low[k] + tol and v >= best[k] - tol} for c, p in scores.items()}
+    members = [c for c in scores if wins[c] and c != reference]
+    out = {}
+    for c in members:
+        v = list(scores[c].values())
+        if len(v) >= 3 and max(v) - min(v) <= tol and any(best[k] > v[0] + tol for k in scores[c]):
+            out[c] = CONSTANT
+    trivial = [wins[c] for c in out]
+    ref = scores.get(reference)
+    for c in members:
+        if c in out:
+            continue
+        if any(wins[c] <= t for t in trivial):
+            out[c] = TRIVIAL_WINS
+            continue
+        shared = [k for k in scores[c] if ref and k in ref]
+        if shared and sum(scores[c][k] for k in shared) / len(shared) < sum(ref[k] for k in shared) / len(shared) - tol:
+            out[c] = BELOW_REFERENCE
+    return out
+
+
+def test_the_vectorised_rule_is_the_rule_as_written_on_random_score_tables():
+    import random
+
+    rng = random.Random(7)
+    for _ in range(200):
+        n, m = rng.randint(1, 8), rng.randint(1, 6)
+        levels = [0.0, 0.5, 1.0] if rng.random() < 0.5 else [round(rng.random(), 2) for _ in range(4)]
+        scores = {f"c{i}": {f"e{j}": rng.choice(levels) for j in range(m) if rng.random() < 0.85} for i in range(n)}
+        scores = {c: p for c, p in scores.items() if p}
+        if not scores:
+            continue
+        reference = rng.choice(sorted(scores) + [None])
+        got = {c: d.rule for c, d in degenerate_members(scores, reference=reference).items()}
+        assert got == _rule_as_written(scores, reference), (scores, reference)
+
+
 # ---------------------------------------------------------------- sick runs, real engine runs
 
 

@@ -19,27 +19,20 @@ def cand(cid, origin="reflection", status="accepted", step=1, parents=("seed",),
             "minibatch_keys": list(keys), "val_mean": val_mean, "val_count": val_count}
 
 
-def records(cands, val, train=(), test=(), steps=(), lm=(), run=None, config=None, per_example=None,
-            train_means=(), eval_seconds=(0.01, 100)) -> RunRecords:
-    """``val``: {candidate: {example: score}}; examples v0… (val), t0… (train), x0… (test)."""
+def records(cands, val, train=(), test=(), steps=(), lm=(), run=None, config=None, train_scores=None,
+            eval_seconds=(0.01, 100)) -> RunRecords:
+    """``val`` and ``train_scores``: {candidate: {example: score}} on the validation examples (v0…)
+    and the training examples ``train`` (t0…); ``test`` the held-out examples' keys."""
     keys = sorted({k for per in val.values() for k in per})
     examples = [(i, k, "val") for i, k in enumerate(keys)] + [(100 + i, k, "train") for i, k in enumerate(train)] \
         + [(200 + i, k, "test") for i, k in enumerate(test)]
     pk = {k: p for p, k, _ in examples}
-    rows = [(c, pk[k], s) for c, per in val.items() for k, s in per.items()]
-    if per_example is None:
-        per_example = {}
-        for c, per in val.items():
-            for k, s in per.items():
-                n, lo, hi = per_example.get(k, (0, s, s))
-                per_example[k] = (n + 1, min(lo, s), max(hi, s))
+    rows = [(c, pk[k], s) for table in (val, train_scores or {}) for c, per in table.items() for k, s in per.items()]
     base = {"id": "r1", "status": "running", "config": config or {}, "metric_calls": 100, "cost_usd": 0.0,
             "steps_done": len(steps), "seconds": 10.0, "best_candidate_id": None, "best_val_mean": None,
             "test_mean": None, "seed_test_mean": None, "proposals_total": 0}
     raw = {"run": {**base, **(run or {})}, "examples": examples, "candidates": cands, "steps": list(steps),
-           "lm_calls": list(lm), "commands": [], "val_scores": rows,
-           "per_example": [(pk[k], n, lo, hi) for k, (n, lo, hi) in per_example.items()],
-           "train_means": list(train_means), "eval_seconds": eval_seconds}
+           "lm_calls": list(lm), "commands": [], "scores": rows, "eval_seconds": eval_seconds}
     return RunRecords.from_raw(raw, now=T)
 
 
@@ -73,7 +66,7 @@ def test_the_budget_forecast_says_which_budget_binds_and_offers_more():
 def test_minibatches_a_perfect_parent_aced_carry_no_signal():
     cands = [cand("seed", origin="seed", parents=(), step=0)] + [
         cand(f"c{i}", status="rejected", mb=2.0, parent_mb=3.0, keys=("t0", "t1", "t2")) for i in range(5)]
-    recs = records(cands, {"seed": {"v0": 1.0}}, train=("t0", "t1", "t2", "t3"))
+    recs = records(cands, {"seed": {"v0": 1.0}}, train=("t0", "t1", "t2", "t3"), train_scores={"seed": {"t0": 1.0}})
     (f,) = search_checks.no_signal_minibatches(recs)
     assert f.severity == "warning" and f.title.startswith("5 of 5 (100%) children")
     assert f.actions[0].payload["settings"]["search.skip_perfect_score"] is True
@@ -99,7 +92,7 @@ def test_validation_examples_every_candidate_passes():
 def test_the_training_validation_gap_growing_is_overfitting():
     val = {f"c{i}": {"v0": 0.9 - 0.1 * i, "v1": 0.9 - 0.1 * i} for i in range(6)}
     cands = [cand(f"c{i}", step=i, val_mean=0.9 - 0.1 * i, val_count=2) for i in range(6)]
-    recs = records(cands, val, train=("t0", "t1"), train_means=[(f"c{i}", 0.9, 4) for i in range(6)])
+    recs = records(cands, val, train=("t0", "t1"), train_scores={f"c{i}": {"t0": 0.9, "t1": 0.9} for i in range(6)})
     (f,) = evaluator_checks.overfitting(recs)
     assert "training–validation gap grows" in f.title
 

@@ -11,8 +11,9 @@ one click away); parent selection may use the same definition to pass them over.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import fsum
-from typing import Iterable, Mapping, Optional
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
 
 Scores = Mapping[str, Mapping[str, float]]  # candidate id -> {example key -> score}
 
@@ -27,11 +28,6 @@ class Degenerate:
     wins: tuple[str, ...]  # the contested examples where it holds the best score
     mean: float
     reference_mean: Optional[float]  # the reference's mean over the same examples (BELOW_REFERENCE)
-
-
-def _mean(values: Iterable[float]) -> float:
-    values = list(values)
-    return fsum(values) / len(values) if values else 0.0
 
 
 def degenerate_members(scores: Scores, reference: Optional[str] = None,
@@ -58,47 +54,59 @@ def degenerate_members(scores: Scores, reference: Optional[str] = None,
        the search started from.
 
     Ties are within ``tol``. Deterministic: the result depends only on the scores given.
+    ``degenerate_in_matrix`` is the same rule over a candidates × examples matrix.
     """
-    best: dict[str, float] = {}
-    low: dict[str, float] = {}
-    for per in scores.values():
-        for key, s in per.items():
-            if key not in best or s > best[key]:
-                best[key] = s
-            if key not in low or s < low[key]:
-                low[key] = s
-    contested = {k for k in best if best[k] > low[k] + tol}
-    wins = {cid: tuple(sorted(k for k, s in per.items() if k in contested and s >= best[k] - tol))
-            for cid, per in scores.items()}
-    members = [cid for cid in sorted(scores) if wins[cid] and cid != reference]
+    ids = sorted(scores)
+    keys = sorted({k for per in scores.values() for k in per})
+    col = {k: j for j, k in enumerate(keys)}
+    matrix = np.full((len(ids), len(keys)), np.nan)
+    for i, cid in enumerate(ids):
+        for k, v in scores[cid].items():
+            matrix[i, col[k]] = v
+    return degenerate_in_matrix(ids, keys, matrix, reference, trivial, tol)
+
+
+def degenerate_in_matrix(ids: Sequence[str], keys: Sequence[str], matrix: np.ndarray, reference: Optional[str] = None,
+                         trivial: Optional[Mapping[str, float]] = None, tol: float = 1e-9) -> dict[str, Degenerate]:
+    """``degenerate_members`` over ``matrix`` (rows: ``ids``, columns: ``keys``; NaN where a
+    candidate was not scored), vectorised: the form a 2,000-candidate run is analysed in."""
+    if not len(ids) or not len(keys):
+        return {}
+    scored = ~np.isnan(matrix)
+    with np.errstate(all="ignore"):
+        best = np.where(scored, matrix, -np.inf).max(axis=0)
+        low = np.where(scored, matrix, np.inf).min(axis=0)
+        holds = scored & (matrix >= best - tol) & (best > low + tol)  # the best on a contested example
+        ref = list(ids).index(reference) if reference in ids else None
+        members = holds.any(axis=1)
+        if ref is not None:
+            members[ref] = False
+        count = scored.sum(axis=1)
+        row_max = np.where(scored, matrix, -np.inf).max(axis=1)
+        row_min = np.where(scored, matrix, np.inf).min(axis=1)
+        below_best = (scored & (best > row_max[:, None] + tol)).any(axis=1)
+        constant = members & (count >= MIN_EXAMPLES) & (row_max - row_min <= tol) & below_best
+        trivial_rows = [holds[i] for i in np.flatnonzero(constant)]
+        if trivial:
+            t = np.array([trivial.get(k, -np.inf) for k in keys])
+            trivial_rows.append(t >= best - tol)
+        only_trivial = np.zeros(len(ids), dtype=bool)
+        for t in trivial_rows:
+            only_trivial |= ~(holds & ~t).any(axis=1)
+        mean = np.where(scored, matrix, 0.0).sum(axis=1) / np.maximum(count, 1)
+        if ref is not None:
+            shared = scored & scored[ref]
+            n = shared.sum(axis=1)
+            mine = np.where(shared, matrix, 0.0).sum(axis=1) / np.maximum(n, 1)
+            theirs = (shared * np.nan_to_num(matrix[ref])).sum(axis=1) / np.maximum(n, 1)
+            below = (n > 0) & (mine < theirs - tol)
     out: dict[str, Degenerate] = {}
-    for cid in members:
-        per = scores[cid]
-        values = list(per.values())
-        if len(values) >= MIN_EXAMPLES and max(values) - min(values) <= tol and \
-                any(best[k] > values[0] + tol for k in per):
-            out[cid] = Degenerate(cid, CONSTANT, wins[cid], _mean(values), None)
-    trivial_sets = [set(wins[c]) for c in out]
-    if trivial:
-        trivial_sets.append({k for k, s in trivial.items() if k in best and s >= best[k] - tol})
-    ref = scores.get(reference) if reference is not None else None
-    ref_mean = _mean(ref.values()) if ref else None
-    for cid in members:
-        if cid in out or cid == reference:
-            continue
-        per, won = scores[cid], set(wins[cid])
-        if any(won <= t for t in trivial_sets):
-            out[cid] = Degenerate(cid, TRIVIAL_WINS, wins[cid], _mean(per.values()), None)
-            continue
-        if ref is None:
-            continue
-        if per.keys() == ref.keys():  # the common case, both fully validated: the reference's mean once
-            mine, theirs = _mean(per.values()), ref_mean
-        else:
-            shared = [k for k in per if k in ref]
-            if not shared:
-                continue
-            mine, theirs = _mean(per[k] for k in shared), _mean(ref[k] for k in shared)
-        if mine < theirs - tol:
-            out[cid] = Degenerate(cid, BELOW_REFERENCE, wins[cid], mine, theirs)
-    return out
+    for i in np.flatnonzero(members):
+        wins = tuple(sorted(keys[j] for j in np.flatnonzero(holds[i])))
+        if constant[i]:
+            out[ids[i]] = Degenerate(ids[i], CONSTANT, wins, float(mean[i]), None)
+        elif only_trivial[i]:
+            out[ids[i]] = Degenerate(ids[i], TRIVIAL_WINS, wins, float(mean[i]), None)
+        elif ref is not None and below[i]:
+            out[ids[i]] = Degenerate(ids[i], BELOW_REFERENCE, wins, float(mine[i]), float(theirs[i]))
+    return dict(sorted(out.items()))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable, Optional
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -38,9 +38,7 @@ class RunRecords:
     steps: list[dict]
     lm_calls: list[dict]
     commands: list[tuple]
-    val_rows: list[tuple]  # (candidate_id, example_pk, score) of the accepted candidates on the validation split
-    per_example: dict[str, tuple[int, float, float]]  # non-test example key -> (candidates, lowest, highest)
-    train_means: dict[str, tuple[float, int]]  # candidate -> (mean, evaluations) on the training split
+    scores: list[tuple]  # (candidate_id, example_pk, score) of every evaluation
     eval_seconds: tuple[float, int]  # (mean, count) of the latest evaluations that ran
     side_info: list[tuple] = field(default_factory=list)  # (candidate_id, example_pk, canonical JSON)
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
@@ -65,10 +63,7 @@ class RunRecords:
                    executor={**ExecutorConfig().model_dump(), **(cfg.get("executor") or {})},
                    reflection_model=str((cfg.get("reflection_lm") or {}).get("model", "")),
                    objective=str(cfg.get("objective") or ""), examples=examples, candidates=raw["candidates"],
-                   steps=raw["steps"], lm_calls=raw["lm_calls"], commands=raw["commands"], val_rows=raw["val_scores"],
-                   per_example={examples[pk][0]: (n, lo, hi) for pk, n, lo, hi in raw["per_example"]
-                                if pk in examples and examples[pk][1] != "test"},
-                   train_means={c: (float(m), n) for c, m, n in raw["train_means"]},
+                   steps=raw["steps"], lm_calls=raw["lm_calls"], commands=raw["commands"], scores=raw["scores"],
                    eval_seconds=(float(raw["eval_seconds"][0] or 0.0), int(raw["eval_seconds"][1] or 0)),
                    now=now or datetime.now(timezone.utc))
 
@@ -79,18 +74,34 @@ class RunRecords:
         self.test_keys = [k for k, s in self.examples.values() if s == "test"]
         self.n_train = sum(1 for _, s in self.examples.values() if s == "train")
         self.seed_id = next((c["id"] for c in self.candidates if c["origin"] == "seed"), None)
-        # the validation matrix: accepted candidates (rows, oldest first) × validation examples, NaN where not
-        # scored; filled by pandas' codes (a Python loop over 10^5 scores is most of the time of a big run)
-        order = {c["id"]: i for i, c in enumerate(self.candidates)}
-        self.val_ids = sorted({cid for cid, _, _ in self.val_rows if cid in order}, key=order.get)
+        frame = pd.DataFrame(self.scores or [], columns=["c", "pk", "score"]).astype({"score": float})
+        pks = {name: [pk for pk, (_, s) in self.examples.items() if s == name] for name in ("train", "val", "test")}
+        searched = frame[frame["pk"].isin(pks["train"] + pks["val"])]
+        # per example (not the test): how many candidates were scored on it, the lowest and the highest score
+        agg = searched.groupby("pk")["score"].agg(["count", "min", "max"])
+        self.per_example: dict[str, tuple[int, float, float]] = {
+            self.examples[pk][0]: (int(n), lo, hi) for pk, (n, lo, hi) in zip(agg.index, agg.to_numpy().tolist())}
+        # per candidate, its mean on the training examples (when they are not the validation set)
+        self.train_means: dict[str, tuple[float, int]] = {}
+        if self.val_split == "val":
+            train = frame[frame["pk"].isin(pks["train"])].groupby("c")["score"].agg(["mean", "count"])
+            self.train_means = {c: (m, int(n)) for c, (m, n) in zip(train.index, train.to_numpy().tolist())}
+        self._matrix(frame[frame["pk"].isin(pks[self.val_split])])
+
+    def _matrix(self, frame: pd.DataFrame) -> None:
+        """The validation matrix: accepted candidates (rows, oldest first) × validation examples, NaN
+        where not scored, filled by pandas' codes (a Python loop over 10^5 scores is most of the
+        time of a big run). An accepted candidate never validated (an import) has no row."""
         val_pks = [pk for pk, (_, split) in self.examples.items() if split == self.val_split]
-        self.matrix = np.full((len(self.val_ids), len(val_pks)), np.nan)
-        if self.val_rows:
-            frame = pd.DataFrame(self.val_rows, columns=["c", "pk", "score"])
-            frame = frame[frame["c"].isin(self.val_ids) & frame["pk"].isin(val_pks)]
-            rows = pd.Categorical(frame["c"], categories=self.val_ids).codes
-            cols = pd.Categorical(frame["pk"], categories=val_pks).codes
-            self.matrix[rows, cols] = frame["score"].to_numpy(dtype=float)
+        accepted = [c["id"] for c in self.candidates if c["status"] == COMPETING]
+        frame = frame[frame["c"].isin(accepted)]
+        matrix = np.full((len(accepted), len(val_pks)), np.nan)
+        rows = pd.Categorical(frame["c"], categories=accepted).codes
+        cols = pd.Categorical(frame["pk"], categories=val_pks).codes
+        matrix[rows, cols] = frame["score"].to_numpy(dtype=float)
+        scored = ~np.isnan(matrix).all(axis=1) if len(val_pks) else np.zeros(len(accepted), dtype=bool)
+        self.val_ids = [c for c, ok in zip(accepted, scored) if ok]
+        self.matrix = matrix[scored]
 
     @property
     def run_id(self) -> str:
@@ -107,16 +118,6 @@ class RunRecords:
     def eligible_rows(self) -> np.ndarray:
         """Row indexes of the matrix that parents are chosen from (accepted, not vetoed)."""
         return np.array([i for i, c in enumerate(self.val_ids) if not self.by_id[c]["vetoed"]], dtype=int)
-
-    def scores_of(self, ids: Iterable[str]) -> dict[str, dict[str, float]]:
-        """{candidate: {validation example: score}} of some rows of the matrix (what it scored on)."""
-        index = {c: i for i, c in enumerate(self.val_ids)}
-        keys, out = np.array(self.val_keys, dtype=object), {}
-        for cid in ids:
-            values = self.matrix[index[cid]]
-            scored = ~np.isnan(values)
-            out[cid] = dict(zip(keys[scored].tolist(), values[scored].tolist()))
-        return out
 
     def proposals(self) -> list[dict]:
         """The reflective proposals (children written by the reflection LM), oldest first."""

@@ -9,7 +9,7 @@ from math import ceil
 
 import numpy as np
 
-from engine.analyze.degenerate import CONSTANT, TRIVIAL_WINS, degenerate_members
+from engine.analyze.degenerate import CONSTANT, TRIVIAL_WINS, degenerate_in_matrix
 from engine.analyze.finding import INFO, SEVERE, WARNING, Action, Finding, plural, share
 from engine.analyze.records import RunRecords
 
@@ -175,19 +175,12 @@ def _holders(matrix: np.ndarray) -> np.ndarray:
         return ~np.isnan(matrix) & (matrix >= best - TOL)
 
 
-def frontier_members(recs: RunRecords) -> set[str]:
-    """The eligible candidates that hold the best validation score on some example."""
-    rows = recs.eligible_rows()
-    if not len(rows):
-        return set()
-    return {recs.val_ids[rows[i]] for i in np.flatnonzero(_holders(recs.matrix[rows]).any(axis=1))}
-
-
 def degenerate(recs: RunRecords) -> list[Finding]:
     """Frontier members that answer every example alike, or win only where that wins, or sit
     below the seed (``engine.analyze.degenerate``); each one veto away."""
-    found = degenerate_members(recs.scores_of(frontier_members(recs) | ({recs.seed_id} & set(recs.val_ids))),
-                               reference=recs.seed_id)
+    rows = recs.eligible_rows()
+    found = degenerate_in_matrix([recs.val_ids[i] for i in rows], recs.val_keys, recs.matrix[rows],
+                                 reference=recs.seed_id)
     if not found:
         return []
     first = min(recs.by_id[c]["step"] for c in found)
