@@ -81,7 +81,6 @@ def test_the_written_diagnosis_is_a_job_the_worker_runs_and_the_page_shows(live,
 
 
 def test_branch_with_the_suggested_settings_is_one_click(tmp_path, monkeypatch):
-    pytest.importorskip("engine.branch", reason="branching (engine/branch.py) is not in this build")
     from tests.support import sick_runs
 
     db = studio_database(tmp_path, monkeypatch)

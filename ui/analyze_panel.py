@@ -17,6 +17,7 @@ import streamlit as st
 from engine.analyze import analyze
 from engine.analyze.diagnosis import CITE, parse
 from engine.analyze.report_text import action_command
+from engine.branch import branch_run
 from engine.jobs import ANALYZE
 from storage import analyze_queries
 from storage.states import ACTIVE, FINISHED
@@ -26,11 +27,6 @@ from ui.jobs import request_into, show_job
 from ui.render import md
 from ui.steering import show_outcome
 from ui.step_links import explain_url
-
-try:
-    from engine.branch import branch_run
-except ImportError:  # branching (engine/branch.py) is not in this build yet: the action is shown disabled
-    branch_run = None
 
 REFRESH_S = 5.0
 ICON = {"severe": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
@@ -141,10 +137,6 @@ def _send(run: dict, kind: str, payload: dict, reason: str, key: str, slot: str,
 
 def _branch(run: dict, action: dict, key: str, command: str) -> None:
     """A new run from the best (or the candidate named) with the suggested settings, queued at once."""
-    if branch_run is None:
-        st.button(action["label"], key=key, icon=":material/call_split:", disabled=True,
-                  help=f"Branching a run is not in this build yet. On the command line, once it is: `{command}`")
-        return
     st.button(action["label"], key=key, icon=":material/call_split:", disabled=not identity.may("create_run"),
               on_click=_send_branch, args=(run["id"], action, key),
               help=f"One click: a new run from the best candidate with {action['payload']['settings']}, queued for "

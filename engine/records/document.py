@@ -146,7 +146,7 @@ class EvaluationDoc(_Doc):
 
 
 class LMCallDoc(_Doc):
-    purpose: Literal["reflection", "merge", "seed", "task", "judge", "test", "check"]
+    purpose: Literal["reflection", "merge", "seed", "task", "judge", "test", "check", "analysis"]
     model: Text(200)
     candidate_id: Optional[Text(32)] = None
     example_id: Optional[Text(200)] = None
