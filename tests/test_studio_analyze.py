@@ -36,7 +36,7 @@ def test_findings_show_with_evidence_links_and_a_veto_is_one_click(live):
     at = open_page("pages/dashboard.py", run=run_id)
     assert "Analyze" in [h.value for h in at.subheader]
     text = _markdown(at)
-    assert "**F1 · " in text and "degenerate frontier member" in text
+    assert ":material/warning: **F1 · warning**" in text and "degenerate frontier member" in text
     assert f"(/candidate?run={run_id}&candidate=" in text  # evidence as links
     _action(at, K.ANALYZE_ACTION.format(finding="degenerate_members", i=0)).click().run()
     cmd = repo.list_commands(db, run_id)[-1]

@@ -71,7 +71,7 @@ def _findings(run_id: str) -> None:
                + " · most severe first, causes before symptoms")
     for f in found:
         with st.container(border=True, key=K.ANALYZE_FINDING.format(finding=f["id"])):
-            st.markdown(f"**{f['id']} · {f['severity']}** — {md(f['title'], limit=600)}")
+            st.markdown(f"{ICON[f['severity']]} **{f['id']} · {f['severity']}** — {md(f['title'], limit=600)}")
             if f["detail"]:
                 st.caption(md(f["detail"], limit=1000))
             links = _evidence(run_id, f["evidence"])
