@@ -194,8 +194,9 @@ def test_cli_analyze_text_and_json(sick, capsys):
 
 def test_parse_checks_every_claim_against_the_findings():
     fs = ["F1", "F2"]
-    items = parse("Some preamble.\n1. Veto the hedge. [F1]\n   It wastes parents.\n2) Raise K [F2][F9]\n- Guess.", fs)
-    assert [i["cites"] for i in items] == [["F1"], ["F2"], []]
+    items = parse("Some preamble.\n1. Veto the hedge. [F1]\n   It wastes parents.\n2) Raise K now [F2][F9]\n"
+                  "- Guess, with no finding.\n3. [F1][F2] [F3]", fs)
+    assert [i["cites"] for i in items] == [["F1"], ["F2"], []]  # the last item is citations alone: dropped
     assert items[0]["text"] == "Veto the hedge. [F1] It wastes parents."
     assert items[1]["unknown"] == ["F9"]
 
@@ -224,6 +225,8 @@ def test_the_written_diagnosis_runs_as_a_job_and_is_recorded_as_an_lm_call(sick,
     assert repo.get_run(sqlite_db, run_id).lm_calls == before + 1  # counted in the run's totals
     system = call["messages"][1]["content"]
     assert "repeated a text already tried" in system and "Write the 2 or 3 things" in system
+    ids = analyze(sqlite_db, run_id)[0].evidence["candidates"]
+    assert "evidence:" not in system and not any(c in system for c in ids)  # ids tell the LM nothing
     # a finished run keeps its last analysis in the report: the findings and this diagnosis
     from engine.records.report import build_report
 

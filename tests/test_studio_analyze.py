@@ -53,7 +53,7 @@ def test_a_finished_run_keeps_its_findings_and_takes_no_veto(tmp_path, monkeypat
 
 
 def _answer(messages, params):
-    return "1. Veto the degenerate members first. [F1]\n2. Make the evaluator deterministic. [F2][F7]\n3. Rest."
+    return "1. Veto the degenerate members first. [F1]\n2. Make the evaluator deterministic. [F2][F7]\n3. Rest a while before the next run."
 
 
 def test_the_written_diagnosis_is_a_job_the_worker_runs_and_the_page_shows(live, tmp_path):

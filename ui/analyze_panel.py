@@ -15,7 +15,7 @@ import re
 import streamlit as st
 
 from engine.analyze import analyze
-from engine.analyze.diagnosis import CITE, parse
+from engine.analyze.diagnosis import CITE, TITLE_END, parse
 from engine.analyze.report_text import action_command
 from engine.branch import branch_run
 from engine.jobs import ANALYZE
@@ -187,14 +187,19 @@ def _diagnosis(run_id: str) -> None:
 def recorded(call: dict) -> dict:
     """A recorded diagnosis with the findings its prompt listed (they may have changed since)."""
     prompt = next((m["content"] for m in call["messages"] if m["role"] == "user"), "")
-    titles = {m.group(1): m.group(3) for m in re.finditer(r"^\[(F\d+)\] \((\w+)\) (.*)$", prompt, re.M)}
+    titles = {m.group(1): m.group(3).split(TITLE_END)[0]
+              for m in re.finditer(r"^\[(F\d+)\] \((\w+)\) (.*)$", prompt, re.M)}
     return {"items": parse(call["answer"], titles), "findings": [{"id": i, "title": t} for i, t in titles.items()],
             "text": call["answer"], "error": None}
 
 
 def _draft(result: dict) -> None:
     if result.get("error"):
-        st.error(f"The reflection LM failed: {result['error']}", icon=":material/error:")
+        st.error(f"No usable diagnosis: {md(result['error'])}. Ask again, or read the findings above.",
+                 icon=":material/error:")
+        return
+    if not result.get("items"):
+        st.caption("The reflection LM's answer held no advice to show.")
         return
     titles = {f["id"]: f["title"] for f in result.get("findings", [])}
     for n, item in enumerate(result.get("items", []), 1):
