@@ -3,12 +3,12 @@ the frontier): the findings with their evidence, a veto sent with one click (and
 refreshing by themselves once the engine applied it), and the written
 diagnosis queued as a job that the studio's worker runs with the run's (scripted) reflection LM.
 
-Screenshots go to test-artifacts/ and, for the README, docs/screenshots/."""
+Screenshots go to test-artifacts/ (analyze-panel.png and analyze-diagnosis.png, the README's
+docs/screenshots/ copies)."""
 
 from __future__ import annotations
 
 import re
-import shutil
 import time
 
 import pytest
@@ -20,7 +20,7 @@ from storage.analyze_queries import last_diagnosis
 from tests.support import sick_runs
 from ui import keys as K
 
-from .conftest import ARTIFACTS, ROOT, by_key, new_page, ready, shot
+from .conftest import by_key, new_page, ready, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -44,7 +44,6 @@ def test_analyze_panel_findings_veto_and_diagnosis(worker_studio, browser, tmp_p
     expect(first).to_contain_text("degenerate frontier member", timeout=30_000)  # named first: F1
     first.scroll_into_view_if_needed()
     shot(page, "analyze-panel")
-    shutil.copy(ARTIFACTS / "analyze-panel.png", ROOT / "docs" / "screenshots" / "analyze-panel.png")
 
     by_key(page, K.ANALYZE_ACTION.format(finding="degenerate_members", i=0)).get_by_role(
         "button", name=re.compile("^Veto")).click()
@@ -66,5 +65,4 @@ def test_analyze_panel_findings_veto_and_diagnosis(worker_studio, browser, tmp_p
     page.evaluate("document.activeElement && document.activeElement.blur()")
     page.wait_for_timeout(500)
     shot(page, "analyze-diagnosis")
-    shutil.copy(ARTIFACTS / "analyze-diagnosis.png", ROOT / "docs" / "screenshots" / "analyze-diagnosis.png")
     assert last_diagnosis(db, run_id)["model"] == "scripted/toy"
