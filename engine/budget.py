@@ -33,9 +33,9 @@ from engine.config import BudgetConfig
 # An LM call is assumed to cost up to this multiple of the most expensive call so far (prompts
 # grow as candidates and feedback grow): concurrent calls then stay under the dollar cap.
 LM_COST_MARGIN = 1.5
-# The next unit of work is assumed to take up to this multiple of the slowest recent one: units
-# of equal work vary by a few percent (more on a busy machine), and a run whose time budget is
-# close to a whole number of units otherwise started the last one and had it cut at the limit.
+# The next unit of work is assumed to take up to this multiple of the recent ones' mean: units of
+# equal work vary by a few percent (more on a busy machine), and a run whose time budget is close
+# to a whole number of units otherwise started the last one and had it cut at the limit.
 TIME_MARGIN = 1.2
 
 
@@ -87,16 +87,17 @@ class Budget:
         return sum(recent) / len(recent) if recent else None
 
     def time_share_left(self) -> Optional[float]:
-        """How many units of work the time left can pay, as a share of the longest of the last
-        five observed durations with ``TIME_MARGIN`` on top (not their mean: a unit a little
-        slower than average was then started and cut at the limit); None without a time cap or
-        before the first unit."""
+        """How many units of work the time left can pay, as a share of the mean of the last five
+        observed durations with ``TIME_MARGIN`` on top; None without a time cap or before the
+        first unit. The mean, not the slowest: time left unused is lost for sure, a unit cut at
+        the limit only maybe (a local-model run of 1x1 steps, sized by its slowest step, stopped
+        with 87 s of its 240 s unused)."""
         cap = self.cfg.max_seconds
         with self._lock:
             recent = self._durations[-5:]
         if cap is None or not recent:
             return None
-        return max(0.0, cap - self.seconds) / (max(recent) * TIME_MARGIN)
+        return max(0.0, cap - self.seconds) / (sum(recent) / len(recent) * TIME_MARGIN)
 
     def time_too_short(self, min_share: float = 1.0) -> Optional[str]:
         """Why the time left cannot pay ``min_share`` of another unit of work, or None. A
@@ -106,12 +107,11 @@ class Budget:
         share = self.time_share_left()
         if share is None or share >= min_share:
             return None
-        with self._lock:
-            longest = max(self._durations[-5:])
+        expected = self.expected_duration()
         what = self._unit if min_share >= 1 else f"{self._unit}, not even one proposal of it"
         return (f"time budget: {max(0.0, self.cfg.max_seconds - self.seconds):.0f} s of {self.cfg.max_seconds:.0f} s "
-                f"left, too few for another {what} (a {self._unit} takes up to {longest * TIME_MARGIN:.0f} s: "
-                f"the slowest of the last five, {longest:.1f} s, and a margin)")
+                f"left, too few for another {what} (a {self._unit} takes about {expected * TIME_MARGIN:.0f} s: "
+                f"the mean of the last five, {expected:.1f} s, and a margin)")
 
     # -- metric calls ----------------------------------------------------------------------
 

@@ -175,12 +175,12 @@ class TestBudgetObject:
         assert b.exhausted(None, 0, 1).startswith("time budget spent")
         assert not b.reserve_metric_call()
 
-    def test_no_unit_starts_unless_the_slowest_recent_one_and_a_margin_fit(self):
+    def test_no_unit_starts_unless_the_recent_mean_and_a_margin_fit(self):
         b = Budget(BudgetConfig(max_seconds=10), 0, 0.0, seconds_before=8.5)
         assert b.time_too_short() is None  # nothing measured yet
-        b.note_duration(1.0)
-        b.note_duration(1.3)
-        # 8.5 s + 1.3 s fits in 10 s, but a step that is a little slower than the slowest would not
+        b.note_duration(1.2)
+        b.note_duration(1.4)
+        # 8.5 s + 1.3 s (the mean) fits in 10 s, but a step a little slower than the mean would not
         why = b.exhausted(None, 1, 1)
         assert why.startswith("time budget: 1 s of 10 s left, too few for another step") and "1.3 s" in why
         b.update_limits(BudgetConfig(max_seconds=11))  # 8.5 s + 1.3 s × 1.2 fits in 11 s
@@ -197,7 +197,8 @@ def test_the_time_left_pays_a_share_of_a_step_and_a_step_is_shrunk_to_it():
     from engine.schedules.synchronous import time_slots
 
     b = Budget(BudgetConfig(max_seconds=100), 0, 0.0, seconds_before=70.0)
-    b.note_duration(50.0)  # 30 s left, a step takes up to 60 s: half a step
+    b.note_duration(40.0)
+    b.note_duration(60.0)  # 30 s left, a step takes 50 s on average, 60 s with the margin: half a step
     assert abs(b.time_share_left() - 0.5) < 0.01
     assert b.time_too_short() is not None  # a whole step does not fit
     assert b.time_too_short(min_share=0.25) is None  # one slot of a 2x2 step does
