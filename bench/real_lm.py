@@ -170,7 +170,8 @@ def one(system: str, folder: Path, seed: int, seconds: float) -> dict:
         if os.environ.get("REAL_LM_KEEP"):  # a run's database (every prompt and answer), to study it
             import shutil
 
-            shutil.copytree(data, os.environ["REAL_LM_KEEP"], dirs_exist_ok=True)
+            keep = Path(os.environ["REAL_LM_KEEP"]) / f"{system.replace(':', '-')}-{task['name']}-s{seed}"
+            shutil.copytree(data, keep, dirs_exist_ok=True)
     out.update(system=system, task=task["name"], kind=task["kind"], seed=seed, seconds=seconds,
                load=round(load, 2), load_after=round(os.getloadavg()[0], 2))
     out["val_best"] = mean_score(evaluate, out["best"], task["val"])
@@ -237,11 +238,14 @@ def main() -> None:
                     env = _env()
                     if system.startswith("refract:"):  # a variant: refract:NAME with --refract NAME=JSON
                         env["REAL_LM_REFRACT"] = variants[system.split(":", 1)[1]]
-                    proc = subprocess.run([sys.executable, __file__, "--one", system, str(folder), str(seed), str(seconds)],
-                                          capture_output=True, text=True, env=env)
-                    if proc.returncode != 0:
-                        print(proc.stderr[-3000:], file=sys.stderr)
-                        raise SystemExit(f"{system} {task['name']} seed {seed} failed")
+                    for attempt in range(2):  # once more if the process died (a shared machine's load)
+                        proc = subprocess.run([sys.executable, __file__, "--one", system, str(folder), str(seed),
+                                               str(seconds)], capture_output=True, text=True, env=env)
+                        if proc.returncode == 0:
+                            break
+                        print(f"   exit code {proc.returncode}:\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
+                    else:
+                        raise SystemExit(f"{system} {task['name']} seed {seed} failed twice")
                     result = json.loads(proc.stdout.strip().splitlines()[-1])
                     _append(raw, result)
                     print(f"   val {result['val_best']:.3f} test {result['test_best']:.3f} "

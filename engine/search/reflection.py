@@ -39,10 +39,11 @@ TASK = (
 REMINDER = "## Task\nWrite the `Change:` line, then one fenced code block holding the complete new {kind_short} ({kind})."
 
 # What the artifact is when the run does not say (no artifact_kind, as in a GEPA program): the
-# kind of the current version. "A prompt, code or configuration" made a 1.5B model answer a
-# regular expression with Python code that uses one.
-DEFAULT_KIND = ("a text of the same kind as the current version (a regular expression stays a regular expression, "
-                "code stays code, a prompt stays a prompt)")
+# kind of the current version, said once where the prompt describes it. "A prompt, code or
+# configuration" made a 1.5B model answer a regular expression with Python code that uses one.
+DEFAULT_KIND = "the same kind of text as the current version"
+KEEP_KIND = ("Keep its kind: a regular expression stays a regular expression, code stays code, a prompt stays a "
+             "prompt, prose stays prose.")
 
 MAX_FIELD_CHARS = 4000
 INLINE_CHARS = 300  # longest value a compact rendering keeps on its field's line
@@ -129,7 +130,8 @@ def build_prompt(*, kind: str, objective: str, background: str, component: str, 
     feedback, human feedback and earlier attempts, then a short constant reminder."""
     images = ImageCollector(vision)
     feedback = [replace(fb, example=images.strip(fb.example), side_info=images.strip(fb.side_info)) for fb in feedback]
-    kind = kind.strip() or DEFAULT_KIND
+    given = kind.strip()
+    kind = given or DEFAULT_KIND
     kind_short = "artifact"
     what = f"the component `{component}` of a multi-part candidate ({', '.join(components)})" if len(components) > 1 else "the candidate"
     head = []
@@ -137,7 +139,8 @@ def build_prompt(*, kind: str, objective: str, background: str, component: str, 
         head.append("## Objective\n" + objective.strip())
     if background.strip():
         head.append("## Background\n" + background.strip())
-    head.append(f"## What you are improving\n{what}, which is {kind}. Your answer must be exactly that kind of thing.")
+    head.append(f"## What you are improving\n{what}, which is {kind}. Your answer must be exactly that kind of thing."
+                if given else f"## What you are improving\n{what}. {KEEP_KIND}")
     head.append("## Current version\n" + _fence(current_text))
     tail = []
     if human_feedback:
@@ -161,7 +164,7 @@ def build_prompt(*, kind: str, objective: str, background: str, component: str, 
                              background=background.strip(), component=component)
     else:
         user = "\n\n".join(head + [body] + tail)
-    system = SYSTEM.format(kind=kind, kind_short=kind_short)
+    system = SYSTEM.format(kind=given or "a text artifact", kind_short=kind_short)
     if template is None:
         system += "\n\n" + TASK.format(kind=kind, kind_short=kind_short)
     return ReflectionPrompt([{"role": "system", "content": system}, {"role": "user", "content": images.content(user)}],

@@ -27,7 +27,7 @@ from engine.context import RunContext
 from engine.evaluation import Scored
 from engine.search.frontier import mean
 from engine.search.lineage import ancestors
-from engine.search.reflection import DEFAULT_KIND, _clip, _fence, _render_value, parse_answer
+from engine.search.reflection import _clip, _fence, _render_value, parse_answer
 from engine.search.textmerge import merge_contents
 from engine.state import content_hash, to_evaluator
 
@@ -125,7 +125,7 @@ def changed_components(sib: Sibling) -> list[str]:
 
 def build_merge_prompt(ctx: RunContext, siblings: list[Sibling], component: str) -> list[dict]:
     cfg = ctx.cfg
-    kind = cfg.artifact_kind.strip() or DEFAULT_KIND
+    kind = cfg.artifact_kind.strip() or "a text artifact"
     parents = {s.parent.id for s in siblings}
     parts = []
     if cfg.objective.strip():
