@@ -16,6 +16,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from engine.config_sections import BranchConfig, ReviewConfig, branch_problem
+from engine.lm.providers import one_at_a_time
 from engine.prompt_evaluator import PromptEvaluatorConfig, check_placeholders, generate_source
 from engine.user_errors import refuse_bool_number
 
@@ -37,7 +38,7 @@ class _Strict(BaseModel):
 
 
 class SearchConfig(_Strict):
-    parents_per_step: int = Field(2, ge=1, le=64, description="P: parents selected per step")
+    parents_per_step: int = Field(2, ge=1, le=64, description="P: parents selected per step (1 by default on an LM that answers one request at a time, the local model)")
     proposals_per_parent: int = Field(2, ge=1, le=64, description="K: reflective proposals per parent")
     minibatch_size: int = Field(3, ge=1, le=1000)
     selection: Literal["pareto", "best", "epsilon_greedy", "top_k_pareto"] = "pareto"
@@ -203,6 +204,10 @@ class RunConfig(_Strict):
         problem = branch_problem(self.branch, self.seed_candidate)
         if problem:
             raise ValueError(problem)
+        if "parents_per_step" not in self.search.model_fields_set and one_at_a_time(self.reflection_lm):
+            # an LM that answers one request at a time (the local model) queues a step's reflections: one
+            # parent per step builds on each improvement at once, for the same LM time per proposal
+            self.search.parents_per_step = 1
         if self.search.skip_perfect_score and self.search.max_score is None:
             raise ValueError("search.skip_perfect_score: needs search.max_score (the perfect score of one example)")
         self._schedule_supports_search()

@@ -359,3 +359,15 @@ class TestFileEncodings:
 def test_valset_without_a_dataset_is_refused():
     """The engine would search on the valset's examples while the mode said single-task."""
     assert _error(_minimal(dataset=None, valset=_rows("v", 3))).startswith("valset: a valset needs a dataset")
+
+
+def test_one_parent_per_step_by_default_on_an_lm_that_answers_one_request_at_a_time():
+    base = {"name": "x", "seed_candidate": "s", "evaluator": "def evaluate(c):\n    return 1.0\n"}
+    assert parse_config(base).search.parents_per_step == 1  # the local model, the default reflection LM
+    assert parse_config({**base, "reflection_lm": {"model": "openai/gpt-4.1-mini"}}).search.parents_per_step == 2
+    assert parse_config({**base, "reflection_lm": {"model": "openai/gpt-4.1-mini", "max_concurrency": 1}}
+                        ).search.parents_per_step == 1
+    assert parse_config({**base, "search": {"parents_per_step": 3}}).search.parents_per_step == 3  # given: kept
+    stored = parse_config(base).stored()["search"]
+    hosted = {**base, "search": stored, "reflection_lm": {"model": "openai/gpt-4.1-mini"}}
+    assert parse_config(hosted).search.parents_per_step == 1  # a stored config keeps the shape it ran with

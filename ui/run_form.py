@@ -15,7 +15,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Optional
 
-from engine.config import ConfigError, parse_config, parse_toml
+from engine.config import LOCAL_MODEL, ConfigError, parse_config, parse_toml
+from engine.lm.providers import is_local
 from engine.datasets import DatasetError, parse_dataset
 from ui import form_carry, form_checks, keys as K, prompt_form
 
@@ -49,7 +50,8 @@ def default_draft(model: str = "") -> dict:
         K.NEW_DATA_VAL_TEXT: "", K.NEW_DATA_TEST_TEXT: "",
         K.NEW_SPLIT_VAL: 0, K.NEW_SPLIT_TEST: 0, K.NEW_SPLIT_SEED: 0,
         K.NEW_MODEL: model, K.NEW_API_BASE: "", K.NEW_API_KEY_ENV: "", K.NEW_TEMPERATURE: 0.7,
-        K.NEW_P: 2, K.NEW_K: 2, K.NEW_WORKERS: 4, K.NEW_MINIBATCH: 3, K.NEW_SELECTION: "pareto",
+        # one parent per step on the local model, as a config that does not say (engine.config)
+        K.NEW_P: 1 if is_local(model or LOCAL_MODEL) else 2, K.NEW_K: 2, K.NEW_WORKERS: 4, K.NEW_MINIBATCH: 3, K.NEW_SELECTION: "pareto",
         K.NEW_ACCEPT: "all", K.NEW_MERGE: False, K.NEW_MERGE_SIBLINGS: False, K.NEW_SCHEDULE: "sync",
         K.NEW_CARRIED: {}, K.NEW_BRANCH: None,
         K.NEW_MAX_CALLS: 500, K.NEW_MAX_COST: 0.0, K.NEW_MAX_SECONDS: 0, K.NEW_STOP_SCORE: 0.0,
