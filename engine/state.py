@@ -98,7 +98,7 @@ class PoolState:
             seed = min(seeds, key=lambda c: (mean(self.scores[c.id].values()), c.content_hash), default=None)
             return PoolView(scores=eligible, order=order, pinned=pinned, last_chosen=dict(self.last_chosen), step=step,
                             objectives=objectives, frontier_type=self.frontier_type,
-                            seed_scores=dict(self.scores[seed.id]) if seed else {})
+                            seed_scores=dict(self.scores[seed.id]) if seed else {}, misses=self._misses(step))
 
     def frontier(self) -> Frontier:
         with self.lock:
@@ -114,6 +114,25 @@ class PoolState:
                 return None, None
             cid = max(sorted(means, key=lambda c: (self._tie_key(c), c)), key=lambda c: means[c])
             return cid, means[cid]
+
+    def _misses(self, before_step: int) -> dict[str, int]:
+        """Per parent, how many of its latest reflective children (of steps before ``before_step``,
+        by step) did not improve, counted back to its last child that did: for the selection's rut
+        weight (``selection.rut_weight``). Skipped proposals (no LM call) do not count."""
+        children: dict[str, list[Candidate]] = {}
+        for c in self.candidates.values():
+            if c.origin == Origin.REFLECTION and c.step < before_step and c.parent_ids and c.content:
+                children.setdefault(c.parent_ids[0], []).append(c)
+        out = {}
+        for pid, kids in children.items():
+            kids.sort(key=lambda c: (c.step, c.content_hash))
+            n = 0
+            for c in reversed(kids):
+                if c.improved or c.status == CandidateStatus.ACCEPTED:
+                    break
+                n += 1
+            out[pid] = n
+        return out
 
     def _tie_key(self, cid: str) -> tuple[int, str]:
         """Which of two candidates with the same validation scores is preferred (lower first):

@@ -271,3 +271,33 @@ def test_a_candidate_below_the_seed_is_no_parent_unless_pinned():
         assert not {p for p, _ in picks} & {"nothing", "partial"}
     pinned = PoolView(scores=scores, seed_scores=seed, pinned={"nothing"}, step=5)
     assert "nothing" in {p for p, _ in select_parents(ParetoSelector(), pinned, 2, random.Random(0), pin_every=3)}
+
+
+def test_a_frontier_member_whose_proposals_keep_missing_is_chosen_less_often():
+    from engine.search.selection import rut_weight
+
+    assert [rut_weight(m) for m in (0, 2, 3, 5, 6, 9)] == [1, 1, 0.5, 0.5, 0.25, 0.125]
+    scores = {"a": {"x": 1.0, "y": 0.0}, "b": {"x": 0.0, "y": 1.0}}  # both on the frontier, one example each
+    fresh = Counter(p for i in range(400) for p, _ in select_parents(ParetoSelector(), PoolView(scores=scores), 1,
+                                                                     random.Random(i), pin_every=3))
+    stuck = PoolView(scores=scores, misses={"a": 6})
+    picks = [select_parents(ParetoSelector(), stuck, 1, random.Random(i), pin_every=3)[0] for i in range(400)]
+    tired = Counter(p for p, _ in picks)
+    assert abs(fresh["a"] - 200) < 40 and tired["a"] < 120  # a quarter of the weight: about 1 in 5
+    assert any("weight ×0.25 after 6 proposals in a row without improvement" in r for p, r in picks if p == "a")
+
+
+def test_misses_count_a_parents_latest_children_that_did_not_improve():
+    from engine.state import PoolState
+    from storage.models import Candidate
+
+    def child(cid, step, improved, status="rejected", content=True):
+        return Candidate(id=cid, run_id="r", content={"t": cid} if content else {}, content_hash=cid, origin="reflection",
+                         parent_ids=["p"], step=step, improved=improved, status=status)
+
+    state = PoolState(val_keys=["x"])
+    for c in (child("c1", 0, True, "accepted"), child("c2", 1, False), child("c3", 2, False),
+              child("c4", 2, False, "failed", content=False), child("c5", 3, False)):
+        state.candidates[c.id] = c
+    assert state._misses(before_step=3) == {"p": 2}  # c3 and c2, back to c1 that improved; c4 had no text
+    assert state._misses(before_step=4) == {"p": 3}

@@ -31,6 +31,7 @@ class PoolView:
     objectives: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     frontier_type: str = "instance"
     seed_scores: dict[str, float] = field(default_factory=dict)  # the seed's validation scores (below_seed)
+    misses: dict[str, int] = field(default_factory=dict)  # candidate id -> its latest proposals that did not improve (in a row)
 
     def key(self, cid: str) -> tuple:
         return (self.order.get(cid, (0, "")), cid)
@@ -61,15 +62,29 @@ def _frequencies(view: PoolView) -> dict[str, int]:
     return nondominated_frequencies(front, view.scores, view.key)
 
 
+# A parent's weight halves for every MISSES proposals from it in a row that did not improve: with
+# a small model, a frontier member it cannot improve otherwise took most parent slots while another
+# member waited (a rut), and GEPA's weights never change with what the proposals did.
+MISSES = 3
+
+
+def rut_weight(misses: int) -> float:
+    return 0.5 ** (misses // MISSES)
+
+
 class ParetoSelector:
-    """GEPA's default: frequency-weighted sampling over the dominance-pruned frontier."""
+    """GEPA's default: frequency-weighted sampling over the dominance-pruned frontier, a member's
+    weight halved for every ``MISSES`` proposals in a row from it that did not improve."""
 
     def select(self, view, n, rng):
         freq = _frequencies(view)
         if not freq:
             freq = {cid: 1 for cid in view.scores}
-        return [(cid, f"frontier sample (best on {freq.get(cid, 0)} {NOUNS[view.frontier_type]})")
-                for cid in _weighted_distinct(freq, n, rng, view)]
+        weights = {cid: f * rut_weight(view.misses.get(cid, 0)) for cid, f in freq.items()}
+        return [(cid, f"frontier sample (best on {freq.get(cid, 0)} {NOUNS[view.frontier_type]}"
+                      + (f"; weight ×{rut_weight(view.misses[cid]):g} after {view.misses[cid]} proposals in a row "
+                         "without improvement" if rut_weight(view.misses.get(cid, 0)) < 1 else "") + ")")
+                for cid in _weighted_distinct(weights, n, rng, view)]
 
 
 class BestSelector:
