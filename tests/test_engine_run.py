@@ -237,10 +237,12 @@ def _unfenced(messages, params):
     return "I would add the word alpha to the list."
 
 
-def test_answer_without_a_fence_is_a_failed_proposal(sqlite_db, tmp_path):
+def test_answer_without_a_fence_gets_one_retry_then_is_a_failed_proposal(sqlite_db, tmp_path):
     cfg = toy_config(4, search={"parents_per_step": 1, "proposals_per_parent": 2},
                      budget={"max_steps": 1, "stop_at_score": None})
-    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=_unfenced)
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=_unfenced)
+    retries = [m for m, _ in stats.calls if len(m) > 2]
+    assert len(retries) == 2 and "Your answer has no fenced code block" in retries[0][-1]["content"]
     children = [c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"]
     assert len(children) == 2
     for c in children:
@@ -542,7 +544,8 @@ def test_resuming_a_completed_run_is_a_no_op_for_the_pool(sqlite_db, tmp_path):
 def test_failed_proposals_do_not_show_as_empty_tried_texts(sqlite_db, tmp_path):
     """A proposal that failed before it had any text (LM error, no fence) has nothing to show
     under "Already tried": the next prompt must not list an empty block."""
-    answers = iter(["no fence at all", "```\nstart extra\n```"])
+    # no fence, and no fence again on the retry it gets
+    answers = iter(["no fence at all", "still no fence", "```\nstart extra\n```"])
 
     def script(messages, params):
         return next(answers, "```\nstart more\n```")
@@ -550,8 +553,8 @@ def test_failed_proposals_do_not_show_as_empty_tried_texts(sqlite_db, tmp_path):
     cfg = toy_config(4, search={"parents_per_step": 1, "proposals_per_parent": 1},
                      budget={"max_steps": 3, "stop_at_score": None})
     run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=script)
-    prompts = [m[1]["content"] for m, _ in stats.calls]
-    assert len(prompts) == 3
+    prompts = [m[1]["content"] for m, _ in stats.calls if len(m) == 2]  # first asks, not retries
+    assert len(prompts) == 3 and len(stats.calls) == 4
     assert "Already tried" not in prompts[1], prompts[1][prompts[1].find("## Already"):]
     tried = prompts[2][prompts[2].index("## Already tried"):prompts[2].index("## Task")]
     assert "start extra" in tried and "```\n\n```" not in tried

@@ -20,7 +20,7 @@ from engine.config import LMConfig
 from engine.lm.images import supports_vision
 from engine.lm.providers import is_local
 from engine.search.minibatch import Minibatch
-from engine.search.reflection import CHANGE_ONLY, UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, parse_answer
+from engine.search.reflection import CHANGE_ONLY, NO_FENCE, UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, parse_answer
 from engine.state import content_hash, deterministic_id, to_evaluator
 
 
@@ -211,6 +211,9 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
 
 # unusable answers worth one retry, and what the retry is told
 RETRIED = {UNCHANGED: "That is the current version, unchanged.",
+           # a small model often stops after its `Change:` line: asked again (its prompt already read,
+           # so the retry costs the answer only), it writes the block
+           NO_FENCE: "Your answer has no fenced code block, so it holds no new version.",
            CHANGE_ONLY: "Your fenced block held only the `Change:` line. The `Change:` line goes before the fence; "
                         "inside the fence goes the complete new version."}
 

@@ -256,6 +256,7 @@ def _fenced_block(answer: str) -> Optional[str]:
 
 
 UNCHANGED = "the answer is unchanged from the current version"
+NO_FENCE = "the answer has no fenced code block"
 # a small model's slip, after a prompt that asks for a `Change:` line before the fence (seen on slugify)
 CHANGE_ONLY = "the fenced block holds only the `Change:` line, not a new version"
 
@@ -275,7 +276,7 @@ def parse_answer(answer: str, current_text: str, require_fence: bool = True) -> 
     if block is not None:
         text, fenced = _without_change_line(block.strip("\n"), current_text), True
     elif require_fence:
-        return ParsedAnswer(None, False, "the answer has no fenced code block")
+        return ParsedAnswer(None, False, NO_FENCE)
     else:
         text, fenced = (answer or "").strip(), False
     if not text.strip():
