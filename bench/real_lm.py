@@ -16,7 +16,8 @@ later call resumes; the page is rebuilt from it.
 
 Run: ``.venv/bin/python bench/real_lm.py [--seeds 5] [--tasks DIR] [--only TASK,...]
 [--systems refract,gepa] [--scale 1.0] [--raw FILE] [--out FILE] [--refract NAME=JSON …]``;
-``--refract NAME='{"search": {"parents_per_step": 1}}'`` defines a variant run as system ``refract:NAME``. ``--scale`` multiplies
+``--refract NAME='{"search": {"parents_per_step": 1}}'`` defines a variant run as system ``refract:NAME``;
+the system ``gepa:PxN`` (e.g. ``gepa:1x2``) is GEPA with ``PxNSampling(P, N)``. ``--scale`` multiplies
 every task's seconds (a quick look: 0.25). ``--report`` only rebuilds the page from ``--raw``.
 Tasks of the same kinds kept elsewhere run the same way with ``--tasks DIR`` (one folder per
 task: task.toml with name, kind, seconds, objective, background, seed; evaluator.py with
@@ -140,8 +141,14 @@ def run_gepa(task: dict, evaluate, seed: int, seconds: float, data: Path) -> dic
         return litellm.completion(model=LOCAL, messages=messages, **settings).choices[0].message.content or ""
 
     stopper = TimeoutStopCondition(seconds)
-    config = GEPAConfig(engine=EngineConfig(max_metric_calls=METRIC_CALLS, seed=seed, run_dir=str(data / "gepa")),
-                        reflection=ReflectionConfig(reflection_lm=reflection_lm), stop_callbacks=[stopper])
+    engine = {"max_metric_calls": METRIC_CALLS, "seed": seed, "run_dir": str(data / "gepa")}
+    if os.environ.get("REAL_LM_GEPA_PXN"):  # gepa:PxN, e.g. gepa:1x2: PxNSampling(1, 2)
+        from gepa.strategies.proposal_sampling import PxNSampling
+
+        p, n = (int(x) for x in os.environ["REAL_LM_GEPA_PXN"].split("x"))
+        engine["sampling_strategy"] = PxNSampling(p, n)
+    config = GEPAConfig(engine=EngineConfig(**engine), reflection=ReflectionConfig(reflection_lm=reflection_lm),
+                        stop_callbacks=[stopper])
     started = time.monotonic()
     stopper.start_time = time.time()
     result = optimize_anything(task["seed"], evaluator=evaluate, dataset=task["train"], valset=task["val"],
@@ -238,6 +245,8 @@ def main() -> None:
                     env = _env()
                     if system.startswith("refract:"):  # a variant: refract:NAME with --refract NAME=JSON
                         env["REAL_LM_REFRACT"] = variants[system.split(":", 1)[1]]
+                    if system.startswith("gepa:"):  # GEPA with PxNSampling(P, N): gepa:PxN
+                        env["REAL_LM_GEPA_PXN"] = system.split(":", 1)[1]
                     for attempt in range(2):  # once more if the process died (a shared machine's load)
                         proc = subprocess.run([sys.executable, __file__, "--one", system, str(folder), str(seed),
                                                str(seconds)], capture_output=True, text=True, env=env)
