@@ -237,3 +237,10 @@ def open_db(url: str | None = None) -> Database:
         db.create_all()
         _OPEN[url] = db
     return _OPEN[url]
+
+
+def close_all() -> None:
+    """Dispose of every Database ``open_db`` made (their pooled connections are open files; a
+    process that opens many URLs, as the test suite does, would otherwise run out)."""
+    while _OPEN:
+        _OPEN.popitem()[1].dispose()

@@ -34,8 +34,23 @@ def pg_server():
         if os.environ.get("REFRACT_REQUIRE_POSTGRES") == "1":
             pytest.fail(reason + " (REFRACT_REQUIRE_POSTGRES=1)", pytrace=False)
         pytest.skip("!!! " + reason)
+    _servers.append(server)
     yield server
+    _servers.remove(server)
     server.stop()
+
+
+_servers: list[PostgresServer] = []
+
+
+@pytest.fixture(autouse=True)
+def _pg_watch(request):
+    """Note the last test after which the session's PostgreSQL still ran: if it dies, the next
+    PostgreSQL test's error names where."""
+    yield
+    for server in _servers:
+        if server.proc is not None and server.proc.poll() is None:
+            server.alive_after = request.node.nodeid
 
 
 def _sqlite(tmp_path) -> Database:
@@ -131,3 +146,50 @@ def pytest_terminal_summary(terminalreporter):
                           red=True, bold=True)
     terminalreporter.line("Fix: run `make setup` as root (installs Debian's postgresql), then rerun `make test`.",
                           red=True)
+
+
+@pytest.fixture(autouse=True)
+def _close_databases():
+    """Each test's databases opened through ``storage.db.open_db`` are closed after it: the
+    process-wide table keeps them for the life of the process, and their pooled connections
+    are open files (a worker of the suite passed 1024 of them, where ``select()`` stops working)."""
+    yield
+    from storage import db
+
+    db.close_all()
+
+
+_FD_LOG = os.environ.get("REFRACT_TEST_FD_LOG")
+
+
+@pytest.fixture(autouse=True)
+def _fd_watch(request):
+    """With REFRACT_TEST_FD_LOG=FILE, append each test's change in this process's open files."""
+    if not _FD_LOG:
+        yield
+        return
+    before = _open_files()
+    yield
+    import gc
+
+    gc.collect()
+    after = _open_files()
+    new = sorted(target for fd, target in after.items() if before.get(fd) != target)
+    with open(_FD_LOG, "a") as log:
+        log.write(f"{os.getpid()} {len(before)} {len(after)} {request.node.nodeid} {new} {_threads()}\n")
+
+
+def _threads() -> list:
+    import threading
+
+    return sorted(t.name for t in threading.enumerate())
+
+
+def _open_files() -> dict:
+    found = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    return found

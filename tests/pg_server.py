@@ -84,6 +84,7 @@ class PostgresServer:
         self.port = port
         self.user = user
         self.proc: subprocess.Popen | None = None
+        self.alive_after = "(no test yet)"  # the last test after which it still ran (tests/conftest.py)
 
     @property
     def data_dir(self) -> Path:
@@ -186,6 +187,10 @@ class PostgresServer:
     def _admin(self):
         import psycopg
 
+        if self.proc is not None and self.proc.poll() is not None:
+            # say why instead of a bare "connection refused" in every later test
+            raise PostgresUnavailable(f"postgres exited with code {self.proc.returncode}; it was alive after "
+                                      f"{self.alive_after}: {self._log_tail()}")
         return psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres", autocommit=True)
 
     def create_database(self) -> tuple[str, str]:
