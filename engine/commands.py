@@ -163,8 +163,7 @@ class CommandApplier:
         if applied:
             # a veto, an un-veto or a new human candidate can change the best candidate now,
             # not only after the next step (a paused run may have none for a while)
-            best_id, best_mean = self.ctx.state.best()
-            repo.set_run_fields(self.ctx.db, self.ctx.run_id, best_candidate_id=best_id, best_val_mean=best_mean)
+            self.ctx.record_best()
         return applied
 
     def _apply(self, cmd: Command) -> str:

@@ -105,7 +105,7 @@ def test_score_progress_and_speedup(run):
 def test_budgets_pick_the_binding_one():
     run = {"metric_calls": 90, "cost_usd": 0.5, "steps_done": 3, "best_val_mean": 0.5,
            "config": {"budget": {"max_metric_calls": 100, "max_cost_usd": 2.0}}}
-    b = analysis.budgets(run, elapsed=10)
+    b = analysis.budgets(run)
     assert [x.name for x in b] == ["metric calls", "dollars"] and b[0].fraction == pytest.approx(0.9)
 
 

@@ -89,7 +89,8 @@ def test_a_proposal_still_waiting_for_its_reflection_is_not_counted_as_a_failed_
     kpi = next(m for m in at.metric if m.label == "Improved")
     assert (kpi.value, kpi.delta) == (f"{improved} / {total}", "+2 reflecting")
     print_summary(db, run_id)  # python -m engine status RUN says the same
-    assert f"proposals {total + 2} (2 waiting for the reflection LM): parsed {parsed / total:.0%}," in capsys.readouterr().out
+    assert (f"proposals {total + 2} (2 waiting for the reflection LM): of the {total} answered, parsed {parsed / total:.0%},"
+            in capsys.readouterr().out)
     repo.transition_run(db, run_id, "paused", "by ana")  # paused: nothing is reflecting any more
     st.cache_data.clear()  # the run row as it is now, not as the live cache kept it for a second
     at = _open("pages/dashboard.py", run=run_id)

@@ -14,6 +14,7 @@ from typing import Optional
 import pandas as pd
 
 from engine.search.frontier import compute_frontier
+from storage.run_figures import running_seconds
 
 TOL = 1e-9
 
@@ -77,7 +78,7 @@ class BudgetState:
         return f"{self.name}: {fmt.format(self.used)} / {fmt.format(self.limit)}"
 
 
-def budgets(run: dict, elapsed: float) -> list[BudgetState]:
+def budgets(run: dict) -> list[BudgetState]:
     """Every configured budget with how much of it is used, the binding one (largest share) first."""
     b = (run.get("config") or {}).get("budget") or {}
     out = []
@@ -86,7 +87,7 @@ def budgets(run: dict, elapsed: float) -> list[BudgetState]:
     if b.get("max_cost_usd"):
         out.append(BudgetState("dollars", run.get("cost_usd") or 0.0, b["max_cost_usd"]))
     if b.get("max_seconds"):
-        out.append(BudgetState("seconds", elapsed, b["max_seconds"]))
+        out.append(BudgetState("seconds", running_seconds(run, search_only=True), b["max_seconds"]))
     if b.get("max_steps"):
         out.append(BudgetState("steps", run.get("steps_done") or 0, b["max_steps"]))
     if b.get("stop_at_score") not in (None, 0) and run.get("best_val_mean") is not None:

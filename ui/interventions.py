@@ -19,6 +19,7 @@ from engine.commands import AlreadySent, CommandError, send_command
 from storage import repo
 from storage.db import Database
 from storage.errors import NotFound, StorageError
+from storage.run_figures import running_seconds
 from storage.states import ACTIVE, FINISHED  # noqa: F401  (the studio reads them as iv.ACTIVE, iv.FINISHED)
 
 NO_NAME = ("Enter your name under “Who am I” in the sidebar first: every command and comment records who "
@@ -114,7 +115,7 @@ def budget_problems(run: dict, payload: dict) -> list[str]:
     """Limits the run has already reached: continuing with them would stop again at once."""
     used = {"max_metric_calls": (run.get("metric_calls") or 0, "metric calls", "{:,.0f}"),
             "max_cost_usd": (run.get("cost_usd") or 0.0, "dollars", "${:,.4f}"),
-            "max_seconds": (run.get("seconds") or 0.0, "seconds", "{:,.0f}"),
+            "max_seconds": (running_seconds(run, search_only=True), "seconds", "{:,.0f}"),
             "max_steps": (run.get("steps_done") or 0, "steps", "{:,.0f}")}
     problems = []
     for name, (value, label, fmt) in used.items():
@@ -140,7 +141,7 @@ def suggested_budget(run: dict) -> dict:
     if b.get("max_cost_usd"):
         out["max_cost_usd"] = round((run.get("cost_usd") or 0.0) + b["max_cost_usd"], 4)
     if b.get("max_seconds"):
-        out["max_seconds"] = (run.get("seconds") or 0.0) + b["max_seconds"]
+        out["max_seconds"] = running_seconds(run, search_only=True) + b["max_seconds"]
     if b.get("max_steps"):
         out["max_steps"] = (run.get("steps_done") or 0) + b["max_steps"]
     if out.get("stop_at_score") is not None and (run.get("best_val_mean") or 0) >= out["stop_at_score"]:

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
+from storage.run_figures import running_seconds
 from storage.states import RunStatus
 from ui import data, identity, interventions as iv, keys, submission
 from ui.errors import shows_storage_errors
@@ -189,7 +190,7 @@ def budget_inputs(run: dict, start: dict) -> dict:
     rid = run["id"]
     spec = [("max_metric_calls", "Max metric calls", 1, f"used so far: {run.get('metric_calls', 0):,}"),
             ("max_cost_usd", "Max dollars", 0.5, f"spent so far: ${run.get('cost_usd', 0.0):.4f}"),
-            ("max_seconds", "Max seconds", 60, f"run so far: {fmt_seconds(run.get('seconds'))}"),
+            ("max_seconds", "Max seconds", 60, f"searched so far: {fmt_seconds(running_seconds(run, search_only=True))}"),
             ("max_steps", "Max steps", 1, f"steps done: {run.get('steps_done', 0)}"),
             ("stop_at_score", "Stop at score", 0.05, "0: never stop early")]
     cols = st.columns(len(spec))
