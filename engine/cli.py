@@ -27,21 +27,25 @@ def _db(args):
 
 def cmd_submit(args) -> int:
     from engine.config import load_config
+    from engine.lm.check import check_run_lms
     from engine.runs import submit_run
 
     cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
     say_default_model(cfg)
+    check_run_lms(cfg)  # each LM answers one short request, or the field says why not: no run is stored
     print(f"run {submit_run(_db(args), cfg, owner=args.author)}")
     return 0
 
 
 def cmd_validate(args) -> int:
-    """Every check ``submit`` makes (the config, its files, the evaluator loaded in the
-    sandbox), without storing anything."""
+    """Every check ``submit`` makes (the config, its files, its LMs answering, the evaluator
+    loaded in the sandbox), without storing anything."""
     from engine.config import load_config
+    from engine.lm.check import check_run_lms
     from engine.sandbox.probe import check_evaluator
 
     cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
+    check_run_lms(cfg)
     check_evaluator(cfg)
     counts = ", ".join(f"{len(rows)} {name}" for name, rows in
                        (("training", cfg.dataset), ("validation", cfg.valset), ("test", cfg.testset)) if rows)

@@ -94,9 +94,17 @@ def _try_lm(cfg):
 
 
 def check_lm(db: Database, job_id: str, payload: dict) -> dict:
-    """``python -m engine check-lm`` in the worker: {"ok", "output"} (what the command prints)."""
-    from engine.lm.check import check_lm_command
+    """``python -m engine check-lm`` in the worker: {"ok", "output"} (what the command prints).
+    With ``payload["config"]`` (a stored run config: Start in the studio) every LM of that run
+    instead (``engine.lm.check.run_lm_problems``): {"ok", "problems", "output"}."""
+    from engine.lm.check import check_lm_command, run_lm_problems
 
+    if "config" in payload:
+        from engine.config import RunConfig
+
+        jobs.update_job(db, job_id, "asking each LM of the run for one word")
+        problems = run_lm_problems(RunConfig.model_validate(payload["config"]))
+        return {"ok": not problems, "problems": problems, "output": "\n".join(problems) or "every LM answered"}
     jobs.update_job(db, job_id, "asking the model for one word (a local model may take a minute to load)")
     buf = io.StringIO()
     code = check_lm_command(payload.get("model") or None, api_base=payload.get("api_base") or None,

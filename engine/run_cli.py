@@ -14,10 +14,12 @@ from storage.states import RunStatus
 
 def cmd_run(args) -> int:
     from engine.config import load_config
+    from engine.lm.check import check_run_lms
     from engine.runs import submit_run
 
     cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
     say_default_model(cfg)
+    check_run_lms(cfg)  # each LM answers one short request, or the field says why not: no run is stored
     db = open_db(args.db)
     run_id = submit_run(db, cfg, owner=args.author)
     print(f"run {run_id}", flush=True)
