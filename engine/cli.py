@@ -166,6 +166,12 @@ def cmd_send(args) -> int:
         if not payload:
             raise UserError("budget: give at least one of --max-metric-calls, --max-cost-usd, --max-seconds, "
                             "--stop-at-score, --max-steps")
+    if args.command == "lm":
+        settings = {k: v for k, v in (("model", args.model), ("api_base", args.api_base),
+                                      ("api_key_env", args.api_key_env)) if v is not None}
+        if not settings:
+            raise UserError("lm: give at least one of --model, --api-base, --api-key-env")
+        payload[f"{args.which}_lm"] = settings
     db = _db(args)
     if args.command == "comment":
         repo.get_run(db, args.run)  # an unknown run is named as such, before its candidate
@@ -235,6 +241,12 @@ def _add_steering(add) -> None:
     sp.add_argument("--max-seconds", type=float)
     sp.add_argument("--stop-at-score", type=float)
     sp.add_argument("--max-steps", type=int)
+    sp = add("lm", cmd_send, "change a paused run's LM settings (each LM answers one short request before they apply)")
+    sp.add_argument("run")
+    sp.add_argument("--which", choices=("reflection", "task", "judge"), default="reflection")
+    sp.add_argument("--model")
+    sp.add_argument("--api-base", help="an OpenAI-compatible server's address; \"\" clears it")
+    sp.add_argument("--api-key-env", help="the NAME of the variable holding the key; \"\" clears it")
 
 
 def build_parser() -> argparse.ArgumentParser:

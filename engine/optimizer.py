@@ -230,7 +230,7 @@ class Optimizer:
         if ctx.consecutive_lm_failures >= MAX_CONSECUTIVE_LM_FAILURES:
             last = repo.list_candidates(self.db, self.run_id, [CandidateStatus.FAILED])[-1].reason
             repo.transition_run(self.db, self.run_id, RunStatus.PAUSED,
-                                lm_pause_reason(ctx.consecutive_lm_failures, last))
+                                lm_pause_reason(ctx.consecutive_lm_failures, last, self.run_id))
             return Decision(RunStatus.PAUSED, ""), applied
         if not ctx.state.eligible_ids():
             return Decision(RunStatus.STOPPED, "no candidate can be a parent (all vetoed)"), applied

@@ -17,7 +17,7 @@ from engine.test_pass import audit_line
 from storage.attached import waiting_note
 from storage.run_figures import proposal_counts, running_seconds
 from storage.states import ACTIVE
-from ui import (admin, analysis, analyze_panel, branching, charts, data, filters, gain_view, keys, nav, prompt_view, review,
+from ui import (admin, analysis, analyze_panel, branching, charts, data, filters, gain_view, keys, lm_settings, nav, prompt_view, review,
                 steering, step_links)
 from ui.errors import shows_storage_errors
 from ui.lm_health import lm_failures_caption
@@ -61,6 +61,7 @@ with links:
     branching.branch_popover(run)
 branching.lineage_note(run)
 steering.run_controls(run_id)
+lm_settings.editor(run_id)  # a paused run's LM settings
 
 
 SERIAL_LM_NOTE = (" With the built-in local model both figures are rough: it answers one request at a time, so a "

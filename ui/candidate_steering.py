@@ -8,6 +8,7 @@ Live parts are fragments refreshing every second; editors sit in fragments witho
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from ui import data, identity, interventions as iv, keys, submission
@@ -81,7 +82,7 @@ def _live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on
         st.caption(identity.refusal_note("pin"))
     elif finished:
         _finished_note(run)
-    show_outcome(keys.CAND_OUTCOME.format(cand=cand_id))
+    show_outcome(keys.CAND_OUTCOME.format(cand=cand_id), pd.DataFrame(live["commands"], columns=["id", "kind", "status", "result"]))
     _commands_about(live["commands"])
 
 

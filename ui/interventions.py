@@ -55,6 +55,7 @@ def send(db: Database, run_id: str, kind: str, payload: Optional[dict], actor: O
     except StorageError as exc:
         return Outcome(False, f"The database did not take the command ({exc}); try again.")
     when = ("cuts the step in flight within seconds" if kind in ("pause", "stop")
+            else "asks each changed LM one short question, then applies it" if kind == "lm"
             else "applies it at the next step boundary")
     return Outcome(True, f"{kind} queued (command {cid}); the engine {when}.", (cid,))
 
@@ -210,7 +211,25 @@ def describe_payload(kind: str, payload: dict) -> str:
     if kind == "feedback":
         text = str(p.get("text", ""))
         return f"{p.get('candidate_id', '')}: {text[:60]}{'…' if len(text) > 60 else ''}"
+    if kind == "lm":
+        return "; ".join(f"{section}: " + ", ".join(f"{k}={v or 'none'}" for k, v in values.items())
+                         for section, values in p.items())
     return str(p.get("candidate_id", ""))
+
+
+def settled(out: Outcome, log: pd.DataFrame) -> Outcome:
+    """The outcome of a queued command once the engine applied or rejected it ("pause applied
+    (command 12): run paused"): a "pause queued" note must not outlive the pause. As it was
+    while the command is pending, or when it is not in ``log`` (the run's command log)."""
+    if not out.ok or not out.command_ids or log.empty:
+        return out
+    rows = log[log["id"].isin(out.command_ids)]
+    if rows.empty or (rows["status"] == "pending").any():
+        return out
+    last = rows.sort_values("id").iloc[-1]
+    ok = bool((rows["status"] == "applied").all())
+    return Outcome(ok, f"{last['kind']} {last['status']} (command {last['id']}): {last['result'] or ''}".rstrip(": "),
+                   out.command_ids)
 
 
 def log_rows(log: pd.DataFrame) -> pd.DataFrame:

@@ -119,6 +119,8 @@ RUN_REASON = "steer_run_reason"
 RUN_BUDGET_FIELD = "steer_budget_{run}_{name}"  # one number input per budget field
 RUN_BUDGET_SEND = "steer_budget_send"
 RUN_OUTCOME = "_steer_run_outcome_{run}"  # the last Outcome of this session's run command
+RUN_LM_FIELD = "steer_lm_{run}_{section}_{name}"  # a paused run's LM settings (model, api_base, api_key_env)
+RUN_LM_SEND = "steer_lm_send"
 DEGENERATE_VETO = "steer_degenerate_veto_{cand}"
 
 # steering: candidate page

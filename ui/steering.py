@@ -57,9 +57,12 @@ def redraw_when_it_ends_or_continues(run_id: str, status: str, where: str) -> No
         st.rerun()
 
 
-def show_outcome(key: str) -> None:
-    """The last outcome this session got for a control, right where the control is."""
+def show_outcome(key: str, log: pd.DataFrame | None = None) -> None:
+    """The last outcome this session got for a control, right where the control is; with the
+    run's command ``log``, as it stands now (applied or rejected, once the engine got to it)."""
     out = st.session_state.get(key)
+    if out is not None and log is not None:
+        out = iv.settled(out, log)
     if out is not None:
         (st.success if out.ok else st.error)(out.message, icon=":material/check:" if out.ok else ":material/block:")
 
@@ -139,7 +142,7 @@ def _live_controls(run_id: str) -> None:
         st.caption(identity.refusal_note("pause"))
     elif finished:
         st.caption(f"This run is {md(status)}. To go on, continue it with a new budget (below).")
-    show_outcome(keys.RUN_OUTCOME.format(run=run_id))
+    show_outcome(keys.RUN_OUTCOME.format(run=run_id), log)
     pending_note(log)
 
 
