@@ -84,10 +84,10 @@ def _try_lm(cfg):
     client = LMClient()
 
     def handle(messages: list, model, params: dict, task) -> dict:
-        lm_cfg, _ = evaluator_lm(cfg, model, params)
+        lm_cfg, purpose = evaluator_lm(cfg, model, params)
         res = client.complete(lm_cfg, messages)
         if res.error:
-            raise RuntimeError(f"task LM failed: {res.error}")
+            raise RuntimeError(f"{purpose} LM failed: {res.error}")  # the studio names the LM's field from it
         return {"text": res.text, "cost_usd": res.cost_usd, "tokens_in": res.tokens_in, "tokens_out": res.tokens_out}
 
     return handle

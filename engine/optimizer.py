@@ -123,7 +123,7 @@ class Optimizer:
             if res.error_kind == INTERRUPTED:
                 task.lm_interrupted = True
             if res.error:
-                raise RuntimeError(f"task LM failed: {res.error}")
+                raise RuntimeError(f"{purpose} LM failed: {res.error}")
             # the pool adds cost and tokens to the evaluation that made the call (attribution)
             return {"text": res.text, "cost_usd": res.cost_usd, "tokens_in": res.tokens_in, "tokens_out": res.tokens_out}
 

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from engine.config import LOCAL_MODEL
 from tests.support.synthetic import generate_run
 from tests.support.studio import open_page, studio_database
-from ui import keys as K
+from ui import keys as K, start
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TIMEOUT = 60
@@ -193,8 +193,13 @@ def test_new_run_loads_a_builtin_example_and_submits(studio):
     at.selectbox(key=K.NEW_SCHEDULE).set_value("async")
     at.toggle(key=K.NEW_MERGE_SIBLINGS).set_value(True)
     at.button(key=K.NEW_SUBMIT).click().run()
-    assert not at.exception and not at.error
     from storage import queries, repo
+
+    # nobody named yet (local mode): no anonymous run that nobody could steer; said by the button
+    assert "ISO date regex" not in set(queries.runs_table(db)["name"]) and [e.value for e in at.error] == [start.NO_NAME]
+    at.session_state[K.WHO] = "ana"
+    at.button(key=K.NEW_SUBMIT).click().run()
+    assert not at.exception and not at.error
 
     runs = queries.runs_table(db)
     assert "ISO date regex" in set(runs["name"])

@@ -48,9 +48,10 @@ LABELS = {K.NEW_NAME: "run name", K.NEW_OBJECTIVE: "objective", K.NEW_BACKGROUND
 
 def field_label(key: str) -> str:
     """The name of a form field as its label says it (for the summary by the Start button)."""
+    from ui.lm_form import LABELS as LM_LABELS
     from ui.prompt_form import LABELS as PROMPT_LABELS
 
-    return LABELS.get(key) or PROMPT_LABELS.get(key, key)
+    return LABELS.get(key) or LM_LABELS.get(key) or PROMPT_LABELS.get(key, key)
 
 
 def preview_table(rows: list, limit: int = 20):
@@ -88,5 +89,10 @@ def revalidate(draft_key: str, validate) -> None:
     if not shown or set(shown) == {GENERAL}:
         return
     general = shown.get(GENERAL, [])  # template / TOML problems are not the fields' to clear
-    errors = validate(current_draft(draft_key))[1]
+    cfg, errors = validate(current_draft(draft_key))
+    # what Start found beyond the config's own checks (an LM that did not answer, a failed try):
+    # kept while the config is the one it was about, gone as soon as anything changes
+    held = st.session_state.get(K.NEW_HELD_ERRORS)
+    if held and cfg is not None and cfg.stored() == held["config"]:
+        errors = {**held["errors"], **errors}
     st.session_state[K.NEW_ERRORS] = {**errors, **({GENERAL: general} if general else {})}
