@@ -61,7 +61,10 @@ m = st.columns(4)
 n_mb = len(c["minibatch_keys"] or [])
 mb = None if c["minibatch_score"] is None or not n_mb else c["minibatch_score"] / n_mb
 parent_mb = None if c["parent_minibatch_score"] is None or not n_mb else c["parent_minibatch_score"] / n_mb
-m[0].metric(f"Validation score · mean of {c['val_count']}", "—" if c["val_mean"] is None else f"{c['val_mean']:.3f}",
+n_val = data.validation_size(url, run_id)
+partly = c["val_mean"] is not None and c["val_count"] < n_val  # a pass cut short: this mean is no rank
+m[0].metric(f"Validation score · mean of {c['val_count']}" + (f" of {n_val} (partly validated)" if partly else ""),
+            "—" if c["val_mean"] is None else f"{c['val_mean']:.3f}",
             help=f"mean over {c['val_count']} validation example(s)" + (f"; cut short: {c['val_cut_short']}" if c["val_cut_short"] else ""))
 m[1].metric(f"Minibatch score · mean of {n_mb}" if n_mb else "Minibatch score", "—" if mb is None else f"{mb:.3f}",
             None if mb is None or parent_mb is None else f"{mb - parent_mb:+.3f} vs parent",

@@ -141,11 +141,11 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
     # pinned candidates never disappear from the views, whatever the filters say
     view = cands[(cands["status"].isin(status) & cands["origin"].isin(origin) & cands["step"].between(*steps))
                  | cands["pinned"].astype(bool)]
-    view = view.sort_values(["val_mean", "step"], ascending=[False, True], na_position="last")
+    view = analysis.ranked(view, data.validation_size(url, run_id))  # fully validated first: partial means rank nothing
     table = pd.DataFrame({
         "open": [nav.url("candidate", run_id, c) for c in view["id"]],
         "id": view["id"], "status": view["status"], "origin": view["origin"], "step": view["step"],
-        "val score": view["val_mean"], "val examples": view["val_count"],
+        "val score": view["full_mean"], "validated on": view["validated"],
         "minibatch Δ (mean)": analysis.minibatch_mean_delta(view),
         "pinned": view["pinned"], "vetoed": view["vetoed"], "author": view["author"],
         "rewrote": view["component"].fillna(""),
@@ -157,8 +157,10 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
         selection_mode="single-row",
         column_config={
             "open": st.column_config.LinkColumn("open", display_text="open ↗", width="small"),
-            "val score": st.column_config.ProgressColumn("val score", format="%.3f", min_value=0.0,
-                                                         max_value=max(1.0, float(cands["val_mean"].max() or 1.0))),
+            "val score": st.column_config.ProgressColumn(
+                "val score", format="%.3f", min_value=0.0, max_value=max(1.0, float(cands["val_mean"].max() or 1.0)),
+                help="mean over every validation example; a candidate whose pass was cut short has none (its "
+                     "mean over a few examples is under \"validated on\")"),
             "minibatch Δ (mean)": st.column_config.NumberColumn(
                 format="%+.3f", help="mean score per minibatch example, this candidate minus its parent"),
         })
@@ -258,7 +260,9 @@ def frontier_panel(run_id: str) -> None:
     c2.metric("Validation examples", n_ex)
     c3.metric("Examples solved by no one", int((view.best <= 0).sum()))
     include = st.toggle("Also show the best non-frontier candidates", key=keys.DASH_HEATMAP_ALL)
-    val_means = cands.set_index("id")["val_mean"] if not cands.empty else pd.Series(dtype="float64")
+    # the best non-frontier candidates by their full means (a pass cut short ranks nothing)
+    val_means = (analysis.ranked(cands, n_ex).set_index("id")["full_mean"] if not cands.empty
+                 else pd.Series(dtype="float64"))
     pinned = list(cands.loc[cands["pinned"].astype(bool), "id"]) if not cands.empty else []
     fig = charts.frontier_heatmap(view, val_means, include_all=include, pinned=pinned)
     st.caption(f"★ = holds the best score on that example (none where every candidate ties). Showing up to {charts.MAX_HEATMAP_ROWS} rows, "

@@ -300,8 +300,10 @@ def compare_runs(db: Database, run_ids: Iterable[str]) -> pd.DataFrame:
     with _read(db) as s:
         steps = s.execute(select(Step.run_id, Step.index, Step.metric_calls, Step.cost_usd, Step.seconds)
                           .where(Step.run_id.in_(ids)).order_by(Step.run_id, Step.index)).all()
+        # the best fully validated candidate: a pass cut short (val_cut_short) ranks nothing
         cands = s.execute(select(Candidate.run_id, Candidate.step, func.max(Candidate.val_mean))
-                          .where(Candidate.run_id.in_(ids), Candidate.val_mean.is_not(None), Candidate.vetoed.is_(False))
+                          .where(Candidate.run_id.in_(ids), Candidate.val_mean.is_not(None), Candidate.vetoed.is_(False),
+                                 Candidate.val_cut_short == "")
                           .group_by(Candidate.run_id, Candidate.step)).all()
     steps_df = pd.DataFrame(steps, columns=["run_id", "step", "calls", "cost", "secs"])
     best_df = pd.DataFrame(cands, columns=["run_id", "step", "best_here"])

@@ -327,3 +327,31 @@ def test_a_queued_runs_dashboard_says_how_to_start_a_worker_with_commands_as_cod
     run_id = submit_run(db, toy_config())  # no engine worker has ever run on this database
     line = next(m.value for m in _open("pages/dashboard.py", run=run_id).markdown if "waiting for a worker" in m.value)
     assert "start the studio with `make run` or `python -m engine worker`" in line  # not escaped: drawn as code
+
+
+def test_a_partly_validated_candidate_never_outranks_the_best_and_shows_its_coverage(studio):
+    """A pass cut short after 8 of 24 examples at 1.000 sorts below the real best (0.972 on all 24)."""
+    import pandas as pd
+
+    from storage import repo
+    from ui import analysis
+
+    cands = pd.DataFrame({"id": ["best", "cut", "seed", "rejected"], "val_mean": [0.972, 1.0, 0.5, None],
+                          "val_count": [24, 8, 24, 0], "step": [3, 4, 0, 4]})
+    ranked = analysis.ranked(cands, 24)
+    assert list(ranked["id"]) == ["best", "seed", "cut", "rejected"]
+    assert list(ranked["validated"]) == ["24 of 24", "24 of 24", "8 of 24 · mean 1.000", ""]
+    assert ranked["full_mean"].isna().tolist() == [False, False, True, True]
+
+    db, run_id = studio
+    accepted = [c for c in repo.list_candidates(db, run_id, ["accepted"]) if c.origin != "seed"]
+    cut = accepted[0]
+    cut.val_mean, cut.val_count, cut.val_cut_short = 1.0, 3, "stopped early after 3 of 12 examples"
+    repo.save_candidate(db, cut)
+    at = _open("pages/dashboard.py", run=run_id)
+    table = next(d.value for d in at.dataframe if "validated on" in d.value.columns)
+    assert table.iloc[0]["id"] == repo.get_run(db, run_id).best_candidate_id != cut.id
+    row = table[table["id"] == cut.id].iloc[0]
+    assert pd.isna(row["val score"]) and row["validated on"] == "3 of 12 · mean 1.000"
+    page = _open("pages/candidate.py", run=run_id, candidate=cut.id)
+    assert any(m.label == "Validation score · mean of 3 of 12 (partly validated)" for m in page.metric)

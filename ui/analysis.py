@@ -179,6 +179,23 @@ def _worker_load(beat: dict) -> str:
     return f"the engine worker picks it up within seconds (it runs {len(runs)} of {limit} at a time)"
 
 
+def ranked(candidates: pd.DataFrame, n_val: int) -> pd.DataFrame:
+    """The candidates in the order the dashboard ranks them: the fully validated ones (validated
+    on all ``n_val`` examples: the only ones that can be the run's best) by mean, best first;
+    then the partly validated ones (a pass cut short), whose mean over a few examples is no rank;
+    then the rest by step. Adds ``full_mean`` (the mean of a fully validated candidate, else NaN)
+    and ``validated`` ("8 of 24 · mean 1.000" for a partial pass)."""
+    full = candidates["val_mean"].notna() & (candidates["val_count"] >= max(1, n_val))
+    partial = candidates["val_mean"].notna() & ~full
+    out = candidates.assign(full_mean=candidates["val_mean"].where(full), _tier=(~full).astype(int) + (~(full | partial)).astype(int))
+    out["validated"] = [
+        ("" if pd.isna(m) else f"{int(c)} of {n_val}" + ("" if f else f" · mean {m:.3f}"))
+        for m, c, f in zip(out["val_mean"], out["val_count"], full)]
+    out = out.sort_values(["_tier", "full_mean", "val_count", "step"], ascending=[True, False, False, True],
+                          na_position="last", kind="stable")
+    return out.drop(columns="_tier")
+
+
 def minibatch_means(candidates: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """(candidate's, parent's) mean score per minibatch example: the engine records minibatch
     totals, the studio shows means, the scale of validation scores."""
