@@ -52,8 +52,7 @@ c = detail["candidate"]
 front = data.frontier_view(url, run_id, token)
 
 # ------------------------------------------------------------------ header: live state, pin, veto
-steer.live_state(run, cand_id, run.get("best_candidate_id"),
-                 int(front.best_on.get(cand_id, 0)) if cand_id in front.members else None)
+steer.live_state(run, cand_id)
 call = detail["lm_call"]
 eval_cost = sum(e["cost_usd"] or 0.0 for e in detail["evaluations"])
 lm_cost = (call or {}).get("cost_usd") or 0.0

@@ -355,3 +355,43 @@ def test_a_partly_validated_candidate_never_outranks_the_best_and_shows_its_cove
     assert pd.isna(row["val score"]) and row["validated on"] == "3 of 12 · mean 1.000"
     page = _open("pages/candidate.py", run=run_id, candidate=cut.id)
     assert any(m.label == "Validation score · mean of 3 of 12 (partly validated)" for m in page.metric)
+
+
+def test_a_vetoed_candidates_page_no_longer_says_it_is_on_the_frontier(studio):
+    import streamlit as st
+
+    from engine.commands import send_command
+    from storage import repo
+    from ui import data
+
+    db, run_id = studio
+    repo.transition_run(db, run_id, "running", "")  # a live run, steered
+    st.cache_data.clear()
+    view = data.frontier_view(db.url, run_id, data.version_token(data.run_overview(db.url, run_id)))
+    member = next(c for c in view.members if c != repo.get_run(db, run_id).best_candidate_id)
+    at = _open("pages/candidate.py", run=run_id, candidate=member)
+    badges = next(m.value for m in at.markdown if "-badge[" in m.value)
+    assert f"frontier · best on {int(view.best_on[member])} of 12 examples" in badges
+    cmd = send_command(db, run_id, "veto", {"candidate_id": member}, author="ana")
+    cand = repo.get_candidate(db, member)
+    cand.vetoed = True
+    repo.save_candidate(db, cand)
+    repo.finish_command(db, cmd, "applied", f"{member} vetoed", 9)  # as the engine applies it
+    st.cache_data.clear()
+    at.run()
+    badges = next(m.value for m in at.markdown if "-badge[" in m.value)
+    assert "frontier" not in badges and "vetoed" in badges
+
+
+def test_best_on_says_examples_and_objectives_apart():
+    import pandas as pd
+
+    from ui.analysis import FrontierView
+
+    matrix = pd.DataFrame([[1.0] * 8], index=["c1"], columns=[f"e{i}" for i in range(8)])
+    empty = pd.Series(dtype="float64")
+    plain = FrontierView(matrix, empty, pd.Series({"c1": 7}), empty, ["c1"])
+    assert plain.best_on_text("c1") == "best on 7 of 8 examples"
+    typed = FrontierView(matrix, empty, pd.Series({"c1": 10}), empty, ["c1"],
+                         held={"c1": {"examples": 8, "objectives": 2, "pairs": 0}})
+    assert typed.best_on_text("c1") == "best on 8 of 8 examples, 2 objectives"  # was "best on 10"

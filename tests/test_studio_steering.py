@@ -78,9 +78,16 @@ def test_stop_asks_for_confirmation(studio):
     db, live, _ = studio
     at = open_page("pages/dashboard.py", run=live)
     before = len(_commands(db, live))
+    assert not [b for b in at.button if str(b.key).startswith(K.RUN_STOP_CONFIRM)]
+    at.button(key=K.RUN_STOP).click().run()  # asks first, in the page (not a popover a refresh can close)
+    assert at.button(key=K.RUN_STOP).disabled and len(_commands(db, live)) == before
+    at.button(key=K.RUN_STOP_CANCEL).click().run()
+    assert not [b for b in at.button if str(b.key).startswith(K.RUN_STOP_CONFIRM)]
+    at.button(key=K.RUN_STOP).click().run()
     _button(at, K.RUN_STOP_CONFIRM).click().run()
     cmds = _commands(db, live)
     assert len(cmds) == before + 1 and cmds[-1].kind == "stop" and cmds[-1].author == "ana"
+    assert not [b for b in at.button if str(b.key).startswith(K.RUN_STOP_CONFIRM)]  # asked and answered: gone
 
 
 def test_without_a_name_nothing_can_be_sent(studio):

@@ -31,6 +31,20 @@ class FrontierView:
     unique_best_on: pd.Series  # candidate -> examples where it alone holds the best score
     members: list[str] = field(default_factory=list)  # frontier members, most examples first
     contested: pd.Series = field(default_factory=lambda: pd.Series(dtype=bool))  # example -> not every eligible candidate ties
+    # a frontier kept over objectives too ([search] frontier): candidate -> the entries it holds, by kind
+    held: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def best_on_text(self, cid: str) -> str:
+        """"best on 7 of 8 examples" (per-example frontier), or with objectives "best on 7 of 8
+        examples, 2 objectives": the number alone counted objectives as examples."""
+        n_ex = len(self.matrix.columns)
+        kinds = self.held.get(cid)
+        if kinds is None:
+            return f"best on {int(self.best_on.get(cid, 0))} of {n_ex} examples"
+        parts = [f"{kinds['examples']} of {n_ex} examples" if kinds.get("examples") else "",
+                 f"{kinds['objectives']} objective{'s' * (kinds['objectives'] != 1)}" if kinds.get("objectives") else "",
+                 f"{kinds['pairs']} example-objective pairs" if kinds.get("pairs") else ""]
+        return "best on " + (", ".join(p for p in parts if p) or "nothing")
 
 
 def frontier(scores: pd.DataFrame, candidates: pd.DataFrame) -> FrontierView:
@@ -338,4 +352,10 @@ def typed_members(view: FrontierView, objectives: pd.DataFrame, frontier_type: s
     front = typed_frontier(scores, per, frontier_type)
     best_on = pd.Series({c: sum(1 for h in front.holders.values() if c in h) for c in eligible}, dtype="int64")
     members = best_on[best_on > 0].sort_values(ascending=False)
-    return FrontierView(view.matrix, view.best, best_on, view.unique_best_on, list(members.index))
+    held = {c: {"examples": 0, "objectives": 0, "pairs": 0} for c in eligible}
+    for (example, objective), holders in front.holders.items():
+        kind = "pairs" if example is not None and objective is not None else "examples" if objective is None else "objectives"
+        for c in holders:
+            held[c][kind] += 1
+    return FrontierView(view.matrix, view.best, best_on, view.unique_best_on, list(members.index),
+                        contested=view.contested, held=held)

@@ -115,6 +115,7 @@ RUN_STEP = "steer_step"
 RUN_STOP = "steer_stop"
 RUN_STOP_CONFIRM = "steer_stop_confirm"
 RUN_STOP_REASON = "steer_stop_reason"
+RUN_STOP_CANCEL = "steer_stop_cancel"
 RUN_REASON = "steer_run_reason"
 RUN_BUDGET_FIELD = "steer_budget_{run}_{name}"  # one number input per budget field
 RUN_BUDGET_SEND = "steer_budget_send"
