@@ -12,8 +12,8 @@ import streamlit as st
 
 from engine.jobs import PREVIEW_EXAMPLES, TRY_EXAMPLES
 from storage.db import DEFAULT_DATA_DIR
-from ui import (branching, form_carry, form_checks, identity, jobs, keys as K, lm_section, prompt_form, prompt_section,
-                run_form, speedup, start)
+from ui import (branching, form_carry, form_checks, identity, jobs, keys as K, lm_section, paste_limit, prompt_form,
+                prompt_section, run_form, speedup, start)
 from ui.sidebar import current_user
 
 DRAFT = "_new_draft"
@@ -238,7 +238,8 @@ if source == run_form.DATA_SOURCES[1]:
         st.caption("Using the examples loaded before (switch to 'paste text' to see or edit them).")
 elif source == run_form.DATA_SOURCES[2]:
     st.selectbox("Format", run_form.FORMATS, key=K.NEW_DATA_FORMAT)
-    st.text_area("Examples", key=K.NEW_DATA_TEXT, height=160, placeholder='{"question": "…", "answer": "…"}')
+    st.text_area("Examples", key=K.NEW_DATA_TEXT, height=160, placeholder='{"question": "…", "answer": "…"}',
+                 help=f"Up to {form_checks.PASTE_LIMIT:,} characters (a few hundred rows); upload a file for more.")
 elif source == run_form.SEPARATE:
     st.selectbox("Format", run_form.FORMATS, key=K.NEW_DATA_FORMAT)
     d1, d2, d3 = st.columns(3)
@@ -246,6 +247,7 @@ elif source == run_form.SEPARATE:
     d2.text_area("Validation set (selection; empty: the training set)", key=K.NEW_DATA_VAL_TEXT, height=180)
     d3.text_area("Held-out test set (optional, never seen by the search)", key=K.NEW_DATA_TEST_TEXT, height=180)
 _errors(K.NEW_DATA_SOURCE)
+paste_limit.limit_paste_boxes((K.NEW_DATA_TEXT, K.NEW_DATA_VAL_TEXT, K.NEW_DATA_TEST_TEXT))
 DATA_KEYS = (K.NEW_DATA_SOURCE, K.NEW_DATA_TEXT, K.NEW_DATA_FORMAT, K.NEW_DATA_VAL_TEXT, K.NEW_DATA_TEST_TEXT,
              K.NEW_SPLIT_VAL, K.NEW_SPLIT_TEST, K.NEW_SPLIT_SEED)
 if source == run_form.SEPARATE:
@@ -336,7 +338,8 @@ submit_clicked = act[2].button("Start run", key=K.NEW_SUBMIT, type="primary", ic
                                disabled=bool(identity.refusal_note("create_run")))
 if identity.refusal_note("create_run"):
     st.caption(identity.refusal_note("create_run"))
-act[3].download_button("Download as TOML", run_form.config_toml(draft), file_name=run_form.toml_file_name(draft),
+as_drawn = dict(draft)  # written when clicked (a large dataset made every rerun pay for the TOML)
+act[3].download_button("Download as TOML", lambda: run_form.config_toml(as_drawn), file_name=run_form.toml_file_name(draft),
                        mime="application/toml", key=K.NEW_DOWNLOAD, on_click="ignore", icon=":material/download:",
                        width="stretch", help="this form's config as a file: every setting, the datasets and the "
                                             "evaluator inline; `python -m engine run FILE` or the upload above read it")

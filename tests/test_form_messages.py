@@ -89,3 +89,21 @@ def test_a_bad_jsonl_line_is_said_once(tmp_path, monkeypatch):
     _start(at)
     assert len([e for e in at.error if "line 3" in e.value]) == 1  # and once after Start, under the dataset
     assert repo.list_runs(db) == []
+
+
+def test_a_paste_the_browser_cut_at_the_box_limit_is_refused_saying_to_upload(tmp_path, monkeypatch):
+    from ui import form_checks
+
+    draft = run_form.default_draft("scripted/toy")
+    draft[K.NEW_DATA_SOURCE], draft[K.NEW_DATA_FORMAT] = run_form.DATA_SOURCES[2], "jsonl"
+    row = '{"id": "r", "word": "alpha"}\n'
+    cut = (row * (form_checks.PASTE_LIMIT // len(row) + 1))[:form_checks.PASTE_LIMIT]  # what maxlength leaves
+    draft[K.NEW_DATA_TEXT] = cut
+    rows, err = run_form.dataset_rows(draft)
+    assert rows is None and err.startswith("dataset: the paste box takes 50,000 characters") and "Upload the file" in err
+    draft[K.NEW_DATA_TEXT] = "".join(f'{{"id": "r{i}", "word": "w"}}\n' for i in range(3000))  # longer: an upload, whole
+    assert len(run_form.dataset_rows(draft)[0]) == 3000
+    # the page gives its paste boxes the browser's maxlength (the paste itself is cut as it is inserted)
+    db, at = _form(tmp_path, monkeypatch, **{K.NEW_DATA_SOURCE: run_form.DATA_SOURCES[2]})
+    assert any(f"limit = {form_checks.PASTE_LIMIT}" in h.proto.body and ".st-key-new_data_text textarea" in h.proto.body
+               for h in at.get("html"))

@@ -11,6 +11,18 @@ import pandas as pd
 from ui import keys as K
 
 GENERAL = "_general"  # where errors about the config as a whole go (top of the form)
+# Characters a paste box takes (the browser's maxlength, set by ui.paste_limit): Chromium inserts a
+# pasted multi-line text in time that grows with the square of its size — 50,000 characters took
+# 1.6 s, 200,000 took 26 s, 12,000 JSONL rows (1.1 MB) never finished (docs/benchmarks-large-dataset.md)
+PASTE_LIMIT = 50_000
+PASTE_CUT = (f"the paste box takes {PASTE_LIMIT:,} characters, and the text filled it: the rest of what was pasted "
+             "was not taken. Upload the file instead (\"upload a file\", up to 10,000 rows), or paste fewer rows")
+
+
+def paste_cut(text: str) -> bool:
+    """The text fills a paste box exactly: the browser cut a longer paste there (a text loaded
+    another way — an upload, an example, a duplicated run — may be longer, and is whole)."""
+    return len(text) == PASTE_LIMIT
 # budget fields: (config name, largest value accepted, whole numbers only); 0 means no limit
 BUDGET_LIMITS = {K.NEW_MAX_CALLS: ("max_metric_calls", 10_000_000, True), K.NEW_MAX_COST: ("max_cost_usd", 100_000, False),
                  K.NEW_MAX_SECONDS: ("max_seconds", 31_536_000, True), K.NEW_STOP_SCORE: ("stop_at_score", 1e9, False)}

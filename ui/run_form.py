@@ -8,6 +8,7 @@ widgets as session state and tests can build one directly.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -81,10 +82,21 @@ def dataset_rows(draft: dict, require: bool = True) -> tuple[Optional[list], Opt
     if not text.strip():
         return None, "dataset: empty; upload or paste examples, or choose 'no dataset'" if require else None
     where = "the uploaded file" if source == DATA_SOURCES[1] else "the pasted text"
+    if source != DATA_SOURCES[1] and form_checks.paste_cut(text):
+        return None, f"dataset: {form_checks.PASTE_CUT}"
+    rows, err = parsed(text, draft.get(K.NEW_DATA_FORMAT) or "jsonl", where)
+    return (list(rows), None) if err is None else (None, f"dataset: {err}")
+
+
+@functools.lru_cache(maxsize=8)
+def parsed(text: str, fmt: str, name: str) -> tuple[tuple, Optional[str]]:
+    """``parse_dataset`` remembered: every rerun of the form reads the dataset several times
+    (its preview, the prompt's placeholders, the speed-up estimate, the validation), and
+    10,000 rows took seconds a rerun. (rows, None) or ((), the error)."""
     try:
-        return parse_dataset(text, draft.get(K.NEW_DATA_FORMAT) or "jsonl", name=where), None
+        return tuple(parse_dataset(text, fmt, name=name)), None
     except DatasetError as exc:
-        return None, f"dataset: {exc}"
+        return (), str(exc)
 
 
 def dataset_splits(draft: dict) -> tuple[Optional[tuple[list, list, list]], Optional[str]]:
@@ -102,10 +114,12 @@ def dataset_splits(draft: dict) -> tuple[Optional[tuple[list, list, list]], Opti
         if not text.strip():
             sets.append([])
             continue
-        try:
-            sets.append(parse_dataset(text, draft.get(K.NEW_DATA_FORMAT) or "jsonl", name=name))
-        except DatasetError as exc:
-            return None, f"{field}: {exc}"
+        if form_checks.paste_cut(text):
+            return None, f"{field}: {form_checks.PASTE_CUT}"
+        rows, err = parsed(text, draft.get(K.NEW_DATA_FORMAT) or "jsonl", name)
+        if err is not None:
+            return None, f"{field}: {err}"
+        sets.append(list(rows))
     return (sets[0], sets[1], sets[2]), None
 
 
