@@ -311,11 +311,20 @@ with st.expander("Two objectives (side_info['scores'])"):
     if st.toggle("Show the 2-D Pareto view of two sub-scores", key=keys.DASH_OBJECTIVES_ON):
         objectives_view(run)
 
+@st.fragment(run_every=FRONTIER_S if run["status"] in ACTIVE else None)
+@shows_storage_errors
+def pass_rates_panel(run_id: str, seed_id: str) -> None:
+    """Live: the best changes the moment a validation pass ends, and its pass rates with it."""
+    now = data.run_overview(url, run_id)
+    if now is not None:
+        prompt_view.show_pass_rates(now, seed_id)
+
+
 if cfg.get("prompt_evaluator"):
     seeds = data.candidate_rows(url, run_id, data.version_token(run)).query("origin == 'seed'")["id"].tolist()
     if seeds:
         st.subheader("Assertions: pass rate of the best candidate vs the seed (validation)")
-        prompt_view.show_pass_rates(data.get_db(), run, seeds[0])
+        pass_rates_panel(run_id, seeds[0])
 
 st.subheader("Commands")
 steering.intervention_log(run_id, run["status"])
