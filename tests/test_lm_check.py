@@ -82,7 +82,7 @@ def _cfg(**lms):
 
 
 def test_each_lm_is_asked_once_and_each_problem_is_said_at_its_field(server, monkeypatch, tmp_path):
-    monkeypatch.delenv("REFRACT_NOT_SET_KEY", raising=False)
+    monkeypatch.delenv("NOT_SET_ANYWHERE_API_KEY", raising=False)
     good = {"model": "openai/good", "api_base": server.api_base}
     client = LMClient(tmp_path / "cache")
     assert run_lm_problems(_cfg(reflection_lm=good, task_lm=good), client) == []
@@ -98,9 +98,9 @@ def test_each_lm_is_asked_once_and_each_problem_is_said_at_its_field(server, mon
     # without a request: an address without its scheme, a key variable that is not set
     problems = run_lm_problems(_cfg(reflection_lm={"model": "openai/good", "api_base": "127.0.0.1:8000/v1"},
                                     task_lm={"model": "openai/good", "api_base": server.api_base,
-                                             "api_key_env": "REFRACT_NOT_SET_KEY"}), client)
+                                             "api_key_env": "NOT_SET_ANYWHERE_API_KEY"}), client)
     assert problems[0].startswith("reflection_lm.api_base: '127.0.0.1:8000/v1' needs http:// or https://")
-    assert problems[1].startswith("task_lm.api_key_env: the environment variable REFRACT_NOT_SET_KEY")
+    assert problems[1].startswith("task_lm.api_key_env: the environment variable NOT_SET_ANYWHERE_API_KEY")
     assert sorted(server.requests) == ["good", "good", "gpt-4.1-mnii"]  # none for the last two
 
 

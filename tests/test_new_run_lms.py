@@ -29,7 +29,7 @@ def _prompt_draft(**over) -> dict:
     d.update({K.NEW_NAME: "tickets", K.NEW_SEED_TEXT: "Route the ticket.", K.NEW_EVAL_KIND: "prompt",
               K.NEW_PROMPT_USER: "Ticket: {text}", K.NEW_DATA_SOURCE: run_form.DATA_SOURCES[2],
               K.NEW_DATA_TEXT: '{"text": "my card was charged twice", "label": "billing"}\n' * 4,
-              K.NEW_API_BASE: "http://127.0.0.1:8000/v1", K.NEW_API_KEY_ENV: "MY_SERVER_KEY", **over})
+              K.NEW_API_BASE: "http://127.0.0.1:8000/v1", K.NEW_API_KEY_ENV: "MY_SERVER_API_KEY", **over})
     return d
 
 
@@ -38,7 +38,7 @@ def test_the_task_lm_is_the_reflection_lm_with_its_address_and_key_unless_it_has
     assert not errors and cfg.task_lm is None and cfg.judge_lm is None
     task, purpose = evaluator_lm(cfg, None, {})  # what the generated evaluator's lm() reaches
     assert (task.model, task.api_base, task.api_key_env, purpose) == ("openai/good", "http://127.0.0.1:8000/v1",
-                                                                       "MY_SERVER_KEY", "task")
+                                                                       "MY_SERVER_API_KEY", "task")
     own = _prompt_draft(**{K.NEW_TASK_SAME: False, K.NEW_TASK_MODEL: "openai/small", K.NEW_TASK_API_BASE: "http://h:1/v1",
                            K.NEW_JUDGE_SAME: False, K.NEW_JUDGE_MODEL: "openai/judge"})
     cfg, errors = run_form.validate(own)

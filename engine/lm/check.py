@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from engine.config import LOCAL_MODEL, ConfigError, LMConfig, RunConfig
 from engine.lm.client import LMClient, default_lm_config, default_model_reason
 from engine.lm.keys import key_refusal
-from engine.lm.providers import is_in_process
+from engine.lm.providers import is_in_process, is_local
 
 
 def check_lm_command(model: str | None = None, *, api_base: str | None = None,
@@ -89,7 +89,7 @@ def run_lm_problems(cfg: RunConfig, client: Optional[LMClient] = None,
     problems: list[str] = []
     asked: dict[tuple, list[str]] = {}
     for name, lm in lms.items():
-        if is_in_process(lm.model):
+        if _served_here(lm.model):
             continue
         if lm.api_base and not lm.api_base.startswith(("http://", "https://")):
             problems.append(f"{name}.api_base: {lm.api_base!r} needs http:// or https:// in front "
@@ -108,6 +108,17 @@ def run_lm_problems(cfg: RunConfig, client: Optional[LMClient] = None,
             setting, reason = _where(lm, result)
             problems += [f"{name}.{setting}: {reason}" for name in names]
     return problems
+
+
+def _served_here(model: str) -> bool:
+    """A model this process answers itself: the caller's Python callable (asked only by the run:
+    GEPA's callables may count their calls), the built-in local model, a provider registered here."""
+    from engine.lm.loading import is_callable_model, setup_litellm
+
+    if is_callable_model(model) or is_local(model):
+        return True  # without importing litellm: a run of callables never pays for it
+    setup_litellm()  # the test hook's providers register with it; asking the model needs it anyway
+    return is_in_process(model)
 
 
 def check_run_lms(cfg: RunConfig, client: Optional[LMClient] = None) -> None:
