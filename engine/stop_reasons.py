@@ -23,8 +23,8 @@ LM_PAUSE = "paused: the reflection LM failed"  # how the reason of a run the eng
 
 
 def lm_pause_reason(failures: int, last: str, run_id: str) -> str:
-    return (f"{LM_PAUSE} {failures} times in a row ({last}). Fix the LM settings (the dashboard's \"Change the LM "
-            f"settings\", or `python -m engine lm {run_id} --model … --api-base …`), then resume.")
+    return (f"{LM_PAUSE} {failures} times in a row ({last}). Fix the LM settings (Change the LM settings on the "
+            f"dashboard, or python -m engine lm {run_id} --model … --api-base …), then resume.")
 
 
 def paused_for_lm(run) -> bool:

@@ -354,7 +354,8 @@ def test_a_partly_validated_candidate_never_outranks_the_best_and_shows_its_cove
     row = table[table["id"] == cut.id].iloc[0]
     assert pd.isna(row["val score"]) and row["validated on"] == "3 of 12 · mean 1.000"
     page = _open("pages/candidate.py", run=run_id, candidate=cut.id)
-    assert any(m.label == "Validation score · mean of 3 of 12 (partly validated)" for m in page.metric)
+    assert any(m.label == "Validation score · 3 of 12 only" and "partly validated" in m.help for m in page.metric)
+    assert page.selectbox(key="cand_select").format_func(cut.id).endswith("· 1.000 on 3 of 12")
 
 
 def test_a_vetoed_candidates_page_no_longer_says_it_is_on_the_frontier(studio):

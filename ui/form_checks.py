@@ -41,7 +41,7 @@ def budget(d: dict) -> tuple[dict, list[str]]:
             continue
         if not (0 <= value <= top) or (whole and value != int(value)):
             kind = "a whole number" if whole else "a number"
-            problems.append(f"budget.{name}: {value:,g} is out of range; give 0 (no limit) or {kind} up to {top:,g}")
+            problems.append(f"budget.{name}: {value:,g} is out of range; give 0 (no limit) or {kind} up to {top:,.0f}")
         elif value:
             budget[name] = int(value) if name == "max_metric_calls" else value
     budget.setdefault("max_metric_calls", None)  # 0 = no limit (the config's own default is 500)
