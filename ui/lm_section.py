@@ -42,6 +42,10 @@ def own_lm(section: str, errors: Callable[[str], None]) -> None:
     """The task LM or the judge: the reflection LM's settings, or its own."""
     title, does = TEXTS[section]
     same_key, model_key, base_key, env_key = lm_form.OWN[section]
+    # set again before drawing: a widget shown again after a run without it (the judge after the code
+    # path, the fields after "the same") came back at its default in the browser, not at this value
+    for key in lm_form.OWN[section]:
+        st.session_state[key] = st.session_state.get(key, key == same_key or "")
     t1, t2 = st.columns([5, 2], vertical_alignment="bottom")
     same = t1.toggle(f"{title}: the same as the reflection LM (model, API base and key variable)", key=same_key,
                      help=f"The {title.lower()} {does}. Off: give it its own model, API base and key variable.")
