@@ -50,7 +50,7 @@ NEEDS: dict[str, Role] = {
     "create_run": Role.EDITOR, "try_evaluator": Role.EDITOR, "check_lm": Role.EDITOR, "approve": Role.EDITOR,
     "analyze": Role.EDITOR,  # the written diagnosis: one LM call on the run's account
     **{kind: Role.EDITOR for kind in ("pause", "resume", "step", "stop", "pin", "unpin", "veto", "unveto",
-                                      "edit", "inject", "feedback", "budget")},
+                                      "edit", "inject", "feedback", "budget", "lm")},
     "delete_run": Role.ADMIN, "manage_roles": Role.ADMIN,
 }
 # actions that run code or spend money, limited per person and hour (``RoleMap`` holds the numbers)

@@ -20,6 +20,7 @@ def _short(value) -> str:
 
 
 def cmd_branch(args, db: Database) -> int:
+    from engine.lm.check import check_run_lms
     from engine.reuse import reuse_bases
     from engine.run_cli import run_foreground, say_default_model
     from engine.runs import submit_run
@@ -27,6 +28,7 @@ def cmd_branch(args, db: Database) -> int:
     cfg = branch_config(db, args.run, args.candidate, parse_overrides(args.set or []),
                         allow_outside_files=args.allow_outside_files)
     say_default_model(cfg)
+    check_run_lms(cfg)  # as submit: each LM answers one short request, or the field says why not; nothing stored
     base = branches.run_configs(db, [args.run])[args.run]
     run_id = submit_run(db, cfg, owner=args.author)
     seeds = ", ".join(cfg.branch.candidates)

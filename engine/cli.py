@@ -27,21 +27,25 @@ def _db(args):
 
 def cmd_submit(args) -> int:
     from engine.config import load_config
+    from engine.lm.check import check_run_lms
     from engine.runs import submit_run
 
     cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
     say_default_model(cfg)
+    check_run_lms(cfg)  # each LM answers one short request, or the field says why not: no run is stored
     print(f"run {submit_run(_db(args), cfg, owner=args.author)}")
     return 0
 
 
 def cmd_validate(args) -> int:
-    """Every check ``submit`` makes (the config, its files, the evaluator loaded in the
-    sandbox), without storing anything."""
+    """Every check ``submit`` makes (the config, its files, its LMs answering, the evaluator
+    loaded in the sandbox), without storing anything."""
     from engine.config import load_config
+    from engine.lm.check import check_run_lms
     from engine.sandbox.probe import check_evaluator
 
     cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
+    check_run_lms(cfg)
     check_evaluator(cfg)
     counts = ", ".join(f"{len(rows)} {name}" for name, rows in
                        (("training", cfg.dataset), ("validation", cfg.valset), ("test", cfg.testset)) if rows)
@@ -162,6 +166,12 @@ def cmd_send(args) -> int:
         if not payload:
             raise UserError("budget: give at least one of --max-metric-calls, --max-cost-usd, --max-seconds, "
                             "--stop-at-score, --max-steps")
+    if args.command == "lm":
+        settings = {k: v for k, v in (("model", args.model), ("api_base", args.api_base),
+                                      ("api_key_env", args.api_key_env)) if v is not None}
+        if not settings:
+            raise UserError("lm: give at least one of --model, --api-base, --api-key-env")
+        payload[f"{args.which}_lm"] = settings
     db = _db(args)
     if args.command == "comment":
         repo.get_run(db, args.run)  # an unknown run is named as such, before its candidate
@@ -231,6 +241,12 @@ def _add_steering(add) -> None:
     sp.add_argument("--max-seconds", type=float)
     sp.add_argument("--stop-at-score", type=float)
     sp.add_argument("--max-steps", type=int)
+    sp = add("lm", cmd_send, "change a paused run's LM settings (each LM answers one short request before they apply)")
+    sp.add_argument("run")
+    sp.add_argument("--which", choices=("reflection", "task", "judge"), default="reflection")
+    sp.add_argument("--model")
+    sp.add_argument("--api-base", help="an OpenAI-compatible server's address; \"\" clears it")
+    sp.add_argument("--api-key-env", help="the NAME of the variable holding the key; \"\" clears it")
 
 
 def build_parser() -> argparse.ArgumentParser:

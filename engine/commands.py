@@ -20,7 +20,9 @@ from engine.config import BudgetConfig, RunConfig
 from engine.user_errors import validation_reasons
 
 KINDS = ("pause", "resume", "step", "stop", "pin", "unpin", "veto", "unveto", "edit", "inject", "feedback", "budget",
-         "approve")
+         "approve", "lm")
+LM_SECTIONS = ("reflection_lm", "task_lm", "judge_lm")
+LM_SETTINGS = ("model", "api_base", "api_key_env")  # what the ``lm`` command changes
 CANDIDATE_KINDS = ("pin", "unpin", "veto", "unveto", "edit", "feedback")
 
 
@@ -75,6 +77,8 @@ def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] =
         if cap is not None and cap < run.metric_calls:
             raise CommandError(f"budget.max_metric_calls: {cap} is below what the run has already spent "
                                f"({run.metric_calls}); give at least {run.metric_calls} (or stop the run)")
+    if kind == "lm":
+        lm_config(run, payload)  # CommandError at the field
     if run.status in FINISHED and kind not in ("budget", "resume", "step") and not _resume_pending(db, run_id):
         raise CommandError(f"run: {run_id} is {run.status}; continue it first with a new budget "
                            f"(`python -m engine budget {run_id} --max-metric-calls N`, then `resume`)")
@@ -133,6 +137,30 @@ def _approve(db: Database, run_id: str, candidate_id: Optional[str], author: str
         raise AlreadySent(done.id) from None
 
 
+def lm_config(run, payload: dict) -> dict:
+    """The run's stored config with the ``lm`` command's settings in place (``{"reflection_lm":
+    {"model", "api_base", "api_key_env"}, "task_lm": …, "judge_lm": …}``; an empty api_base or key
+    variable clears it); CommandError at the field when the run is not paused or a setting is bad.
+    The LMs are asked one short request when the engine applies it."""
+    if run.status != RunStatus.PAUSED:
+        raise CommandError(f"run: {run.id} is {run.status}; the LM settings of a paused run can be changed: pause it "
+                           "first (a running step keeps the settings it started with)")
+    unknown = [k for k in payload if k not in LM_SECTIONS] + [f"{k}.{name}" for k, v in payload.items()
+                                                               if isinstance(v, dict) for name in v if name not in LM_SETTINGS]
+    if unknown or not payload or not all(isinstance(v, dict) and v for v in payload.values()):
+        raise CommandError(f"lm: give {' / '.join(LM_SECTIONS)} tables of {', '.join(LM_SETTINGS)}"
+                           + (f" (not {', '.join(unknown)})" if unknown else ""))
+    cfg = dict(run.config)
+    for section, values in payload.items():
+        cleared = {k: (v.strip() or None) if isinstance(v, str) and k != "model" else v for k, v in values.items()}
+        cfg[section] = {**(cfg.get(section) or {}), **cleared}
+    try:
+        RunConfig.model_validate(cfg)
+    except ValidationError as exc:
+        raise CommandError("\n".join(validation_reasons(exc))) from None
+    return cfg
+
+
 def _resume_pending(db: Database, run_id: str) -> bool:
     """A finished run with a queued resume is being continued: commands sent after the resume
     are applied, in order, once a worker picks it up."""
@@ -163,8 +191,7 @@ class CommandApplier:
         if applied:
             # a veto, an un-veto or a new human candidate can change the best candidate now,
             # not only after the next step (a paused run may have none for a while)
-            best_id, best_mean = self.ctx.state.best()
-            repo.set_run_fields(self.ctx.db, self.ctx.run_id, best_candidate_id=best_id, best_val_mean=best_mean)
+            self.ctx.record_best()
         return applied
 
     def _apply(self, cmd: Command) -> str:
@@ -187,6 +214,8 @@ class CommandApplier:
             return "budget now " + ", ".join(f"{k}={v}" for k, v in new.model_dump().items() if v is not None)
         if cmd.kind == "inject":
             return self._new_human(None, p["content"], cmd)
+        if cmd.kind == "lm":
+            return self._lm(p)
         cand = ctx.state.candidates.get(p["candidate_id"]) or repo.get_candidate(ctx.db, p["candidate_id"])
         if cmd.kind in ("pin", "unpin", "veto", "unveto"):
             field = "pinned" if cmd.kind.endswith("pin") else "vetoed"
@@ -219,6 +248,21 @@ class CommandApplier:
                 content = {**cand.content, component: content}
             return self._new_human(cand, content, cmd)
         raise ValueError(f"unknown command {cmd.kind!r}")
+
+    def _lm(self, payload: dict) -> str:
+        """New LM settings, once each changed LM answered one short request (the run stays paused)."""
+        from engine.lm.check import run_lm_problems
+
+        ctx = self.ctx
+        cfg = RunConfig.model_validate(lm_config(repo.get_run(ctx.db, ctx.run_id), payload))
+        problems = run_lm_problems(cfg, fields=tuple(payload))
+        if problems:
+            raise ValueError("refused, the LM did not answer: " + "; ".join(problems))
+        repo.set_run_fields(ctx.db, ctx.run_id, config=cfg.stored())
+        ctx.cfg = cfg
+        return "LM settings now " + "; ".join(
+            f"{section}: " + ", ".join(f"{k} = {getattr(getattr(cfg, section), k)}" for k in LM_SETTINGS
+                                       if getattr(getattr(cfg, section), k) is not None) for section in payload)
 
     def _new_human(self, parent: Optional[Candidate], content: Any, cmd: Command) -> str:
         from engine.state import SINGLE, content_hash, deterministic_id, to_evaluator

@@ -59,6 +59,8 @@ class RunContext:
     # called before a proposal claims its text (a synchronous step's slot order, see
     # engine.schedules.claim_order); None: claim at once
     claim_turn: Optional[Callable[[], None]] = None
+    # one writer of the run's best at a time (validation passes end in several threads), shared by at_step copies
+    best_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def at_step(self, index: int) -> "RunContext":
         """This context for work recorded under step ``index`` (a proposal of the asynchronous
@@ -94,6 +96,14 @@ class RunContext:
     @property
     def consecutive_lm_failures(self) -> int:
         return self.lm_failures.count
+
+    def record_best(self) -> None:
+        """Write the pool's best (fully validated, not vetoed) to the run row the moment it may
+        have changed — a validation pass ended, a command was applied — so that the studio, the
+        CLI and the export name it at once, not when the step ends."""
+        with self.best_lock:
+            best_id, best_mean = self.state.best()
+            repo.set_run_fields(self.db, self.run_id, best_candidate_id=best_id, best_val_mean=best_mean)
 
     def save(self, cand: Candidate) -> Candidate:
         saved = repo.save_candidate(self.db, cand)

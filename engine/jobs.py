@@ -84,19 +84,27 @@ def _try_lm(cfg):
     client = LMClient()
 
     def handle(messages: list, model, params: dict, task) -> dict:
-        lm_cfg, _ = evaluator_lm(cfg, model, params)
+        lm_cfg, purpose = evaluator_lm(cfg, model, params)
         res = client.complete(lm_cfg, messages)
         if res.error:
-            raise RuntimeError(f"task LM failed: {res.error}")
+            raise RuntimeError(f"{purpose} LM failed: {res.error}")  # the studio names the LM's field from it
         return {"text": res.text, "cost_usd": res.cost_usd, "tokens_in": res.tokens_in, "tokens_out": res.tokens_out}
 
     return handle
 
 
 def check_lm(db: Database, job_id: str, payload: dict) -> dict:
-    """``python -m engine check-lm`` in the worker: {"ok", "output"} (what the command prints)."""
-    from engine.lm.check import check_lm_command
+    """``python -m engine check-lm`` in the worker: {"ok", "output"} (what the command prints).
+    With ``payload["config"]`` (a stored run config: Start in the studio) every LM of that run
+    instead (``engine.lm.check.run_lm_problems``): {"ok", "problems", "output"}."""
+    from engine.lm.check import check_lm_command, run_lm_problems
 
+    if "config" in payload:
+        from engine.config import RunConfig
+
+        jobs.update_job(db, job_id, "asking each LM of the run for one word")
+        problems = run_lm_problems(RunConfig.model_validate(payload["config"]))
+        return {"ok": not problems, "problems": problems, "output": "\n".join(problems) or "every LM answered"}
     jobs.update_job(db, job_id, "asking the model for one word (a local model may take a minute to load)")
     buf = io.StringIO()
     code = check_lm_command(payload.get("model") or None, api_base=payload.get("api_base") or None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from typing import Callable, Optional
 
 from storage import repo
@@ -122,7 +123,7 @@ class Optimizer:
             if res.error_kind == INTERRUPTED:
                 task.lm_interrupted = True
             if res.error:
-                raise RuntimeError(f"task LM failed: {res.error}")
+                raise RuntimeError(f"{purpose} LM failed: {res.error}")
             # the pool adds cost and tokens to the evaluation that made the call (attribution)
             return {"text": res.text, "cost_usd": res.cost_usd, "tokens_in": res.tokens_in, "tokens_out": res.tokens_out}
 
@@ -137,6 +138,8 @@ class Optimizer:
             log.exception("run %s cannot start", self.run_id)
             return self._finish(None, RunStatus.FAILED, f"cannot start: {exc}")
         self._ctx = ctx
+        # running time counts from here (storage.run_figures.running_seconds)
+        repo.set_run_fields(self.db, self.run_id, seconds_at=utcnow())
         watcher = threading.Thread(target=watch, args=(self.db, self.run_id, ctx.budget, ctx.interrupt, self._watching),
                                    daemon=True, name="interrupt-watch")
         watcher.start()
@@ -171,7 +174,9 @@ class Optimizer:
         schedule: Schedule = (AsyncSchedule(ctx, MAX_IDLE_STEPS) if search.schedule == "async" and search.batch_size > 1
                               else SyncSchedule(ctx, MAX_IDLE_STEPS))  # C = 1 is the synchronous loop
         decision = schedule.run(lambda: self._gate(ctx, applier), lambda record: self._after_step(ctx, record))
-        if decision.status in (LOST, RunStatus.PAUSED):  # left as it is
+        if decision.status == RunStatus.PAUSED:  # left as it is; paused time is not running time
+            repo.set_run_fields(self.db, self.run_id, seconds=ctx.budget.seconds, seconds_at=None)
+        if decision.status in (LOST, RunStatus.PAUSED):
             return decision.status
         self._end_interrupts(ctx)
         return self._finish(ctx, decision.status, decision.reason)
@@ -225,7 +230,7 @@ class Optimizer:
         if ctx.consecutive_lm_failures >= MAX_CONSECUTIVE_LM_FAILURES:
             last = repo.list_candidates(self.db, self.run_id, [CandidateStatus.FAILED])[-1].reason
             repo.transition_run(self.db, self.run_id, RunStatus.PAUSED,
-                                lm_pause_reason(ctx.consecutive_lm_failures, last))
+                                lm_pause_reason(ctx.consecutive_lm_failures, last, self.run_id))
             return Decision(RunStatus.PAUSED, ""), applied
         if not ctx.state.eligible_ids():
             return Decision(RunStatus.STOPPED, "no candidate can be a parent (all vetoed)"), applied
@@ -243,7 +248,7 @@ class Optimizer:
         best_id, best_mean = ctx.state.best()
         ctx.step_index = record.index + 1
         repo.set_run_fields(self.db, self.run_id, steps_done=ctx.step_index, seconds=ctx.budget.seconds,
-                            best_candidate_id=best_id, best_val_mean=best_mean,
+                            seconds_at=utcnow(), best_candidate_id=best_id, best_val_mean=best_mean,
                             frontier_version=ctx.state.frontier_version,
                             consecutive_lm_failures=ctx.consecutive_lm_failures)
         if repo.get_run(self.db, self.run_id).step_mode:
@@ -316,10 +321,12 @@ class Optimizer:
     # -- end -----------------------------------------------------------------------------
 
     def _finish(self, ctx: Optional[RunContext], status: RunStatus, reason: str) -> str:
-        fields = {"finished_at": utcnow()}
+        fields: dict = {"finished_at": utcnow(), "seconds_at": None}
         if ctx is not None:
             best_id, best_mean = ctx.state.best()
-            fields.update(best_candidate_id=best_id, best_val_mean=best_mean, seconds=ctx.budget.seconds,
+            search_seconds = ctx.budget.seconds  # the test pass below is running time, not the search's
+            repo.set_run_fields(self.db, self.run_id, seconds=search_seconds, seconds_at=utcnow())
+            fields.update(best_candidate_id=best_id, best_val_mean=best_mean, seconds=search_seconds,
                           frontier_version=ctx.state.frontier_version)
             run = repo.get_run(self.db, self.run_id)
             cap, usd_cap = ctx.cfg.budget.max_metric_calls, ctx.cfg.budget.max_cost_usd
@@ -329,7 +336,9 @@ class Optimizer:
             lm_note = run_lm_failures(self.db, run)
             if lm_note:
                 reason += f". LM errors slowed it: {lm_note}"
+            test_started = time.monotonic()
             fields.update(test_pass(ctx, status, best_id))
+            fields["test_seconds"] = run.test_seconds + time.monotonic() - test_started
         repo.transition_run(self.db, self.run_id, status, reason, **fields)
         repo.close_run_commands(self.db, self.run_id, status)
         return RunStatus(status).value

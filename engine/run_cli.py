@@ -14,10 +14,12 @@ from storage.states import RunStatus
 
 def cmd_run(args) -> int:
     from engine.config import load_config
+    from engine.lm.check import check_run_lms
     from engine.runs import submit_run
 
     cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
     say_default_model(cfg)
+    check_run_lms(cfg)  # each LM answers one short request, or the field says why not: no run is stored
     db = open_db(args.db)
     run_id = submit_run(db, cfg, owner=args.author)
     print(f"run {run_id}", flush=True)
@@ -115,17 +117,21 @@ def print_summary(db, run_id) -> int:
         if gain is not None and gain.held_out:
             print(gain.line())
     from storage.queries import run_overview
+    from storage.run_figures import proposal_counts, running_seconds
 
-    waiting = run_overview(db, run_id)["proposals_reflecting"]  # not answered yet: not yet unparsed either
-    p = max(run.proposals_total - waiting, 1)
+    # the dashboard's figures, by the same functions (storage.run_figures)
+    counts = proposal_counts(run, run_overview(db, run_id)["proposals_reflecting"])
     print(f"metric calls {run.metric_calls}  cost ${run.cost_usd:.4f}  tokens {run.tokens_in}+{run.tokens_out}  "
-          f"{run.seconds:.1f} s  steps {run.steps_done}")
+          f"running {running_seconds(run):.1f} s  steps {run.steps_done}")
     from engine.lm.journal import run_lm_failures
 
     print("LM calls: " + (run_lm_failures(db, run) or f"{run.lm_calls}, none failed"))  # the dashboard's line
-    print(f"proposals {run.proposals_total}" + (f" ({waiting} waiting for the reflection LM)" if waiting else "")
-          + f": parsed {run.proposals_parsed / p:.0%}, valid {run.proposals_valid / p:.0%}, "
-          f"improved {run.proposals_improved / p:.0%}; {run.proposals_retried} asked the LM again (a retry)")
+    notes = [f"{n} {what}" for n, what in ((counts.waiting, "waiting for the reflection LM"),
+                                           (counts.unanswered, "got no answer from it")) if n]
+    print(f"proposals {counts.total}" + (f" ({', '.join(notes)})" if notes else "")
+          + f": of the {counts.answered} answered, parsed {counts.percent(counts.parsed)}, "
+          f"valid {counts.percent(counts.valid)}, improved {counts.percent(counts.improved)}; "
+          f"{counts.retried} asked the LM again (a retry)")
     pred = [s.predicted_speedup for s in steps if s.predicted_speedup]
     meas = [s.measured_speedup for s in steps if s.measured_speedup]
     if pred and meas:

@@ -22,8 +22,9 @@ from storage.db import Database
 LM_PAUSE = "paused: the reflection LM failed"  # how the reason of a run the engine paused for its LM begins
 
 
-def lm_pause_reason(failures: int, last: str) -> str:
-    return f"{LM_PAUSE} {failures} times in a row ({last}). Fix the LM settings, then resume."
+def lm_pause_reason(failures: int, last: str, run_id: str) -> str:
+    return (f"{LM_PAUSE} {failures} times in a row ({last}). Fix the LM settings (Change the LM settings on the "
+            f"dashboard, or python -m engine lm {run_id} --model … --api-base …), then resume.")
 
 
 def paused_for_lm(run) -> bool:

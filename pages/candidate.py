@@ -37,8 +37,10 @@ if cand_id not in ids:
     cand_id = run.get("best_candidate_id") if run.get("best_candidate_id") in ids else ids[0]
     st.query_params[keys.QP_CANDIDATE] = cand_id  # the URL names what is shown: a colleague opening it sees this one
 row_of = cands.set_index("id")
+n_val = data.validation_size(url, run_id)
 label = {c: f"{c} · step {row_of.at[c, 'step']} · {row_of.at[c, 'status']}" +
-         ("" if pd.isna(row_of.at[c, "val_mean"]) else f" · {row_of.at[c, 'val_mean']:.3f}") for c in ids}
+         ("" if pd.isna(row_of.at[c, "val_mean"]) else f" · {row_of.at[c, 'val_mean']:.3f}"
+          + ("" if row_of.at[c, "val_count"] >= n_val else f" on {row_of.at[c, 'val_count']} of {n_val}")) for c in ids}
 st.title(f"Candidate {cand_id}")
 picked = st.selectbox("Open another candidate of this run", ids, index=ids.index(cand_id), format_func=label.get, key=keys.CAND_SELECT)
 if picked != cand_id:
@@ -52,8 +54,7 @@ c = detail["candidate"]
 front = data.frontier_view(url, run_id, token)
 
 # ------------------------------------------------------------------ header: live state, pin, veto
-steer.live_state(run, cand_id, run.get("best_candidate_id"),
-                 int(front.best_on.get(cand_id, 0)) if cand_id in front.members else None)
+steer.live_state(run, cand_id)
 call = detail["lm_call"]
 eval_cost = sum(e["cost_usd"] or 0.0 for e in detail["evaluations"])
 lm_cost = (call or {}).get("cost_usd") or 0.0
@@ -61,8 +62,12 @@ m = st.columns(4)
 n_mb = len(c["minibatch_keys"] or [])
 mb = None if c["minibatch_score"] is None or not n_mb else c["minibatch_score"] / n_mb
 parent_mb = None if c["parent_minibatch_score"] is None or not n_mb else c["parent_minibatch_score"] / n_mb
-m[0].metric(f"Validation score · mean of {c['val_count']}", "—" if c["val_mean"] is None else f"{c['val_mean']:.3f}",
-            help=f"mean over {c['val_count']} validation example(s)" + (f"; cut short: {c['val_cut_short']}" if c["val_cut_short"] else ""))
+partly = c["val_mean"] is not None and c["val_count"] < n_val  # a pass cut short: this mean is no rank
+m[0].metric(f"Validation score · {c['val_count']} of {n_val} only" if partly else f"Validation score · mean of {c['val_count']}",
+            "—" if c["val_mean"] is None else f"{c['val_mean']:.3f}",
+            help=f"mean over {c['val_count']} validation example(s)" + (f"; cut short: {c['val_cut_short']}" if c["val_cut_short"] else "")
+            + ("; partly validated: a mean over part of the validation set, which ranks nothing (the run's best is "
+               "the best fully validated candidate)" if partly else ""))
 m[1].metric(f"Minibatch score · mean of {n_mb}" if n_mb else "Minibatch score", "—" if mb is None else f"{mb:.3f}",
             None if mb is None or parent_mb is None else f"{mb - parent_mb:+.3f} vs parent",
             help=f"mean over {n_mb} minibatch example(s), the scale of the validation score" if n_mb else

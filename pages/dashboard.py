@@ -15,9 +15,9 @@ import streamlit as st
 from engine.lm.providers import is_local
 from engine.test_pass import audit_line
 from storage.attached import waiting_note
-from storage.queries import elapsed_seconds
+from storage.run_figures import proposal_counts, running_seconds
 from storage.states import ACTIVE
-from ui import (admin, analysis, analyze_panel, branching, charts, data, filters, gain_view, keys, nav, prompt_view, review,
+from ui import (admin, analysis, analyze_panel, branching, charts, data, filters, gain_view, keys, lm_settings, nav, prompt_view, review,
                 steering, step_links)
 from ui.errors import shows_storage_errors
 from ui.lm_health import lm_failures_caption
@@ -61,6 +61,7 @@ with links:
     branching.branch_popover(run)
 branching.lineage_note(run)
 steering.run_controls(run_id)
+lm_settings.editor(run_id)  # a paused run's LM settings
 
 
 SERIAL_LM_NOTE = (" With the built-in local model both figures are rough: it answers one request at a time, so a "
@@ -69,58 +70,57 @@ SERIAL_LM_NOTE = (" With the built-in local model both figures are rough: it ans
 
 
 def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame, serial_lm: bool = False) -> None:
-    elapsed = elapsed_seconds(run)
     seed = cands.loc[cands["origin"] == "seed", "val_mean"].dropna()
     best = run.get("best_val_mean")
-    # the run's own counters (updated together at the end of each step), not a count of candidate
-    # rows that may be newer than the run row read just before them
-    improved, proposals = int(run.get("proposals_improved") or 0), int(run.get("proposals_total") or 0)
-    waiting = int(run.get("proposals_reflecting") or 0)  # not yet answered: not yet a proposal that failed
+    # the run's own counters, over the proposals whose reflection LM has answered (storage.run_figures)
+    counts = proposal_counts(run, int(run.get("proposals_reflecting") or 0))
     cost = run["cost_by_purpose"]
     measured, predicted = analysis.speedups(steps)
     cols = st.columns(6)
+    gain = None if best is None or seed.empty else best - seed.iloc[0]
+    flat = gain is None or abs(gain) < 5e-4  # shown as +0.000: no arrow, no colour (a green up arrow read as a gain)
     cols[0].metric("Best val score", "—" if best is None else f"{best:.3f}",
-                   None if best is None or seed.empty else f"{best - seed.iloc[0]:+.3f} vs seed",
+                   None if gain is None else f"{gain:+.3f} vs seed",
+                   delta_color="off" if flat else "normal", delta_arrow="off" if flat else "auto",
                    help="mean score over the validation examples of the best fully validated candidate")
-    cols[1].metric("Improved", f"{improved} / {proposals - waiting}",  # a longer label is cut at six columns
-                   f"+{waiting} reflecting" if waiting else None, delta_color="off", delta_arrow="off",
-                   help="improved / proposed: proposals that beat their parent on its minibatch (those validated "
+    cols[1].metric("Improved", f"{counts.improved} / {counts.answered}",  # a longer label is cut at six columns
+                   f"+{counts.waiting} reflecting" if counts.waiting else None, delta_color="off", delta_arrow="off",
+                   help="improved / answered: proposals that beat their parent on its minibatch (those validated "
                         "are then accepted), out of every proposal whose reflection LM has answered; "
                         "\"reflecting\": proposals still waiting for their answer")
     cols[2].metric("Metric calls", compact(run["metric_calls"]), help=f"{run['metric_calls']:,} evaluations")
     cols[3].metric("Spent", f"${run['cost_usd']:.4f}", f"{compact(run['tokens_in'])}/{compact(run['tokens_out'])} tok",
                    delta_color="off", delta_arrow="off",
                    help=" · ".join(f"{k} ${v:.4f}" for k, v in cost.items() if v) or "nothing yet")
-    cols[4].metric("Elapsed", fmt_seconds(elapsed))
+    cols[4].metric("Elapsed", fmt_seconds(running_seconds(run)),
+                   help="running time: while the engine ran the run (the seed, the steps, the held-out test), not "
+                        "while it was queued or paused")
     cols[5].metric("Speed-up", "—" if not measured else f"{measured:.1f}×",
                    None if not predicted else f"predicted {predicted:.1f}×", delta_color="off", delta_arrow="off",
                    help="mean over the steps of the engine's measurements: measured = the step's sequential work "
                         "over its wall-clock; predicted = the runtime model's estimate for this batch shape. "
                         "Per step in the Steps table below." + (SERIAL_LM_NOTE if serial_lm else ""))
-    _rates(run, cost)
+    _rates(run, counts, cost)
     if audit_line(run):
         st.caption(audit_line(run) + ". The search never saw the test set.")
     lm_failures_caption(run)
 
 
-def _rates(run: dict, cost: dict) -> None:
+def _rates(run: dict, counts, cost: dict) -> None:
     """Parse, validity and acceptance rates of the proposals (a weak reflection LM shows here)
     and the $ split by purpose."""
-    total, waiting = run.get("proposals_total") or 0, run.get("proposals_reflecting") or 0
-    parts = [f"step {run['steps_done']}", f"{total} proposals" + (f" ({waiting} waiting for the reflection LM)" if waiting else "")]
-    answered = max(total - waiting, 0)  # a proposal whose answer has not come is not yet a failed parse
-    rates = {}
-    for label, key, what in (("parsed", "proposals_parsed", "had a usable fenced answer"),
-                             ("valid", "proposals_valid", "passed validate()"),
-                             ("improved", "proposals_improved", "beat their parent on its minibatch")):
-        n = run.get(key) or 0
-        rates[label] = n / answered if answered else None
-        parts.append(f"**{label}** {n}/{answered}" + (f" ({n / answered:.0%})" if answered else ""))
+    parts = [f"step {run['steps_done']}", f"{counts.total} proposals"
+             + (f" ({counts.waiting} waiting for the reflection LM)" if counts.waiting else "")
+             + (f" ({counts.unanswered} got no answer from it)" if counts.unanswered else "")]
+    for label, n in (("parsed", counts.parsed), ("valid", counts.valid), ("improved", counts.improved)):
+        parts.append(f"**{label}** {n}/{counts.answered}" + (f" ({counts.percent(n)})" if counts.answered else ""))
     parts += [f"{k} ${v:.4f}" for k, v in cost.items() if v]
-    st.markdown(" · ".join(parts), help="parsed: the reflection LM's answer had a usable fenced block · valid: it "
-                "passed the evaluator's validate() · improved: it beat its parent on the minibatch")
-    if answered >= 8 and rates["parsed"] is not None and rates["parsed"] < 0.5:
-        st.warning(f"Only {rates['parsed']:.0%} of the reflection LM's answers could be parsed: the model may be too "
+    st.markdown(" · ".join(parts), help="over the proposals whose reflection LM answered · parsed: the answer had a "
+                "usable fenced block · valid: it passed the evaluator's validate() · improved: it beat its parent on "
+                "the minibatch")
+    parsed = counts.rate(counts.parsed)
+    if counts.answered >= 8 and parsed is not None and parsed < 0.5:
+        st.warning(f"Only {parsed:.0%} of the reflection LM's answers could be parsed: the model may be too "
                    "weak for this task, or the artifact kind is unclear to it.", icon=":material/warning:")
 
 
@@ -141,11 +141,11 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
     # pinned candidates never disappear from the views, whatever the filters say
     view = cands[(cands["status"].isin(status) & cands["origin"].isin(origin) & cands["step"].between(*steps))
                  | cands["pinned"].astype(bool)]
-    view = view.sort_values(["val_mean", "step"], ascending=[False, True], na_position="last")
+    view = analysis.ranked(view, data.validation_size(url, run_id))  # fully validated first: partial means rank nothing
     table = pd.DataFrame({
         "open": [nav.url("candidate", run_id, c) for c in view["id"]],
         "id": view["id"], "status": view["status"], "origin": view["origin"], "step": view["step"],
-        "val score": view["val_mean"], "val examples": view["val_count"],
+        "val score": view["full_mean"], "validated on": view["validated"],
         "minibatch Δ (mean)": analysis.minibatch_mean_delta(view),
         "pinned": view["pinned"], "vetoed": view["vetoed"], "author": view["author"],
         "rewrote": view["component"].fillna(""),
@@ -157,8 +157,10 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
         selection_mode="single-row",
         column_config={
             "open": st.column_config.LinkColumn("open", display_text="open ↗", width="small"),
-            "val score": st.column_config.ProgressColumn("val score", format="%.3f", min_value=0.0,
-                                                         max_value=max(1.0, float(cands["val_mean"].max() or 1.0))),
+            "val score": st.column_config.ProgressColumn(
+                "val score", format="%.3f", min_value=0.0, max_value=max(1.0, float(cands["val_mean"].max() or 1.0)),
+                help="mean over every validation example; a candidate whose pass was cut short has none (its "
+                     "mean over a few examples is under \"validated on\")"),
             "minibatch Δ (mean)": st.column_config.NumberColumn(
                 format="%+.3f", help="mean score per minibatch example, this candidate minus its parent"),
         })
@@ -197,7 +199,6 @@ def live(run_id: str) -> None:
     # the run just ended (or was continued): redraw the page once, so the charts stop (or start)
     # refreshing; one state with the run controls, so that whichever sees it first redraws
     steering.redraw_when_it_ends_or_continues(run_id, run["status"], "dashboard")
-    elapsed = elapsed_seconds(run)
     reason = f" — {md(run['status_reason'])}" if run.get("status_reason") else ""
     if run["status"] == "queued":
         waiting = analysis.waiting_reasons(data.runs_table(url), data.worker_status(url), STALE_AFTER_S)
@@ -209,7 +210,7 @@ def live(run_id: str) -> None:
     waiting = waiting_note(run)
     if waiting:
         st.warning(waiting, icon=":material/hourglass_empty:")
-    bs = analysis.budgets(run, elapsed)
+    bs = analysis.budgets(run)
     if bs:
         st.progress(bs[0].fraction, text=f"{bs[0].label()} ({bs[0].fraction:.0%}) — binds first"
                     + ("" if len(bs) < 2 else " · " + " · ".join(f"{b.label()}" for b in bs[1:])))
@@ -259,7 +260,9 @@ def frontier_panel(run_id: str) -> None:
     c2.metric("Validation examples", n_ex)
     c3.metric("Examples solved by no one", int((view.best <= 0).sum()))
     include = st.toggle("Also show the best non-frontier candidates", key=keys.DASH_HEATMAP_ALL)
-    val_means = cands.set_index("id")["val_mean"] if not cands.empty else pd.Series(dtype="float64")
+    # the best non-frontier candidates by their full means (a pass cut short ranks nothing)
+    val_means = (analysis.ranked(cands, n_ex).set_index("id")["full_mean"] if not cands.empty
+                 else pd.Series(dtype="float64"))
     pinned = list(cands.loc[cands["pinned"].astype(bool), "id"]) if not cands.empty else []
     fig = charts.frontier_heatmap(view, val_means, include_all=include, pinned=pinned)
     st.caption(f"★ = holds the best score on that example (none where every candidate ties). Showing up to {charts.MAX_HEATMAP_ROWS} rows, "
@@ -308,11 +311,20 @@ with st.expander("Two objectives (side_info['scores'])"):
     if st.toggle("Show the 2-D Pareto view of two sub-scores", key=keys.DASH_OBJECTIVES_ON):
         objectives_view(run)
 
+@st.fragment(run_every=FRONTIER_S if run["status"] in ACTIVE else None)
+@shows_storage_errors
+def pass_rates_panel(run_id: str, seed_id: str) -> None:
+    """Live: the best changes the moment a validation pass ends, and its pass rates with it."""
+    now = data.run_overview(url, run_id)
+    if now is not None:
+        prompt_view.show_pass_rates(now, seed_id)
+
+
 if cfg.get("prompt_evaluator"):
     seeds = data.candidate_rows(url, run_id, data.version_token(run)).query("origin == 'seed'")["id"].tolist()
     if seeds:
         st.subheader("Assertions: pass rate of the best candidate vs the seed (validation)")
-        prompt_view.show_pass_rates(data.get_db(), run, seeds[0])
+        pass_rates_panel(run_id, seeds[0])
 
 st.subheader("Commands")
 steering.intervention_log(run_id, run["status"])

@@ -10,12 +10,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.access import Refused, local_actor
-from engine.config import LOCAL_MODEL
 from engine.jobs import PREVIEW_EXAMPLES, TRY_EXAMPLES
 from storage.db import DEFAULT_DATA_DIR
-from ui import (branching, data, form_carry, form_checks, identity, jobs, keys as K, nav, prompt_form, prompt_section,
-                run_form, speedup)
+from ui import (branching, form_carry, form_checks, identity, jobs, keys as K, lm_section, paste_limit, prompt_form,
+                prompt_section, run_form, speedup, start)
 from ui.sidebar import current_user
 
 DRAFT = "_new_draft"
@@ -85,6 +83,13 @@ def _errors(key: str) -> None:
         st.error(reason, icon=":material/error:")
 
 
+def _shown(line: str) -> bool:
+    """Whether the dataset's "field: reason" ``line`` is already shown under the dataset field
+    (after a refused Start): said once, not twice."""
+    shown = (st.session_state.get(K.NEW_ERRORS) or {}).get(K.NEW_DATA_SOURCE, [])
+    return line.partition(": ")[2] in shown or line in shown
+
+
 def _load_template() -> None:
     name = st.session_state.get(K.NEW_TEMPLATE)
     path = run_form.list_templates().get(name)
@@ -135,6 +140,7 @@ def _reset() -> None:
 
 
 draft = _init()
+start.finish()  # a Start whose LMs have answered: the run is created and opened, or the problems shown
 form_checks.revalidate(DRAFT, run_form.validate)
 st.title("New run")
 
@@ -189,7 +195,10 @@ elif mode == run_form.SEED_MODES[1]:
 else:
     st.caption("The reflection LM writes the seed from the objective.")
 if mode == run_form.SEED_MODES[0] and not (st.session_state.get(K.NEW_SEED_TEXT) or "").strip():
-    st.caption(":material/info: The seed is empty: the reflection LM will write it from the objective.")
+    st.caption(":material/info: The seed is empty: the reflection LM will write it from the objective."
+               if (st.session_state.get(K.NEW_OBJECTIVE) or "").strip() else
+               ":material/info: The seed is empty, and so is the objective: write the seed here, or an objective "
+               "above for the reflection LM to write the seed from.")
 
 # ------------------------------------------------------------------ evaluator
 st.subheader("2 · Evaluator")
@@ -211,7 +220,9 @@ else:
         if code is not None and code != st.session_state[K.NEW_EVALUATOR]:
             st.session_state[K.NEW_EVALUATOR] = code
     _errors(K.NEW_EVALUATOR)
-prompt_section.task_model(_errors)
+lm_section.own_lm("task_lm", _errors)
+if kind == "prompt":
+    lm_section.own_lm("judge_lm", _errors)
 
 # ------------------------------------------------------------------ dataset
 st.subheader("3 · Dataset")
@@ -227,7 +238,8 @@ if source == run_form.DATA_SOURCES[1]:
         st.caption("Using the examples loaded before (switch to 'paste text' to see or edit them).")
 elif source == run_form.DATA_SOURCES[2]:
     st.selectbox("Format", run_form.FORMATS, key=K.NEW_DATA_FORMAT)
-    st.text_area("Examples", key=K.NEW_DATA_TEXT, height=160, placeholder='{"question": "…", "answer": "…"}')
+    st.text_area("Examples", key=K.NEW_DATA_TEXT, height=160, placeholder='{"question": "…", "answer": "…"}',
+                 help=f"Up to {form_checks.PASTE_LIMIT:,} characters (a few hundred rows); upload a file for more.")
 elif source == run_form.SEPARATE:
     st.selectbox("Format", run_form.FORMATS, key=K.NEW_DATA_FORMAT)
     d1, d2, d3 = st.columns(3)
@@ -235,11 +247,12 @@ elif source == run_form.SEPARATE:
     d2.text_area("Validation set (selection; empty: the training set)", key=K.NEW_DATA_VAL_TEXT, height=180)
     d3.text_area("Held-out test set (optional, never seen by the search)", key=K.NEW_DATA_TEST_TEXT, height=180)
 _errors(K.NEW_DATA_SOURCE)
+paste_limit.limit_paste_boxes((K.NEW_DATA_TEXT, K.NEW_DATA_VAL_TEXT, K.NEW_DATA_TEST_TEXT))
 DATA_KEYS = (K.NEW_DATA_SOURCE, K.NEW_DATA_TEXT, K.NEW_DATA_FORMAT, K.NEW_DATA_VAL_TEXT, K.NEW_DATA_TEST_TEXT,
              K.NEW_SPLIT_VAL, K.NEW_SPLIT_TEST, K.NEW_SPLIT_SEED)
 if source == run_form.SEPARATE:
     splits, err = run_form.dataset_splits({k: st.session_state.get(k) for k in DATA_KEYS})
-    if err:
+    if err and not _shown(err):
         st.error(err.removeprefix("valset: ").removeprefix("testset: "), icon=":material/error:")
     elif splits:
         train, val, test = splits
@@ -249,7 +262,7 @@ if source == run_form.SEPARATE:
 elif source != run_form.DATA_SOURCES[0]:
     snapshot = {k: st.session_state.get(k) for k in (K.NEW_DATA_SOURCE, K.NEW_DATA_TEXT, K.NEW_DATA_FORMAT)}
     rows, err = run_form.dataset_rows(snapshot, require=False)  # no text yet is not an error yet
-    if err:
+    if err and not _shown(err):
         st.error(err, icon=":material/error:")
     elif rows:
         s1, s2, s3 = st.columns(3)
@@ -265,30 +278,19 @@ elif source != run_form.DATA_SOURCES[0]:
 
 # ------------------------------------------------------------------ LM
 st.subheader("4 · Reflection LM")
-l1, l2, l3 = st.columns([3, 3, 2])
-l1.text_input("Model (litellm string)", key=K.NEW_MODEL, help="Default: the local model when no API key is set.")
-if st.session_state.get(K.NEW_MODEL) == _default_model() == LOCAL_MODEL:
-    st.info(_default_model_reason()[:1].upper() + _default_model_reason()[1:] + ". It needs no network, but it is slow "
-            "and much weaker than a hosted model.", icon=":material/computer:")
-l2.text_input("API base (optional)", key=K.NEW_API_BASE, placeholder="http://127.0.0.1:8000/v1")
-l3.text_input("Key variable (optional)", key=K.NEW_API_KEY_ENV, placeholder="OPENAI_API_KEY",
-              help="The NAME of the environment variable holding the key — never the key itself.")
-for k in (K.NEW_MODEL, K.NEW_API_BASE, K.NEW_API_KEY_ENV):
-    _errors(k)
-st.slider("Temperature", 0.0, 2.0, step=0.1, key=K.NEW_TEMPERATURE)
-if st.button("Test connection", key=K.NEW_TEST_LM, icon=":material/network_check:", disabled=bool(identity.refusal_note("check_lm"))):
-    jobs.start_check(st.session_state[K.NEW_MODEL], st.session_state[K.NEW_API_BASE], st.session_state[K.NEW_API_KEY_ENV])
-jobs.show_check()
+lm_section.reflection(_errors, _default_model(), _default_model_reason())
 
 # ------------------------------------------------------------------ batch shape
 st.subheader("5 · Batch shape and budgets")
-b = st.columns(4)
-b[0].number_input("Parents per step (P)", 1, 64, key=K.NEW_P)
-b[1].number_input("Proposals per parent (K)", 1, 64, key=K.NEW_K)
-b[2].number_input("Workers (W)", 1, 256, key=K.NEW_WORKERS)
-b[3].number_input("Minibatch size", 1, 1000, key=K.NEW_MINIBATCH)
-for k in (K.NEW_P, K.NEW_K, K.NEW_WORKERS, K.NEW_MINIBATCH):
-    _errors(k)
+# no bounds on these number widgets: the browser would refuse an out-of-range number silently
+# and keep the previous value (a minibatch of 0 stayed 3); the validation refuses it by name,
+# under the very field (a message under the row did not say which of four it was)
+for col, (label, key, help_) in zip(st.columns(4), (
+        ("Parents per step (P)", K.NEW_P, "1 to 64"), ("Proposals per parent (K)", K.NEW_K, "1 to 64"),
+        ("Workers (W)", K.NEW_WORKERS, "1 to 256"), ("Minibatch size", K.NEW_MINIBATCH, "1 to 1000"))):
+    with col:
+        st.number_input(label, step=1, key=key, help=help_)
+        _errors(key)
 o = st.columns(3)
 o[0].selectbox("Parent selection", run_form.SELECTIONS, key=K.NEW_SELECTION)
 o[1].selectbox("Children that pay a validation pass", run_form.ACCEPTS, key=K.NEW_ACCEPT,
@@ -311,15 +313,13 @@ if st.session_state.get(K.NEW_CARRIED):
                "and upload it above): " + form_carry.summary(st.session_state[K.NEW_CARRIED]))
 with st.expander("Predicted speed-up of this batch shape (runtime model)", expanded=True):
     speedup.estimate_panel(run_form.dataset_splits({k: st.session_state.get(k) for k in DATA_KEYS})[0])
-g = st.columns(4)
-# no bounds on the widgets: the browser would refuse an out-of-range number silently and keep
-# the previous value; the validation below refuses it by name instead
-g[0].number_input("Max metric calls", step=1, key=K.NEW_MAX_CALLS, help="0: no limit; at most 10,000,000")
-g[1].number_input("Max dollars", step=0.5, key=K.NEW_MAX_COST, help="0: no limit")
-g[2].number_input("Max seconds", step=60, key=K.NEW_MAX_SECONDS, help="0: no limit; at most one year")
-g[3].number_input("Stop at score", step=0.05, key=K.NEW_STOP_SCORE, help="0: never stop early")
-for k in (K.NEW_MAX_CALLS, K.NEW_MAX_COST, K.NEW_MAX_SECONDS, K.NEW_STOP_SCORE):
-    _errors(k)
+for col, (label, key, step, help_) in zip(st.columns(4), (
+        ("Max metric calls", K.NEW_MAX_CALLS, 1, "0: no limit; at most 10,000,000"),
+        ("Max dollars", K.NEW_MAX_COST, 0.5, "0: no limit"), ("Max seconds", K.NEW_MAX_SECONDS, 60, "0: no limit; at most one year"),
+        ("Stop at score", K.NEW_STOP_SCORE, 0.05, "0: never stop early"))):
+    with col:  # unbounded, each message under its own field, as above
+        st.number_input(label, step=step, key=key, help=help_)
+        _errors(key)
 
 # ------------------------------------------------------------------ save the draft
 draft = form_checks.current_draft(DRAFT)
@@ -338,7 +338,8 @@ submit_clicked = act[2].button("Start run", key=K.NEW_SUBMIT, type="primary", ic
                                disabled=bool(identity.refusal_note("create_run")))
 if identity.refusal_note("create_run"):
     st.caption(identity.refusal_note("create_run"))
-act[3].download_button("Download as TOML", run_form.config_toml(draft), file_name=run_form.toml_file_name(draft),
+as_drawn = dict(draft)  # written when clicked (a large dataset made every rerun pay for the TOML)
+act[3].download_button("Download as TOML", lambda: run_form.config_toml(as_drawn), file_name=run_form.toml_file_name(draft),
                        mime="application/toml", key=K.NEW_DOWNLOAD, on_click="ignore", icon=":material/download:",
                        width="stretch", help="this form's config as a file: every setting, the datasets and the "
                                             "evaluator inline; `python -m engine run FILE` or the upload above read it")
@@ -349,7 +350,6 @@ if try_clicked or validate_clicked or submit_clicked:
     st.session_state[K.NEW_ERRORS] = errors
     if errors:
         st.rerun()  # redraw with each message next to its field, and a summary by the buttons
-    refusal = jobs.try_refusal(cfg) if submit_clicked else None
     if try_clicked:
         # the rows as pasted (the results are labelled as the preview above numbers them); the
         # engine worker runs it in the sandbox; the panel below polls it
@@ -358,21 +358,9 @@ if try_clicked or validate_clicked or submit_clicked:
         note = "" if cfg.seed_candidate not in (None, "") else " No seed: the reflection LM writes it from the objective."
         st.success(f"Valid: {cfg.mode} run, {len(cfg.dataset or [])} training / {len(cfg.valset or cfg.dataset or [])} "
                    f"validation / {len(cfg.testset or [])} test examples.{note}")
-    elif refusal:
-        st.error(refusal, icon=":material/block:")
     else:
-        from engine.runs import submit_run
-
-        try:
-            run_id = submit_run(data.get_db(), cfg, actor=identity.current_actor() or local_actor(""),
-                                roles=identity.role_map())
-        except Refused as exc:
-            st.error(str(exc), icon=":material/block:")
-        except Exception as exc:  # storage errors are translated to StorageError with a usable message
-            st.error(f"The run could not be stored: {exc}")
-        else:
-            st.toast(f"Run {run_id} queued")
-            nav.go("dashboard", run=run_id)
+        start.begin(cfg, draft)  # the run's LMs are asked first; then it is created and opened
+start.waiting_panel()
 errors_now = st.session_state.get(K.NEW_ERRORS) or {}
 if errors_now:
     st.error(f"Not started: {sum(map(len, errors_now.values()))} problem(s) to fix, each shown under its field above: "

@@ -55,11 +55,19 @@ class Run(SQLModel, table=True):
     cost_usd: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # the search's running time (what max_seconds counts), as of seconds_at
+    # when the worker running the run last wrote ``seconds``; None while no worker runs it (queued,
+    # paused, finished). storage.run_figures.running_seconds adds the time since, while it runs
+    seconds_at: Optional[datetime] = None
+    test_seconds: float = Field(default=0.0, sa_column_kwargs={"server_default": "0"})  # the held-out test passes
     steps_done: int = 0
     proposals_total: int = 0
     proposals_parsed: int = 0
     proposals_valid: int = 0
+    # proposals whose reflection LM answered (usable or not): the denominator of the parse, validity
+    # and improvement rates, so that a proposal still waiting for its answer, or whose LM failed, is
+    # never counted as unparsed (and a retry in flight never pushes a rate above 100 %)
+    proposals_answered: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     # proposals whose first answer was unusable and that asked the LM once more (each one more reflection call)
     proposals_retried: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     # children that beat their parent on the minibatch ("improved"; "accepted" means validated).

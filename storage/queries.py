@@ -21,6 +21,7 @@ import pandas as pd
 from sqlalchemy import and_, case, func, select, text
 
 from storage.db import Database, studio_time_limit
+from storage.run_figures import running_seconds
 from storage.states import CommandStatus, RunStatus
 from storage.models import LM_ERROR_KINDS, Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step, WorkerBeat
 
@@ -48,15 +49,6 @@ def _run_dict(run: Run) -> dict:
     for key in ("created_at", "started_at", "finished_at", "lease_expires_at", "heartbeat_at"):
         d[key] = utc(d[key])
     return d
-
-
-def elapsed_seconds(run: dict, now: Optional[datetime] = None) -> float:
-    """Wall-clock since the run started (until it finished)."""
-    start = run.get("started_at")
-    if start is None:
-        return 0.0
-    end = run.get("finished_at") or now or datetime.now(timezone.utc)
-    return max(0.0, (end - start).total_seconds())
 
 
 # ---------------------------------------------------------------- runs
@@ -116,7 +108,7 @@ def runs_table(db: Database) -> pd.DataFrame:
             "id": d["id"], "name": d["name"], "owner": d["owner"], "status": d["status"],
             "best_val": d["best_val_mean"], "metric_calls": d["metric_calls"],
             "max_metric_calls": budget.get("max_metric_calls"), "cost_usd": d["cost_usd"],
-            "max_cost_usd": budget.get("max_cost_usd"), "elapsed_s": elapsed_seconds(d, now),
+            "max_cost_usd": budget.get("max_cost_usd"), "elapsed_s": running_seconds(d, now),
             "steps": d["steps_done"], "model": ((d["config"] or {}).get("reflection_lm") or {}).get("model", ""),
             "created_at": d["created_at"], "approved": d.get("approved_candidate_id") or "",
         })
@@ -308,8 +300,10 @@ def compare_runs(db: Database, run_ids: Iterable[str]) -> pd.DataFrame:
     with _read(db) as s:
         steps = s.execute(select(Step.run_id, Step.index, Step.metric_calls, Step.cost_usd, Step.seconds)
                           .where(Step.run_id.in_(ids)).order_by(Step.run_id, Step.index)).all()
+        # the best fully validated candidate: a pass cut short (val_cut_short) ranks nothing
         cands = s.execute(select(Candidate.run_id, Candidate.step, func.max(Candidate.val_mean))
-                          .where(Candidate.run_id.in_(ids), Candidate.val_mean.is_not(None), Candidate.vetoed.is_(False))
+                          .where(Candidate.run_id.in_(ids), Candidate.val_mean.is_not(None), Candidate.vetoed.is_(False),
+                                 Candidate.val_cut_short == "")
                           .group_by(Candidate.run_id, Candidate.step)).all()
     steps_df = pd.DataFrame(steps, columns=["run_id", "step", "calls", "cost", "secs"])
     best_df = pd.DataFrame(cands, columns=["run_id", "step", "best_here"])

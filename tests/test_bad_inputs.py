@@ -10,6 +10,7 @@ queued run with a seed candidate, so steering commands have something real to re
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import textwrap
 
@@ -84,6 +85,15 @@ def _write_config(world, name="bad.toml", extra_top="", search="", budget="", lm
     return str(project / name)
 
 
+def _closed_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on (it was free a moment ago)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _snapshot(db) -> dict:
     with db.writer.connect() as conn:
         return {t.name: conn.execute(text(f'SELECT * FROM "{t.name}" ORDER BY 1')).all()
@@ -119,6 +129,15 @@ CASES = [
      ["nope.toml: cannot read: No such file or directory"]),
     ("no seed, no objective", lambda w: ["submit", _write_config(w, files={'seed_candidate = "start"': ""})],
      ["error: seed_candidate: missing; give a seed_candidate, or an objective"]),
+    # -- the LMs: one short request each at submit / validate / run, before anything is stored -------
+    ("nothing listens at the api_base", lambda w: ["submit", _write_config(w, files={'model = "scripted/toy"': (
+        f'model = "openai/any"\napi_base = "http://127.0.0.1:{_closed_port()}/v1"')})],
+     ["error: reflection_lm.api_base: nothing answers at http://127.0.0.1:", "start the server there"]),
+    ("an api_base without http://", lambda w: ["submit", _write_config(w, files={'model = "scripted/toy"': (
+        'model = "openai/any"\napi_base = "127.0.0.1:8000/v1"')})],
+     ["error: reflection_lm.api_base: '127.0.0.1:8000/v1' needs http:// or https:// in front"]),
+    ("a model litellm does not know", lambda w: ["validate", _write_config(w, extra_top='[task_lm]\nmodel = "gpt4-mini-typo"')],
+     ["error: task_lm.model: 'gpt4-mini-typo' did not answer: litellm does not know its provider"]),
     # -- the evaluator file ------------------------------------------------------------------------
     ("evaluator outside the folder", lambda w: ["submit", _write_config(
         w, files={'evaluator_file = "evaluator.py"': 'evaluator_file = "/etc/shadow"'})],
@@ -186,6 +205,10 @@ CASES = [
      ["argument --max-metric-calls: invalid int value: 'lots'"]),
     ("budget of an unknown run", lambda w: ["budget", "rnope", "--max-metric-calls", "50"],
      ["error: run: no run with id 'rnope'"]),
+    ("lm, nothing to change", lambda w: ["lm", w["run"]],
+     ["error: lm: give at least one of --model, --api-base, --api-key-env"]),
+    ("lm of a run that is not paused", lambda w: ["lm", w["run"], "--model", "openai/gpt-4.1-mini"],
+     ["error: run: ", "is queued; the LM settings of a paused run can be changed: pause it first"]),
     ("edit, --file missing", lambda w: ["edit", w["run"], w["cand"], "--file", str(w["root"] / "missing.txt")],
      ["error: --file: cannot read ", "missing.txt: No such file or directory"]),
     ("inject, --file missing", lambda w: ["inject", w["run"], "--file", str(w["root"] / "missing.txt")],
@@ -244,7 +267,9 @@ def test_bad_input_exits_2_with_field_and_reason_and_changes_nothing(world, case
     assert code == 2, (argv, out, err)
     for fragment in fragments:
         assert fragment in err, (fragment, err)
-    assert SECRET not in err + out and "Traceback" not in err and "http" not in err, err
+    assert SECRET not in err + out and "Traceback" not in err, err
+    # no help links of litellm or pydantic: only the addresses the config gave
+    assert all(url.startswith("http://127.0.0.1") for url in re.findall(r"https?://[^\s)]+", err)), err
     assert _snapshot(world["db"]) == before
 
 

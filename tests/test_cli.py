@@ -113,8 +113,8 @@ def test_submit_then_worker_once_then_status(cli, project, tmp_path):
     assert status.returncode == 0, status.stderr
     assert status.stdout.startswith("status completed: reached stop_at_score 1.0")
     assert "best 1.0000" in status.stdout
-    assert re.search(r"^metric calls \d+ +cost \$0\.0000 +tokens \d+\+\d+ +[\d.]+ s +steps \d+$", status.stdout, re.M)
-    assert re.search(r"^proposals \d+: parsed \d+%, valid \d+%, improved \d+%; \d+ asked the LM again \(a retry\)$", status.stdout, re.M)
+    assert re.search(r"^metric calls \d+ +cost \$0\.0000 +tokens \d+\+\d+ +running [\d.]+ s +steps \d+$", status.stdout, re.M)
+    assert re.search(r"^proposals \d+: of the \d+ answered, parsed \d+%, valid \d+%, improved \d+%; \d+ asked the LM again \(a retry\)$", status.stdout, re.M)
 
     # a worker with nothing to do exits at once with --once
     assert cli("worker", "--db", url, "--once").returncode == 0

@@ -466,3 +466,46 @@ def test_an_edit_applied_twice_after_a_crash_makes_one_human_candidate(sqlite_db
     humans = [c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "human"]
     assert len(humans) == 1 and humans[0].author == "ana"
     assert_consistent_totals(sqlite_db, run_id)
+
+
+# ---------------------------------------------------------------- the LM settings of a paused run
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_run_paused_by_a_failing_lm_is_fixed_by_the_lm_command_and_resumed(sqlite_db, tmp_path):
+    from engine.access import Actor, Refused, Role
+
+    db = sqlite_db
+    down = {"model": "openai/any", "api_base": f"http://127.0.0.1:{_closed_port()}/v1", "num_retries": 0}
+    run_id = _submit(db, 6, reflection_lm=down, budget={"max_metric_calls": 300, "stop_at_score": 1.0})
+    assert run_optimizer(db, run_id, tmp_path) == "paused"
+    run = repo.get_run(db, run_id)
+    assert "Fix the LM settings" in run.status_reason and f"python -m engine lm {run_id}" in run.status_reason
+    with pytest.raises(Refused):  # an editor's
+        send_command(db, run_id, "lm", {"reflection_lm": {"model": "scripted/toy"}},
+                     actor=Actor("vic@example.com", Role.VIEWER, signed_in=True))
+    with pytest.raises(CommandError, match=r"^reflection_lm\.api_key_env: must be the NAME of an environment variable"):
+        send_command(db, run_id, "lm", {"reflection_lm": {"api_key_env": "sk-abc123"}}, author="ana")
+    with pytest.raises(CommandError, match=r"^lm: give reflection_lm / task_lm / judge_lm tables"):
+        send_command(db, run_id, "lm", {"reflection": {"model": "x"}}, author="ana")
+    # still nothing there: the engine asks before it applies, and refuses
+    send_command(db, run_id, "lm", {"reflection_lm": {"api_base": f"http://127.0.0.1:{_closed_port()}/v1"}}, author="ana")
+    assert run_optimizer(db, run_id, tmp_path) == "paused"
+    cmd = repo.list_commands(db, run_id)[-1]
+    assert cmd.status == "rejected" and "reflection_lm.api_base: nothing answers at" in cmd.result
+    # fixed: a model that answers, and no address
+    send_command(db, run_id, "lm", {"reflection_lm": {"model": "scripted/toy", "api_base": ""}}, author="ana")
+    send_command(db, run_id, "resume", author="ana")
+    assert run_optimizer(db, run_id, tmp_path) == "completed"
+    lm = repo.get_run(db, run_id).config["reflection_lm"]
+    assert (lm["model"], lm["api_base"], lm["num_retries"]) == ("scripted/toy", None, 0)
+    assert [k for k, s in _commands(db, run_id)] == ["lm", "lm", "resume"] and repo.get_run(db, run_id).best_val_mean == 1.0
+    with pytest.raises(CommandError, match="the LM settings of a paused run can be changed"):
+        send_command(db, run_id, "lm", {"reflection_lm": {"model": "scripted/toy"}}, author="ana")

@@ -101,3 +101,17 @@ def test_the_runtime_panel_says_how_the_reflections_of_a_step_share_the_lm():
     local = em.reflections_note({"reflection_lm": {"model": "local/qwen2.5-coder-1.5b"}})
     assert "run at the same time" in hosted
     assert "one request at a time" in local and "run at the same time" not in local
+
+
+def test_the_acceptance_phase_says_the_improvement_rule_the_engine_used():
+    from engine.config import SearchConfig
+
+    strict = SearchConfig().model_dump(mode="json")  # a stored default run: acceptance is None, improvement strict
+    assert strict["acceptance"] is None
+    assert em.improvement_sentence(strict) == ("A child **improved** when its minibatch total is above its parent's "
+                                               "(improvement = strict)")
+    ties = SearchConfig(improvement="improvement_or_equal").model_dump(mode="json")
+    assert "is at least its parent's (improvement = improvement_or_equal)" in em.improvement_sentence(ties)
+    # a run stored under the old name says the rule it ran with too
+    assert "at least" in em.improvement_sentence({"acceptance": "improvement_or_equal"})
+    assert "above" in em.improvement_sentence({})

@@ -94,6 +94,7 @@ def _toy_words_form(tmp_path, monkeypatch):
     """The New run page with the toy_words example loaded into its form."""
     db = studio_database(tmp_path, monkeypatch)
     at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state[K.WHO] = "ana"
     at.switch_page(str(Path(APP).parent / "pages/new_run.py"))
     at.run()
     name = next(o for o in at.selectbox(key=K.NEW_TEMPLATE).options if "toy_words" in o)

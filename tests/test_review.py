@@ -80,3 +80,24 @@ def test_approving_says_whether_the_gain_is_real(reviewed, capsys):
     assert "warning: No held-out test score of this candidate" in err
     assert re.search(rf"validation \(not held out\) gain of {cand_id} over the seed: [+-]\d\.\d{{4}} \(95 % interval", out)
     assert repo.get_run(db, run_id).approved_candidate_id == cand_id  # said, not enforced
+
+
+def test_the_report_shows_results_first_the_datasets_by_size_and_feedback_with_the_comments(reviewed, tmp_path):
+    from engine.records.report import build_report
+
+    db, run_id, cand_id = reviewed
+    repo.transition_run(db, run_id, "running", "")  # feedback steers a running search
+    send_command(db, run_id, "feedback", {"candidate_id": cand_id, "text": "shorter, please"}, author="ana")
+    repo.transition_run(db, run_id, "completed", "the run ended before the next step")
+    config = {**repo.get_run(db, run_id).config, "dataset": [{"question": f"row-question-{i}", "answer": "a"} for i in range(40)]}
+    repo.set_run_fields(db, run_id, config=config)
+    page = build_report(db, run_id)
+    assert page.count("row-question-17") == 0  # 40 rows were a page of JSON before any result (count: no 3 MB diff)
+    config = page.index("<h2>Config</h2>")
+    assert config > page.index("<h2>Per-example scores</h2>") > page.index("<h2>Score over the budget</h2>")
+    assert "&quot;dataset&quot;: &quot;40 rows (the rows are in the export)&quot;" in page
+    assert page.count("<summary>the evaluator (", config) == 1
+    comments = page[page.index("<h2>Comments and feedback</h2>"):config]
+    assert comments.count("shorter, please") == 1
+    assert comments.count("feedback (never read: the run ended before it was applied)") == 1
+    assert comments.count("nice &lt;script&gt;") == 1

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from engine.config import LOCAL_MODEL
 from tests.support.synthetic import generate_run
 from tests.support.studio import open_page, studio_database
-from ui import keys as K
+from ui import keys as K, start
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TIMEOUT = 60
@@ -89,7 +89,8 @@ def test_a_proposal_still_waiting_for_its_reflection_is_not_counted_as_a_failed_
     kpi = next(m for m in at.metric if m.label == "Improved")
     assert (kpi.value, kpi.delta) == (f"{improved} / {total}", "+2 reflecting")
     print_summary(db, run_id)  # python -m engine status RUN says the same
-    assert f"proposals {total + 2} (2 waiting for the reflection LM): parsed {parsed / total:.0%}," in capsys.readouterr().out
+    assert (f"proposals {total + 2} (2 waiting for the reflection LM): of the {total} answered, parsed {parsed / total:.0%},"
+            in capsys.readouterr().out)
     repo.transition_run(db, run_id, "paused", "by ana")  # paused: nothing is reflecting any more
     st.cache_data.clear()  # the run row as it is now, not as the live cache kept it for a second
     at = _open("pages/dashboard.py", run=run_id)
@@ -192,8 +193,13 @@ def test_new_run_loads_a_builtin_example_and_submits(studio):
     at.selectbox(key=K.NEW_SCHEDULE).set_value("async")
     at.toggle(key=K.NEW_MERGE_SIBLINGS).set_value(True)
     at.button(key=K.NEW_SUBMIT).click().run()
-    assert not at.exception and not at.error
     from storage import queries, repo
+
+    # nobody named yet (local mode): no anonymous run that nobody could steer; said by the button
+    assert "ISO date regex" not in set(queries.runs_table(db)["name"]) and [e.value for e in at.error] == [start.NO_NAME]
+    at.session_state[K.WHO] = "ana"
+    at.button(key=K.NEW_SUBMIT).click().run()
+    assert not at.exception and not at.error
 
     runs = queries.runs_table(db)
     assert "ISO date regex" in set(runs["name"])
@@ -321,3 +327,72 @@ def test_a_queued_runs_dashboard_says_how_to_start_a_worker_with_commands_as_cod
     run_id = submit_run(db, toy_config())  # no engine worker has ever run on this database
     line = next(m.value for m in _open("pages/dashboard.py", run=run_id).markdown if "waiting for a worker" in m.value)
     assert "start the studio with `make run` or `python -m engine worker`" in line  # not escaped: drawn as code
+
+
+def test_a_partly_validated_candidate_never_outranks_the_best_and_shows_its_coverage(studio):
+    """A pass cut short after 8 of 24 examples at 1.000 sorts below the real best (0.972 on all 24)."""
+    import pandas as pd
+
+    from storage import repo
+    from ui import analysis
+
+    cands = pd.DataFrame({"id": ["best", "cut", "seed", "rejected"], "val_mean": [0.972, 1.0, 0.5, None],
+                          "val_count": [24, 8, 24, 0], "step": [3, 4, 0, 4]})
+    ranked = analysis.ranked(cands, 24)
+    assert list(ranked["id"]) == ["best", "seed", "cut", "rejected"]
+    assert list(ranked["validated"]) == ["24 of 24", "24 of 24", "8 of 24 · mean 1.000", ""]
+    assert ranked["full_mean"].isna().tolist() == [False, False, True, True]
+
+    db, run_id = studio
+    accepted = [c for c in repo.list_candidates(db, run_id, ["accepted"]) if c.origin != "seed"]
+    cut = accepted[0]
+    cut.val_mean, cut.val_count, cut.val_cut_short = 1.0, 3, "stopped early after 3 of 12 examples"
+    repo.save_candidate(db, cut)
+    at = _open("pages/dashboard.py", run=run_id)
+    table = next(d.value for d in at.dataframe if "validated on" in d.value.columns)
+    assert table.iloc[0]["id"] == repo.get_run(db, run_id).best_candidate_id != cut.id
+    row = table[table["id"] == cut.id].iloc[0]
+    assert pd.isna(row["val score"]) and row["validated on"] == "3 of 12 · mean 1.000"
+    page = _open("pages/candidate.py", run=run_id, candidate=cut.id)
+    assert any(m.label == "Validation score · 3 of 12 only" and "partly validated" in m.help for m in page.metric)
+    assert page.selectbox(key="cand_select").format_func(cut.id).endswith("· 1.000 on 3 of 12")
+
+
+def test_a_vetoed_candidates_page_no_longer_says_it_is_on_the_frontier(studio):
+    import streamlit as st
+
+    from engine.commands import send_command
+    from storage import repo
+    from ui import data
+
+    db, run_id = studio
+    repo.transition_run(db, run_id, "running", "")  # a live run, steered
+    st.cache_data.clear()
+    view = data.frontier_view(db.url, run_id, data.version_token(data.run_overview(db.url, run_id)))
+    member = next(c for c in view.members if c != repo.get_run(db, run_id).best_candidate_id)
+    at = _open("pages/candidate.py", run=run_id, candidate=member)
+    badges = next(m.value for m in at.markdown if "-badge[" in m.value)
+    assert f"frontier · best on {int(view.best_on[member])} of 12 examples" in badges
+    cmd = send_command(db, run_id, "veto", {"candidate_id": member}, author="ana")
+    cand = repo.get_candidate(db, member)
+    cand.vetoed = True
+    repo.save_candidate(db, cand)
+    repo.finish_command(db, cmd, "applied", f"{member} vetoed", 9)  # as the engine applies it
+    st.cache_data.clear()
+    at.run()
+    badges = next(m.value for m in at.markdown if "-badge[" in m.value)
+    assert "frontier" not in badges and "vetoed" in badges
+
+
+def test_best_on_says_examples_and_objectives_apart():
+    import pandas as pd
+
+    from ui.analysis import FrontierView
+
+    matrix = pd.DataFrame([[1.0] * 8], index=["c1"], columns=[f"e{i}" for i in range(8)])
+    empty = pd.Series(dtype="float64")
+    plain = FrontierView(matrix, empty, pd.Series({"c1": 7}), empty, ["c1"])
+    assert plain.best_on_text("c1") == "best on 7 of 8 examples"
+    typed = FrontierView(matrix, empty, pd.Series({"c1": 10}), empty, ["c1"],
+                         held={"c1": {"examples": 8, "objectives": 2, "pairs": 0}})
+    assert typed.best_on_text("c1") == "best on 8 of 8 examples, 2 objectives"  # was "best on 10"

@@ -78,9 +78,16 @@ def test_stop_asks_for_confirmation(studio):
     db, live, _ = studio
     at = open_page("pages/dashboard.py", run=live)
     before = len(_commands(db, live))
+    assert not [b for b in at.button if str(b.key).startswith(K.RUN_STOP_CONFIRM)]
+    at.button(key=K.RUN_STOP).click().run()  # asks first, in the page (not a popover a refresh can close)
+    assert at.button(key=K.RUN_STOP).disabled and len(_commands(db, live)) == before
+    at.button(key=K.RUN_STOP_CANCEL).click().run()
+    assert not [b for b in at.button if str(b.key).startswith(K.RUN_STOP_CONFIRM)]
+    at.button(key=K.RUN_STOP).click().run()
     _button(at, K.RUN_STOP_CONFIRM).click().run()
     cmds = _commands(db, live)
     assert len(cmds) == before + 1 and cmds[-1].kind == "stop" and cmds[-1].author == "ana"
+    assert not [b for b in at.button if str(b.key).startswith(K.RUN_STOP_CONFIRM)]  # asked and answered: gone
 
 
 def test_without_a_name_nothing_can_be_sent(studio):
@@ -358,3 +365,40 @@ def _lower_everywhere_but_one(db: Database, run_id: str, cand_id: str) -> None:
             if e.id != keep.id:
                 e.score = 0.0
                 s.add(e)
+
+
+def test_a_queued_note_becomes_the_commands_fate_once_the_engine_applied_it(studio):
+    db, live, _ = studio
+    at = open_page("pages/dashboard.py", run=live)
+    _button(at, K.RUN_PAUSE).click().run()
+    cmd = next(c for c in _commands(db, live) if c.kind == "pause")
+    assert "pause queued" in _alerts(at)
+    repo.finish_command(db, cmd.id, "applied", "run paused", 3)  # what the engine does at the boundary
+    import streamlit as st
+
+    st.cache_data.clear()  # the command log as it is now
+    at.run()
+    assert "pause queued" not in _alerts(at) and f"pause applied (command {cmd.id}): run paused" in _alerts(at)
+
+
+def test_a_paused_runs_lm_settings_are_changed_from_the_dashboard(studio):
+    db, live, _ = studio
+    repo.transition_run(db, live, "paused", "paused: the reflection LM failed 5 times in a row (…). Fix the LM settings")
+    at = open_page("pages/dashboard.py", run=live)
+    field = at.text_input(key=K.RUN_LM_FIELD.format(run=live, section="reflection_lm", name="api_base"))
+    field.set_value("http://127.0.0.1:8000/v1")
+    _button(at, K.RUN_LM_SEND).click().run()
+    cmd = _commands(db, live)[-1]
+    assert (cmd.kind, cmd.author, cmd.payload) == ("lm", "ana", {"reflection_lm": {"api_base": "http://127.0.0.1:8000/v1"}})
+    assert "lm queued" in _alerts(at)
+    repo.finish_command(db, cmd.id, "rejected", "refused, the LM did not answer: reflection_lm.api_base: nothing answers", 3)
+    import streamlit as st
+
+    st.cache_data.clear()  # the command log as it is now
+    at.run()
+    assert f"lm rejected (command {cmd.id}): refused, the LM did not answer" in _alerts(at)
+    # a running run has no such editor: its step keeps the settings it started with
+    repo.transition_run(db, live, "running", "")
+    st.cache_data.clear()
+    at = open_page("pages/dashboard.py", run=live)
+    assert not [t for t in at.text_input if str(t.key).startswith("steer_lm_")]

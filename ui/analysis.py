@@ -14,6 +14,7 @@ from typing import Optional
 import pandas as pd
 
 from engine.search.frontier import compute_frontier
+from storage.run_figures import running_seconds
 
 TOL = 1e-9
 
@@ -30,6 +31,20 @@ class FrontierView:
     unique_best_on: pd.Series  # candidate -> examples where it alone holds the best score
     members: list[str] = field(default_factory=list)  # frontier members, most examples first
     contested: pd.Series = field(default_factory=lambda: pd.Series(dtype=bool))  # example -> not every eligible candidate ties
+    # a frontier kept over objectives too ([search] frontier): candidate -> the entries it holds, by kind
+    held: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def best_on_text(self, cid: str) -> str:
+        """"best on 7 of 8 examples" (per-example frontier), or with objectives "best on 7 of 8
+        examples, 2 objectives": the number alone counted objectives as examples."""
+        n_ex = len(self.matrix.columns)
+        kinds = self.held.get(cid)
+        if kinds is None:
+            return f"best on {int(self.best_on.get(cid, 0))} of {n_ex} examples"
+        parts = [f"{kinds['examples']} of {n_ex} examples" if kinds.get("examples") else "",
+                 f"{kinds['objectives']} objective{'s' * (kinds['objectives'] != 1)}" if kinds.get("objectives") else "",
+                 f"{kinds['pairs']} example-objective pairs" if kinds.get("pairs") else ""]
+        return "best on " + (", ".join(p for p in parts if p) or "nothing")
 
 
 def frontier(scores: pd.DataFrame, candidates: pd.DataFrame) -> FrontierView:
@@ -77,7 +92,7 @@ class BudgetState:
         return f"{self.name}: {fmt.format(self.used)} / {fmt.format(self.limit)}"
 
 
-def budgets(run: dict, elapsed: float) -> list[BudgetState]:
+def budgets(run: dict) -> list[BudgetState]:
     """Every configured budget with how much of it is used, the binding one (largest share) first."""
     b = (run.get("config") or {}).get("budget") or {}
     out = []
@@ -86,7 +101,7 @@ def budgets(run: dict, elapsed: float) -> list[BudgetState]:
     if b.get("max_cost_usd"):
         out.append(BudgetState("dollars", run.get("cost_usd") or 0.0, b["max_cost_usd"]))
     if b.get("max_seconds"):
-        out.append(BudgetState("seconds", elapsed, b["max_seconds"]))
+        out.append(BudgetState("seconds", running_seconds(run, search_only=True), b["max_seconds"]))
     if b.get("max_steps"):
         out.append(BudgetState("steps", run.get("steps_done") or 0, b["max_steps"]))
     if b.get("stop_at_score") not in (None, 0) and run.get("best_val_mean") is not None:
@@ -176,6 +191,23 @@ def _worker_load(beat: dict) -> str:
         return (f"the engine worker is busy with run{'s' if len(runs) > 1 else ''} {', '.join(runs)} "
                 f"({limit} at a time; REFRACT_WORKER_RUNS sets how many)")
     return f"the engine worker picks it up within seconds (it runs {len(runs)} of {limit} at a time)"
+
+
+def ranked(candidates: pd.DataFrame, n_val: int) -> pd.DataFrame:
+    """The candidates in the order the dashboard ranks them: the fully validated ones (validated
+    on all ``n_val`` examples: the only ones that can be the run's best) by mean, best first;
+    then the partly validated ones (a pass cut short), whose mean over a few examples is no rank;
+    then the rest by step. Adds ``full_mean`` (the mean of a fully validated candidate, else NaN)
+    and ``validated`` ("8 of 24 · mean 1.000" for a partial pass)."""
+    full = candidates["val_mean"].notna() & (candidates["val_count"] >= max(1, n_val))
+    partial = candidates["val_mean"].notna() & ~full
+    out = candidates.assign(full_mean=candidates["val_mean"].where(full), _tier=(~full).astype(int) + (~(full | partial)).astype(int))
+    out["validated"] = [
+        ("" if pd.isna(m) else f"{int(c)} of {n_val}" + ("" if f else f" · mean {m:.3f}"))
+        for m, c, f in zip(out["val_mean"], out["val_count"], full)]
+    out = out.sort_values(["_tier", "full_mean", "val_count", "step"], ascending=[True, False, False, True],
+                          na_position="last", kind="stable")
+    return out.drop(columns="_tier")
 
 
 def minibatch_means(candidates: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -320,4 +352,10 @@ def typed_members(view: FrontierView, objectives: pd.DataFrame, frontier_type: s
     front = typed_frontier(scores, per, frontier_type)
     best_on = pd.Series({c: sum(1 for h in front.holders.values() if c in h) for c in eligible}, dtype="int64")
     members = best_on[best_on > 0].sort_values(ascending=False)
-    return FrontierView(view.matrix, view.best, best_on, view.unique_best_on, list(members.index))
+    held = {c: {"examples": 0, "objectives": 0, "pairs": 0} for c in eligible}
+    for (example, objective), holders in front.holders.items():
+        kind = "pairs" if example is not None and objective is not None else "examples" if objective is None else "objectives"
+        for c in holders:
+            held[c][kind] += 1
+    return FrontierView(view.matrix, view.best, best_on, view.unique_best_on, list(members.index),
+                        contested=view.contested, held=held)

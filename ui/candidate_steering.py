@@ -8,6 +8,7 @@ Live parts are fragments refreshing every second; editors sit in fragments witho
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from ui import data, identity, interventions as iv, keys, submission
@@ -29,15 +30,26 @@ def _finished_note(run: dict) -> None:
 # ---------------------------------------------------------------- header: state, pin, veto
 
 
-def live_state(run: dict, cand_id: str, best_id: str | None, frontier_best_on: int | None) -> None:
+def live_state(run: dict, cand_id: str) -> None:
     """Badges (status, origin, best, frontier, pinned, vetoed), pin / veto buttons, and the
     commands about this candidate — refreshed every LIVE_S while the run can be steered, so
-    another person's pin shows here."""
-    st.fragment(_live_state, run_every=live_period(run["status"]))(run["id"], cand_id, best_id, frontier_best_on)
+    another person's pin shows here, and a veto takes the frontier and best badges away."""
+    st.fragment(_live_state, run_every=live_period(run["status"]))(run["id"], cand_id)
+
+
+def _standing(run_id: str, cand_id: str) -> tuple[bool, str | None]:
+    """(is it the run's best, what it holds on the frontier) as the run stands now: read in the
+    live fragment, not once with the page (a veto applied since would leave them standing)."""
+    url = data.db_url()
+    run = data.run_overview(url, run_id)
+    if run is None:
+        return False, None
+    front = data.frontier_view(url, run_id, data.version_token(run))
+    return run.get("best_candidate_id") == cand_id, front.best_on_text(cand_id) if cand_id in front.members else None
 
 
 @shows_storage_errors
-def _live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on: int | None) -> None:
+def _live_state(run_id: str, cand_id: str) -> None:
     live = data.candidate_snapshot(run_id, cand_id)
     if live is None:
         st.error("This candidate is no longer in the database.")
@@ -45,11 +57,12 @@ def _live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on
     run = {"id": run_id, "status": live["run_status"]}
     redraw_when_it_ends_or_continues(run_id, run["status"], f"candidate_{cand_id}")
     c = live["candidate"]
+    is_best, on_frontier = _standing(run_id, cand_id)
     marks = [status_badge(c["status"]), f":violet-badge[{md(c['origin'])}]"]
-    if cand_id == best_id:
+    if is_best and not c["vetoed"]:
         marks.append(":orange-badge[best]")
-    if frontier_best_on:
-        marks.append(f":blue-badge[frontier · best on {frontier_best_on}]")
+    if on_frontier and not c["vetoed"]:  # a vetoed candidate is left out of the frontier
+        marks.append(f":blue-badge[frontier · {on_frontier}]")
     if c["pinned"]:
         marks.append(":red-badge[:material/push_pin: pinned]")
     if c["vetoed"]:
@@ -81,7 +94,7 @@ def _live_state(run_id: str, cand_id: str, best_id: str | None, frontier_best_on
         st.caption(identity.refusal_note("pin"))
     elif finished:
         _finished_note(run)
-    show_outcome(keys.CAND_OUTCOME.format(cand=cand_id))
+    show_outcome(keys.CAND_OUTCOME.format(cand=cand_id), pd.DataFrame(live["commands"], columns=["id", "kind", "status", "result"]))
     _commands_about(live["commands"])
 
 

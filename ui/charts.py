@@ -69,7 +69,7 @@ def frontier_heatmap(view: FrontierView, val_means: pd.Series, include_all: bool
     # candidate ties (all 0, say) a star would say nothing
     contested = view.contested.reindex(m.columns).fillna(False).astype(bool)
     holds = m.ge(best - 1e-9, axis=1) & m.notna() & contested.to_numpy()[None, :]
-    labels = [f"{cid} · best on {int(view.best_on.get(cid, 0))}{' · pinned' if cid in pins else ''}" for cid in rows]
+    labels = [f"{cid} · {view.best_on_text(cid)}{' · pinned' if cid in pins else ''}" for cid in rows]
     text = np.where(holds.values, "★", "")
     fig.add_trace(go.Heatmap(z=m.values, x=list(m.columns), y=labels, colorscale="Viridis", zmin=np.nanmin(m.values),
                              zmax=np.nanmax(m.values), text=text, texttemplate="%{text}", customdata=np.array(rows)[:, None]

@@ -70,6 +70,14 @@ def step_rows(url: str, run_id: str, token: str) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=16)
+def pair_evaluations(url: str, run_id: str, a: str, b: str, token: str) -> list[dict]:
+    """``storage.compare_queries.pair_evaluations`` of two candidates, re-read when the run changed."""
+    from storage.compare_queries import pair_evaluations as pairs
+
+    return pairs(_db(url), run_id, a, b)
+
+
+@st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=16)
 def objective_means(url: str, run_id: str, token: str) -> pd.DataFrame:
     return queries.objective_means(_db(url), run_id)
 

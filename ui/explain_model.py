@@ -146,3 +146,14 @@ def runtime_check(detail: dict, config: dict) -> Optional[dict]:
     return {"predicted": predicted, "measured": detail["step"]["seconds"], "calls": calls, "lm_seconds": lm_s,
             "eval_seconds": eval_s, "bound": "LM-bound" if lm_s >= eval_s else "evaluator-bound",
             "latencies": lat, "shape": shape}
+
+
+def improvement_sentence(search: dict) -> str:
+    """How a child *improved*, in the words of the rule the engine used: the run's stored
+    ``[search]`` read as the engine reads it (``improvement``, or the old name ``acceptance``)."""
+    from engine.config import SearchConfig
+
+    known = {k: v for k, v in (search or {}).items() if k in SearchConfig.model_fields}
+    rule = SearchConfig.model_validate(known).improvement
+    return (f"A child **improved** when its minibatch total is {'above' if rule == 'strict' else 'at least'} its "
+            f"parent's (improvement = {rule})")

@@ -133,9 +133,7 @@ def proposals(kids: list[dict]) -> None:
 
 def acceptance(kids: list[dict], config: dict) -> None:
     s = config.get("search") or {}
-    rule = s.get("acceptance", "strict")
-    st.info(f"A child **improved** when its minibatch total is {'above' if rule == 'strict' else 'at least'} its "
-            f"parent's (acceptance = {rule}). Improving children then pay a full **validation pass**: with "
+    st.info(f"{em.improvement_sentence(s)}. Improving children then pay a full **validation pass**: with "
             f"accept = {s.get('accept', 'all')}" + (f" (top {s.get('top_k')})" if s.get("accept") == "top_k" else "")
             + ", " + {"all": "every improving child does", "best": "only the best improvement does",
                       "top_k": "the k best improvements do"}.get(s.get("accept", "all"), "")

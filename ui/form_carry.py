@@ -24,7 +24,8 @@ EDITED = {
                "merge_siblings", "schedule"},
     "budget": {"max_metric_calls", "max_cost_usd", "max_seconds", "stop_at_score"},
     "reflection_lm": {"model", "api_base", "api_key_env", "temperature"},
-    "task_lm": {"model"},
+    "task_lm": {"model", "api_base", "api_key_env"},
+    "judge_lm": {"model", "api_base", "api_key_env"},
     "executor": {"workers"},
 }
 _MISSING = object()
@@ -44,10 +45,10 @@ def carried(cfg: dict) -> dict[str, dict[str, Any]]:
 
 
 def apply(cfg: dict, carry: dict[str, dict[str, Any]]) -> None:
-    """Put the carried settings back into ``cfg`` (the form's own values win). A task LM is
-    carried only when the form's config has one: without it the task calls the reflection LM."""
+    """Put the carried settings back into ``cfg`` (the form's own values win). A task LM or a
+    judge is carried only when the form's config has one: without it, it is the reflection LM."""
     for section, values in (carry or {}).items():
-        if section == "task_lm" and "task_lm" not in cfg:
+        if section in ("task_lm", "judge_lm") and section not in cfg:
             continue
         cfg[section] = {**values, **(cfg.get(section) or {})}
 

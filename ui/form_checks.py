@@ -11,6 +11,18 @@ import pandas as pd
 from ui import keys as K
 
 GENERAL = "_general"  # where errors about the config as a whole go (top of the form)
+# Characters a paste box takes (the browser's maxlength, set by ui.paste_limit): Chromium inserts a
+# pasted multi-line text in time that grows with the square of its size — 50,000 characters took
+# 1.6 s, 200,000 took 26 s, 12,000 JSONL rows (1.1 MB) never finished (docs/benchmarks-large-dataset.md)
+PASTE_LIMIT = 50_000
+PASTE_CUT = (f"the paste box takes {PASTE_LIMIT:,} characters, and the text filled it: the rest of what was pasted "
+             "was not taken. Upload the file instead (\"upload a file\", up to 10,000 rows), or paste fewer rows")
+
+
+def paste_cut(text: str) -> bool:
+    """The text fills a paste box exactly: the browser cut a longer paste there (a text loaded
+    another way — an upload, an example, a duplicated run — may be longer, and is whole)."""
+    return len(text) == PASTE_LIMIT
 # budget fields: (config name, largest value accepted, whole numbers only); 0 means no limit
 BUDGET_LIMITS = {K.NEW_MAX_CALLS: ("max_metric_calls", 10_000_000, True), K.NEW_MAX_COST: ("max_cost_usd", 100_000, False),
                  K.NEW_MAX_SECONDS: ("max_seconds", 31_536_000, True), K.NEW_STOP_SCORE: ("stop_at_score", 1e9, False)}
@@ -29,7 +41,7 @@ def budget(d: dict) -> tuple[dict, list[str]]:
             continue
         if not (0 <= value <= top) or (whole and value != int(value)):
             kind = "a whole number" if whole else "a number"
-            problems.append(f"budget.{name}: {value:,g} is out of range; give 0 (no limit) or {kind} up to {top:,g}")
+            problems.append(f"budget.{name}: {value:,g} is out of range; give 0 (no limit) or {kind} up to {top:,.0f}")
         elif value:
             budget[name] = int(value) if name == "max_metric_calls" else value
     budget.setdefault("max_metric_calls", None)  # 0 = no limit (the config's own default is 500)
@@ -48,9 +60,10 @@ LABELS = {K.NEW_NAME: "run name", K.NEW_OBJECTIVE: "objective", K.NEW_BACKGROUND
 
 def field_label(key: str) -> str:
     """The name of a form field as its label says it (for the summary by the Start button)."""
+    from ui.lm_form import LABELS as LM_LABELS
     from ui.prompt_form import LABELS as PROMPT_LABELS
 
-    return LABELS.get(key) or PROMPT_LABELS.get(key, key)
+    return LABELS.get(key) or LM_LABELS.get(key) or PROMPT_LABELS.get(key, key)
 
 
 def preview_table(rows: list, limit: int = 20):
@@ -88,5 +101,10 @@ def revalidate(draft_key: str, validate) -> None:
     if not shown or set(shown) == {GENERAL}:
         return
     general = shown.get(GENERAL, [])  # template / TOML problems are not the fields' to clear
-    errors = validate(current_draft(draft_key))[1]
+    cfg, errors = validate(current_draft(draft_key))
+    # what Start found beyond the config's own checks (an LM that did not answer, a failed try):
+    # kept while the config is the one it was about, gone as soon as anything changes
+    held = st.session_state.get(K.NEW_HELD_ERRORS)
+    if held and cfg is not None and cfg.stored() == held["config"]:
+        errors = {**held["errors"], **errors}
     st.session_state[K.NEW_ERRORS] = {**errors, **({GENERAL: general} if general else {})}

@@ -19,6 +19,7 @@ from engine.commands import AlreadySent, CommandError, send_command
 from storage import repo
 from storage.db import Database
 from storage.errors import NotFound, StorageError
+from storage.run_figures import running_seconds
 from storage.states import ACTIVE, FINISHED  # noqa: F401  (the studio reads them as iv.ACTIVE, iv.FINISHED)
 
 NO_NAME = ("Enter your name under “Who am I” in the sidebar first: every command and comment records who "
@@ -54,6 +55,7 @@ def send(db: Database, run_id: str, kind: str, payload: Optional[dict], actor: O
     except StorageError as exc:
         return Outcome(False, f"The database did not take the command ({exc}); try again.")
     when = ("cuts the step in flight within seconds" if kind in ("pause", "stop")
+            else "asks each changed LM one short question, then applies it" if kind == "lm"
             else "applies it at the next step boundary")
     return Outcome(True, f"{kind} queued (command {cid}); the engine {when}.", (cid,))
 
@@ -114,7 +116,7 @@ def budget_problems(run: dict, payload: dict) -> list[str]:
     """Limits the run has already reached: continuing with them would stop again at once."""
     used = {"max_metric_calls": (run.get("metric_calls") or 0, "metric calls", "{:,.0f}"),
             "max_cost_usd": (run.get("cost_usd") or 0.0, "dollars", "${:,.4f}"),
-            "max_seconds": (run.get("seconds") or 0.0, "seconds", "{:,.0f}"),
+            "max_seconds": (running_seconds(run, search_only=True), "seconds", "{:,.0f}"),
             "max_steps": (run.get("steps_done") or 0, "steps", "{:,.0f}")}
     problems = []
     for name, (value, label, fmt) in used.items():
@@ -140,7 +142,7 @@ def suggested_budget(run: dict) -> dict:
     if b.get("max_cost_usd"):
         out["max_cost_usd"] = round((run.get("cost_usd") or 0.0) + b["max_cost_usd"], 4)
     if b.get("max_seconds"):
-        out["max_seconds"] = (run.get("seconds") or 0.0) + b["max_seconds"]
+        out["max_seconds"] = running_seconds(run, search_only=True) + b["max_seconds"]
     if b.get("max_steps"):
         out["max_steps"] = (run.get("steps_done") or 0) + b["max_steps"]
     if out.get("stop_at_score") is not None and (run.get("best_val_mean") or 0) >= out["stop_at_score"]:
@@ -209,7 +211,25 @@ def describe_payload(kind: str, payload: dict) -> str:
     if kind == "feedback":
         text = str(p.get("text", ""))
         return f"{p.get('candidate_id', '')}: {text[:60]}{'…' if len(text) > 60 else ''}"
+    if kind == "lm":
+        return "; ".join(f"{section}: " + ", ".join(f"{k}={v or 'none'}" for k, v in values.items())
+                         for section, values in p.items())
     return str(p.get("candidate_id", ""))
+
+
+def settled(out: Outcome, log: pd.DataFrame) -> Outcome:
+    """The outcome of a queued command once the engine applied or rejected it ("pause applied
+    (command 12): run paused"): a "pause queued" note must not outlive the pause. As it was
+    while the command is pending, or when it is not in ``log`` (the run's command log)."""
+    if not out.ok or not out.command_ids or log.empty:
+        return out
+    rows = log[log["id"].isin(out.command_ids)]
+    if rows.empty or (rows["status"] == "pending").any():
+        return out
+    last = rows.sort_values("id").iloc[-1]
+    ok = bool((rows["status"] == "applied").all())
+    return Outcome(ok, f"{last['kind']} {last['status']} (command {last['id']}): {last['result'] or ''}".rstrip(": "),
+                   out.command_ids)
 
 
 def log_rows(log: pd.DataFrame) -> pd.DataFrame:

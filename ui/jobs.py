@@ -35,10 +35,12 @@ def start_try(cfg, rows: Optional[list] = None, examples: int = TRY_EXAMPLES) ->
     request_into(TRY_EVALUATOR, payload, K.NEW_TRY_RESULT)
 
 
-def try_refusal(cfg) -> Optional[str]:
+def try_refusal(cfg) -> Optional[tuple[Optional[str], str]]:
     """Why a run of ``cfg`` must not start: the last "Try evaluator" of this same evaluator, seed
     and sandbox could not run it, or the seed's ``validate`` refused it, or it failed on every
-    example tried. None otherwise (no try yet, a try still running, a try of another version)."""
+    example tried. ``(section, message)``: ``section`` is the LM (``task_lm`` / ``judge_lm``) when it
+    failed because that LM did not answer, else None (the evaluator's fault). None when nothing
+    refuses it (no try yet, a try still running, a try of another version)."""
     job_id = st.session_state.get(K.NEW_TRY_RESULT)
     job = jobs.job_view(data.get_db(), job_id) if job_id else None
     if job is None or job["status"] in jobs.ACTIVE:
@@ -53,11 +55,32 @@ def try_refusal(cfg) -> Optional[str]:
     elif res.get("validate"):
         why = f"validate(seed) refused the seed in \"Try evaluator\": {_last_line(res['validate'])}"
     elif rows and all(r["error"] for r in rows):
+        section = lm_that_failed(rows)
+        if section:
+            which = "task LM" if section == "task_lm" else "judge"
+            return section, (f"Not started: the {which} did not answer in \"{'Preview' if cfg.prompt_evaluator else 'Try evaluator'}\" "
+                             f"(first, {rows[0]['example']}: {_lm_reason(rows[0]['error'])}). The evaluator is fine: "
+                             f"fix this LM's model, API base or key variable, then try again.")
         why = (f"the evaluator failed on all {len(rows)} example(s) \"Try evaluator\" ran (first, "
                f"{rows[0]['example']}: {_last_line(rows[0]['error'])})")
     else:
         return None
-    return f"Not started: {why}. Fix the evaluator (the traceback is below), then try it again."
+    return None, f"Not started: {why}. Fix the evaluator (the traceback is below), then try it again."
+
+
+def lm_that_failed(rows: list[dict]) -> Optional[str]:
+    """``task_lm`` / ``judge_lm`` when every failed example of a try failed because that LM did
+    not answer (the engine's ``lm()`` handler says "task LM failed: …"), else None."""
+    for section, marker in (("task_lm", "task LM failed: "), ("judge_lm", "judge LM failed: ")):
+        if rows and all(marker in (r["error"] or "") for r in rows):
+            return section
+    return None
+
+
+def _lm_reason(error: str) -> str:
+    """The LM's own words in an evaluation error ("LMError: RuntimeError: task LM failed: X (evaluator.py, line 20)")."""
+    tail = _last_line(error).split(" LM failed: ", 1)[-1]
+    return tail.rsplit(" (evaluator", 1)[0]
 
 
 TRIED_FIELDS = ("evaluator", "seed_candidate", "executor")  # what a try tried: another version is untried

@@ -1,5 +1,6 @@
 """The prompt path of the new-run form, without Streamlit: its part of the draft, the
-``[prompt_evaluator]`` and ``[task_lm]`` tables it becomes, and back (a loaded TOML, a duplicated run).
+``[prompt_evaluator]`` table it becomes, and back (a loaded TOML, a duplicated run). Its task LM
+is one of the form's LMs (``ui.lm_form``).
 
 The assertions live in the draft as rows of the table the page shows ({"type", "value",
 "weight"}, every value as text); ``assertion_config`` turns a row into what the config expects
@@ -19,15 +20,13 @@ KINDS = ("code", "prompt")
 STARTER = [{"type": "icontains", "value": "{label}", "weight": 1.0}]
 # which widget a "field: reason" line of the prompt path belongs next to
 FIELD_KEYS = {"prompt_evaluator": K.NEW_PROMPT_ASSERTS, "prompt_evaluator.assert": K.NEW_PROMPT_ASSERTS,
-              "prompt_evaluator.user": K.NEW_PROMPT_USER, "prompt_evaluator.system": K.NEW_PROMPT_SYSTEM,
-              "task_lm": K.NEW_TASK_MODEL, "task_lm.model": K.NEW_TASK_MODEL}
-LABELS = {K.NEW_PROMPT_ASSERTS: "assertions", K.NEW_PROMPT_USER: "user message", K.NEW_PROMPT_SYSTEM: "system message",
-          K.NEW_TASK_MODEL: "task model"}
+              "prompt_evaluator.user": K.NEW_PROMPT_USER, "prompt_evaluator.system": K.NEW_PROMPT_SYSTEM}
+LABELS = {K.NEW_PROMPT_ASSERTS: "assertions", K.NEW_PROMPT_USER: "user message", K.NEW_PROMPT_SYSTEM: "system message"}
 
 
-def defaults(model: str) -> dict:
+def defaults() -> dict:
     return {K.NEW_EVAL_KIND: KINDS[0], K.NEW_PROMPT_SYSTEM: "{candidate}", K.NEW_PROMPT_USER: "",
-            K.NEW_PROMPT_ASSERTS: [dict(r) for r in STARTER], K.NEW_TASK_MODEL: model}
+            K.NEW_PROMPT_ASSERTS: [dict(r) for r in STARTER]}
 
 
 def is_prompt(draft: dict) -> bool:
@@ -56,21 +55,13 @@ def assertion_config(row: dict) -> dict:
 
 
 def config_part(draft: dict) -> dict:
-    """The ``prompt_evaluator`` and ``task_lm`` entries of the config a prompt draft describes."""
+    """The ``prompt_evaluator`` entry of the config a prompt draft describes."""
     rows = [r for r in draft.get(K.NEW_PROMPT_ASSERTS) or [] if str(r.get("type") or "").strip()]
     system = draft.get(K.NEW_PROMPT_SYSTEM)
     pe: dict[str, Any] = {"user": draft.get(K.NEW_PROMPT_USER) or "", "assert": [assertion_config(r) for r in rows]}
     if system is not None and system.strip():
         pe["system"] = system
-    task = {"model": (draft.get(K.NEW_TASK_MODEL) or "").strip() or (draft.get(K.NEW_MODEL) or "")}
-    return {"prompt_evaluator": pe, "task_lm": task}
-
-
-def code_task_lm(draft: dict) -> dict:
-    """The code path's ``task_lm`` entry (what its lm() calls): only when it names a model other
-    than the reflection LM, which lm() uses otherwise."""
-    model = (draft.get(K.NEW_TASK_MODEL) or "").strip()
-    return {"task_lm": {"model": model}} if model and model != (draft.get(K.NEW_MODEL) or "").strip() else {}
+    return {"prompt_evaluator": pe}
 
 
 def draft_part(cfg: dict) -> dict:
@@ -83,8 +74,7 @@ def draft_part(cfg: dict) -> dict:
         rows.append({"type": a.get("type", ""), "value": text, "weight": float(a.get("weight", 1.0)),
                      "threshold": float(a.get("threshold", 1.0)), "name": a.get("name") or ""})
     return {K.NEW_EVAL_KIND: "prompt", K.NEW_PROMPT_SYSTEM: pe.get("system") or "{candidate}",
-            K.NEW_PROMPT_USER: pe.get("user", ""), K.NEW_PROMPT_ASSERTS: rows,
-            K.NEW_TASK_MODEL: (cfg.get("task_lm") or {}).get("model", "")}
+            K.NEW_PROMPT_USER: pe.get("user", ""), K.NEW_PROMPT_ASSERTS: rows}
 
 
 def placeholders_hint(rows: list) -> str:
@@ -97,5 +87,5 @@ def placeholders_hint(rows: list) -> str:
 
 ASSERTION_HELP = ("equals / contains / icontains / not_contains: text (placeholders allowed) · regex: a pattern · "
                   "is_json: no value · json_schema: a JSON schema · max_length: characters · python: an expression "
-                  "over output and example · llm_rubric: what the judge (the reflection LM) checks. " +
+                  "over output and example · llm_rubric: what the judge (below; the reflection LM by default) checks. " +
                   "Types: " + ", ".join(TYPES))

@@ -1,6 +1,6 @@
 """The new-run page's evaluator section for the prompt path: the messages the task LM gets, the
-task model, the assertions table, and the generated evaluator (shown, or ejected into the code
-editor). Logic lives in ``ui.prompt_form``; this module only draws widgets."""
+assertions table, and the generated evaluator (shown, or ejected into the code editor); the task
+LM's fields are ``ui.lm_section``'s. Logic lives in ``ui.prompt_form``; this module only draws widgets."""
 
 from __future__ import annotations
 
@@ -10,24 +10,9 @@ import pandas as pd
 import streamlit as st
 
 from engine.prompt_evaluator import TYPES
-from ui import form_checks, identity, jobs, keys as K, prompt_form, run_form
+from ui import form_checks, keys as K, prompt_form, run_form
 
 COLUMNS = ("type", "value", "weight", "threshold", "name")
-
-
-def task_model(errors: Callable[[str], None]) -> None:
-    """The task model (the one the evaluator's lm() calls) with its own connection test."""
-    t1, t2 = st.columns([5, 2], vertical_alignment="bottom")
-    t1.text_input("Task model (litellm string): answers each example", key=K.NEW_TASK_MODEL,
-                  help="The model whose prompt is being tuned; lm() in a Python evaluator calls it too. "
-                       "Default: the same model as the reflection LM.")
-    if t2.button("Test connection", key=K.NEW_TEST_TASK_LM, icon=":material/network_check:",
-                 disabled=bool(identity.refusal_note("check_lm"))):
-        # an empty task model is the reflection LM's: test that one, as the run would use it
-        model = (st.session_state[K.NEW_TASK_MODEL] or "").strip() or st.session_state[K.NEW_MODEL]
-        jobs.start_check(model, "", "", result_key=K.NEW_TASK_LM_RESULT)
-    errors(K.NEW_TASK_MODEL)
-    jobs.show_check(K.NEW_TASK_LM_RESULT, field="task_lm.model")
 
 
 def _assertions_table(version: int) -> None:

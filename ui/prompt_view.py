@@ -52,13 +52,13 @@ def show_pass_rate_table(table: pd.DataFrame) -> None:
         for name in table.columns if name != "assertion"})
 
 
-def show_pass_rates(db, run: dict, seed_id: str) -> None:
+def show_pass_rates(run: dict, seed_id: str) -> None:
     """The dashboard's table: pass rate per assertion of the best candidate against the seed, on
-    the validation examples."""
-    from storage.compare_queries import pair_evaluations
+    the validation examples (``run``: the run as it is now; read again when it changed)."""
+    from ui import data
 
     best = run.get("best_candidate_id") or seed_id
-    rows = pair_evaluations(db, run["id"], seed_id, best)
+    rows = data.pair_evaluations(data.db_url(), run["id"], seed_id, best, data.version_token(run))
     split = "val" if any(r["split"] == "val" for r in rows) else "train"
     table = pass_rates(rows, split)
     if table.empty:

@@ -8,6 +8,7 @@ widgets as session state and tests can build one directly.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -18,7 +19,7 @@ from typing import Any, Optional
 from engine.config import LOCAL_MODEL, ConfigError, parse_config, parse_toml
 from engine.lm.providers import is_local
 from engine.datasets import DatasetError, parse_dataset
-from ui import form_carry, form_checks, keys as K, prompt_form
+from ui import form_carry, form_checks, keys as K, lm_form, prompt_form
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT / "examples"
@@ -49,13 +50,13 @@ def default_draft(model: str = "") -> dict:
         K.NEW_DATA_SOURCE: DATA_SOURCES[0], K.NEW_DATA_TEXT: "", K.NEW_DATA_FORMAT: "jsonl",
         K.NEW_DATA_VAL_TEXT: "", K.NEW_DATA_TEST_TEXT: "",
         K.NEW_SPLIT_VAL: 0, K.NEW_SPLIT_TEST: 0, K.NEW_SPLIT_SEED: 0,
-        K.NEW_MODEL: model, K.NEW_API_BASE: "", K.NEW_API_KEY_ENV: "", K.NEW_TEMPERATURE: 0.7,
+        **lm_form.defaults(model),
         # one parent per step on the local model, as a config that does not say (engine.config)
         K.NEW_P: 1 if is_local(model or LOCAL_MODEL) else 2, K.NEW_K: 2, K.NEW_WORKERS: 4, K.NEW_MINIBATCH: 3, K.NEW_SELECTION: "pareto",
         K.NEW_ACCEPT: "all", K.NEW_MERGE: False, K.NEW_MERGE_SIBLINGS: False, K.NEW_SCHEDULE: "sync",
         K.NEW_CARRIED: {}, K.NEW_BRANCH: None,
         K.NEW_MAX_CALLS: 500, K.NEW_MAX_COST: 0.0, K.NEW_MAX_SECONDS: 0, K.NEW_STOP_SCORE: 0.0,
-        **prompt_form.defaults(model),
+        **prompt_form.defaults(),
     }
 
 
@@ -83,10 +84,21 @@ def dataset_rows(draft: dict, require: bool = True) -> tuple[Optional[list], Opt
     if not text.strip():
         return None, "dataset: empty; upload or paste examples, or choose 'no dataset'" if require else None
     where = "the uploaded file" if source == DATA_SOURCES[1] else "the pasted text"
+    if source != DATA_SOURCES[1] and form_checks.paste_cut(text):
+        return None, f"dataset: {form_checks.PASTE_CUT}"
+    rows, err = parsed(text, draft.get(K.NEW_DATA_FORMAT) or "jsonl", where)
+    return (list(rows), None) if err is None else (None, f"dataset: {err}")
+
+
+@functools.lru_cache(maxsize=8)
+def parsed(text: str, fmt: str, name: str) -> tuple[tuple, Optional[str]]:
+    """``parse_dataset`` remembered: every rerun of the form reads the dataset several times
+    (its preview, the prompt's placeholders, the speed-up estimate, the validation), and
+    10,000 rows took seconds a rerun. (rows, None) or ((), the error)."""
     try:
-        return parse_dataset(text, draft.get(K.NEW_DATA_FORMAT) or "jsonl", name=where), None
+        return tuple(parse_dataset(text, fmt, name=name)), None
     except DatasetError as exc:
-        return None, f"dataset: {exc}"
+        return (), str(exc)
 
 
 def dataset_splits(draft: dict) -> tuple[Optional[tuple[list, list, list]], Optional[str]]:
@@ -104,10 +116,12 @@ def dataset_splits(draft: dict) -> tuple[Optional[tuple[list, list, list]], Opti
         if not text.strip():
             sets.append([])
             continue
-        try:
-            sets.append(parse_dataset(text, draft.get(K.NEW_DATA_FORMAT) or "jsonl", name=name))
-        except DatasetError as exc:
-            return None, f"{field}: {exc}"
+        if form_checks.paste_cut(text):
+            return None, f"{field}: {form_checks.PASTE_CUT}"
+        rows, err = parsed(text, draft.get(K.NEW_DATA_FORMAT) or "jsonl", name)
+        if err is not None:
+            return None, f"{field}: {err}"
+        sets.append(list(rows))
     return (sets[0], sets[1], sets[2]), None
 
 
@@ -141,28 +155,28 @@ def config_from_draft(draft: dict) -> tuple[dict, list[str]]:
             cfg["testset"] = test
         if not train:
             problems.append("dataset: the split leaves no training examples; lower the validation / test shares")
-    cfg["search"] = {"parents_per_step": int(d.get(K.NEW_P) or 1), "proposals_per_parent": int(d.get(K.NEW_K) or 1),
-                     "minibatch_size": int(d.get(K.NEW_MINIBATCH) or 1), "selection": d.get(K.NEW_SELECTION) or "pareto",
+    # the numbers as typed (0 included): the config refuses them by name, never silently replaced
+    cfg["search"] = {"parents_per_step": _whole(d.get(K.NEW_P)), "proposals_per_parent": _whole(d.get(K.NEW_K)),
+                     "minibatch_size": _whole(d.get(K.NEW_MINIBATCH)), "selection": d.get(K.NEW_SELECTION) or "pareto",
                      "accept": d.get(K.NEW_ACCEPT) or "all", "merge": bool(d.get(K.NEW_MERGE)),
                      "merge_siblings": bool(d.get(K.NEW_MERGE_SIBLINGS)), "schedule": d.get(K.NEW_SCHEDULE) or "sync"}
     cfg["budget"], budget_problems = form_checks.budget(d)
     problems += budget_problems
-    lm: dict[str, Any] = {"model": d.get(K.NEW_MODEL) or "", "temperature": float(d.get(K.NEW_TEMPERATURE) or 0.0)}
-    if (d.get(K.NEW_API_BASE) or "").strip():
-        lm["api_base"] = d[K.NEW_API_BASE].strip()
-    if (d.get(K.NEW_API_KEY_ENV) or "").strip():
-        lm["api_key_env"] = d[K.NEW_API_KEY_ENV].strip()
-    cfg["reflection_lm"] = lm
-    cfg["executor"] = {"workers": int(d.get(K.NEW_WORKERS) or 1)}
+    cfg.update(lm_form.config_part(d))
+    cfg["executor"] = {"workers": _whole(d.get(K.NEW_WORKERS))}
     if prompt_form.is_prompt(d):
         del cfg["evaluator"]
         cfg.update(prompt_form.config_part(d))
-    else:
-        cfg.update(prompt_form.code_task_lm(d))
     form_carry.apply(cfg, d.get(K.NEW_CARRIED) or {})
     if d.get(K.NEW_BRANCH):  # a branch (engine/branch.py): its base run and candidates go with it
         cfg["branch"] = d[K.NEW_BRANCH]
     return cfg, problems
+
+
+def _whole(value: Any) -> Any:
+    """A number field's value as a whole number when it is one; anything else as it is (the
+    config then says what is wrong with it)."""
+    return int(value) if isinstance(value, (int, float)) and float(value).is_integer() else value
 
 
 def _without_none(value: Any) -> Any:
@@ -198,10 +212,8 @@ FIELD_KEYS = {
     "search.merge_siblings": K.NEW_MERGE_SIBLINGS, "search": K.NEW_P,
     "budget.max_metric_calls": K.NEW_MAX_CALLS, "budget.max_cost_usd": K.NEW_MAX_COST,
     "budget.max_seconds": K.NEW_MAX_SECONDS, "budget.stop_at_score": K.NEW_STOP_SCORE, "budget": K.NEW_MAX_CALLS,
-    "reflection_lm.model": K.NEW_MODEL, "reflection_lm.api_base": K.NEW_API_BASE,
-    "reflection_lm.api_key_env": K.NEW_API_KEY_ENV, "reflection_lm.temperature": K.NEW_TEMPERATURE,
-    "reflection_lm": K.NEW_MODEL, "executor.workers": K.NEW_WORKERS, "executor": K.NEW_WORKERS,
-    **prompt_form.FIELD_KEYS,
+    "executor.workers": K.NEW_WORKERS, "executor": K.NEW_WORKERS,
+    **lm_form.FIELD_KEYS, **prompt_form.FIELD_KEYS,
 }
 GENERAL = form_checks.GENERAL
 def errors_by_field(message: str) -> dict[str, list[str]]:
@@ -230,15 +242,25 @@ def errors_by_field(message: str) -> dict[str, list[str]]:
     return out
 
 
+# the config's words for a problem, in the form's (its labels, not the config's names)
+FORM_WORDS = {"missing; give a seed_candidate, or an objective from which the reflection LM writes the seed":
+              "the seed candidate is empty, and so is the objective: write the seed, or an objective (above) for "
+              "the reflection LM to write the seed from"}
+
+
+def _in_form_words(errors: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {key: [FORM_WORDS.get(reason, reason) for reason in reasons] for key, reasons in errors.items()}
+
+
 def validate(draft: dict):
     """(RunConfig, {}) when the draft is valid, else (None, errors by widget key)."""
     cfg, problems = config_from_draft(draft)
     if problems:
-        return None, errors_by_field("\n".join(problems))
+        return None, _in_form_words(errors_by_field("\n".join(problems)))
     try:
         run_cfg = parse_config(cfg, base_dir=ROOT)
     except ConfigError as exc:
-        return None, errors_by_field(str(exc))
+        return None, _in_form_words(errors_by_field(str(exc)))
     try:
         from engine.sandbox import EvaluatorCompileError, check_evaluator_source
 
@@ -309,15 +331,13 @@ def draft_from_config(cfg: dict, model_default: str = "") -> dict:
         d.update(prompt_form.draft_part(cfg))
     elif cfg.get("evaluator"):
         d[K.NEW_EVALUATOR] = cfg["evaluator"]
-    if (cfg.get("task_lm") or {}).get("model"):
-        d[K.NEW_TASK_MODEL] = cfg["task_lm"]["model"]
     train, val, test = cfg.get("dataset") or [], cfg.get("valset") or [], cfg.get("testset") or []
     if train:
         d[K.NEW_DATA_SOURCE] = SEPARATE if (val or test) else DATA_SOURCES[2]
         d[K.NEW_DATA_FORMAT] = "jsonl"
         d[K.NEW_DATA_TEXT], d[K.NEW_DATA_VAL_TEXT], d[K.NEW_DATA_TEST_TEXT] = (_jsonl(rows) for rows in (train, val, test))
     s, b = cfg.get("search") or {}, cfg.get("budget") or {}
-    lm, ex = cfg.get("reflection_lm") or {}, cfg.get("executor") or {}
+    ex = cfg.get("executor") or {}
     d[K.NEW_P] = s.get("parents_per_step", d[K.NEW_P])
     d[K.NEW_K] = s.get("proposals_per_parent", d[K.NEW_K])
     d[K.NEW_MINIBATCH] = s.get("minibatch_size", d[K.NEW_MINIBATCH])
@@ -332,10 +352,7 @@ def draft_from_config(cfg: dict, model_default: str = "") -> dict:
     d[K.NEW_MAX_COST] = float(b.get("max_cost_usd") or 0.0)
     d[K.NEW_MAX_SECONDS] = int(b.get("max_seconds") or 0)
     d[K.NEW_STOP_SCORE] = float(b.get("stop_at_score") or 0.0)
-    d[K.NEW_MODEL] = lm.get("model") or model_default
-    d[K.NEW_API_BASE] = lm.get("api_base") or ""
-    d[K.NEW_API_KEY_ENV] = lm.get("api_key_env") or ""
-    d[K.NEW_TEMPERATURE] = float(lm.get("temperature", 0.7))
+    d.update(lm_form.draft_part(cfg, model_default))
     d[K.NEW_WORKERS] = ex.get("workers", d[K.NEW_WORKERS])
     return d
 
@@ -371,4 +388,4 @@ def load_draft(folder: Path, user: str) -> Optional[dict]:
         data = json.loads(draft_path(folder, user).read_text())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    return lm_form.upgraded_draft(data) if isinstance(data, dict) else None

@@ -28,6 +28,10 @@ def estimate_panel(splits) -> None:
                             key="new_assume_reflect")
     t_ev = a3.number_input("one evaluation (s)", 0.01, 600.0, 0.5, key="new_assume_eval")
     n_val = max(1, len((splits[1] or splits[0]) if splits else []))
+    shape = [st.session_state.get(k) for k in (K.NEW_P, K.NEW_K, K.NEW_WORKERS, K.NEW_MINIBATCH)]
+    if not all(isinstance(v, (int, float)) and v >= 1 for v in shape):
+        st.caption("Give P, K, workers and the minibatch size (each at least 1) to see the estimate.")
+        return
     k_ = int(st.session_state[K.NEW_P]) * int(st.session_state[K.NEW_K])
     step_sp, call_sp = predicted(int(st.session_state[K.NEW_P]), int(st.session_state[K.NEW_K]),
                                  int(st.session_state[K.NEW_WORKERS]), acc, l_ref, t_ev,

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
+from storage.run_figures import running_seconds
 from storage.states import RunStatus
 from ui import data, identity, interventions as iv, keys, submission
 from ui.errors import shows_storage_errors
@@ -56,9 +57,12 @@ def redraw_when_it_ends_or_continues(run_id: str, status: str, where: str) -> No
         st.rerun()
 
 
-def show_outcome(key: str) -> None:
-    """The last outcome this session got for a control, right where the control is."""
+def show_outcome(key: str, log: pd.DataFrame | None = None) -> None:
+    """The last outcome this session got for a control, right where the control is; with the
+    run's command ``log``, as it stands now (applied or rejected, once the engine got to it)."""
     out = st.session_state.get(key)
+    if out is not None and log is not None:
+        out = iv.settled(out, log)
     if out is not None:
         (st.success if out.ok else st.error)(out.message, icon=":material/check:" if out.ok else ":material/block:")
 
@@ -124,28 +128,54 @@ def _live_controls(run_id: str) -> None:
                                    on_click=_send_run_command,
                                    args=(run_id, kind, keys.RUN_REASON, slot, submission.token(slot)))
         cols[3].text_input("Why (recorded in the command log)", key=keys.RUN_REASON, placeholder="optional")
-    with right.popover(VERB["stop"], icon=icons["stop"], disabled=not enabled["stop"] or not steer, width="stretch",
-                       help=HELP["stop"]):
-        with st.form(f"steer_stop_{run_id}", clear_on_submit=True, border=False, enter_to_submit=False):
-            st.text_input("Why stop it?", key=keys.RUN_STOP_REASON, placeholder="optional")
-            slot = f"stop:{run_id}"
-            st.form_submit_button("Yes, stop it", key=submission.widget_key(keys.RUN_STOP_CONFIRM, slot), type="primary",
-                                  on_click=_send_run_command,
-                                  args=(run_id, "stop", keys.RUN_STOP_REASON, slot, submission.token(slot)))
+    # Stop asks first, in the page itself: a popover in this fragment, redrawn every half second,
+    # at times did not open at all and at times stayed open after the run had stopped
+    asking = st.session_state.get(STOP_ASKED) == run_id and enabled["stop"] and steer
+    right.button(VERB["stop"], key=keys.RUN_STOP, icon=icons["stop"], width="stretch", help=HELP["stop"],
+                 disabled=not enabled["stop"] or not steer or asking, on_click=_ask_stop, args=(run_id,))
+    if asking:
+        _stop_confirmation(run_id)
     if not author:
         st.caption(iv.NO_NAME)
     elif not steer:
         st.caption(identity.refusal_note("pause"))
     elif finished:
         st.caption(f"This run is {md(status)}. To go on, continue it with a new budget (below).")
-    show_outcome(keys.RUN_OUTCOME.format(run=run_id))
+    show_outcome(keys.RUN_OUTCOME.format(run=run_id), log)
     pending_note(log)
+
+
+STOP_ASKED = "_steer_stop_asked"  # the run whose Stop was clicked once: its confirmation is shown
+
+
+def _ask_stop(run_id: str) -> None:
+    st.session_state[STOP_ASKED] = run_id
+
+
+def _cancel_stop() -> None:
+    st.session_state.pop(STOP_ASKED, None)
+
+
+def _stop_confirmation(run_id: str) -> None:
+    with st.container(border=True):
+        with st.form(f"steer_stop_{run_id}", clear_on_submit=True, border=False, enter_to_submit=False):
+            c1, c2, c3 = st.columns([5, 1.4, 1], vertical_alignment="bottom")
+            c1.text_input("Why stop it? The step in flight is cut; the run can be continued later with a new budget.",
+                          key=keys.RUN_STOP_REASON, placeholder="optional")
+            slot = f"stop:{run_id}"
+            c2.form_submit_button("Yes, stop it", key=submission.widget_key(keys.RUN_STOP_CONFIRM, slot), type="primary",
+                                  width="stretch", on_click=_send_run_command,
+                                  args=(run_id, "stop", keys.RUN_STOP_REASON, slot, submission.token(slot)))
+            c3.form_submit_button("Cancel", key=keys.RUN_STOP_CANCEL, width="stretch",
+                                  on_click=_cancel_stop)
 
 
 def _send_run_command(run_id: str, kind: str, reason_key: str, slot: str, token: str) -> None:
     out = iv.send(data.get_db(), run_id, kind, {}, current_actor(), st.session_state.get(reason_key, ""), token)
     if out.command_ids:
         submission.renew(slot)
+    if kind == "stop":
+        st.session_state.pop(STOP_ASKED, None)
     st.session_state[keys.RUN_OUTCOME.format(run=run_id)] = out
     if out.ok:
         data.forget_steering()
@@ -189,7 +219,7 @@ def budget_inputs(run: dict, start: dict) -> dict:
     rid = run["id"]
     spec = [("max_metric_calls", "Max metric calls", 1, f"used so far: {run.get('metric_calls', 0):,}"),
             ("max_cost_usd", "Max dollars", 0.5, f"spent so far: ${run.get('cost_usd', 0.0):.4f}"),
-            ("max_seconds", "Max seconds", 60, f"run so far: {fmt_seconds(run.get('seconds'))}"),
+            ("max_seconds", "Max seconds", 60, f"searched so far: {fmt_seconds(running_seconds(run, search_only=True))}"),
             ("max_steps", "Max steps", 1, f"steps done: {run.get('steps_done', 0)}"),
             ("stop_at_score", "Stop at score", 0.05, "0: never stop early")]
     cols = st.columns(len(spec))

@@ -12,6 +12,7 @@ import numpy as np
 from engine.analyze.degenerate import CONSTANT, TRIVIAL_WINS, degenerate_in_matrix
 from engine.analyze.finding import INFO, SEVERE, WARNING, Action, Finding, plural, share
 from engine.analyze.records import RunRecords
+from storage.run_figures import proposal_counts
 
 TOL = 1e-9
 REPEAT_REASONS = ("repeats an earlier proposal for this parent", "unusable answer: the answer is unchanged")
@@ -48,15 +49,15 @@ def proposal_findings(recs: RunRecords) -> list[Finding]:
     parse / valid / improved rates over the proposals whose reflection has answered."""
     props = [c for c in recs.proposals() if c["status"] != "proposed"]
     run = recs.run
-    answered = max(int(run.get("proposals_total") or 0) - int(run.get("proposals_reflecting") or 0), len(props))
+    # the rates' one definition, as the dashboard and `engine status` count them (storage.run_figures)
+    tally = proposal_counts(run, int(run.get("proposals_reflecting") or 0))
     if len(props) < 4:
         return []
     failed = [c for c in props if c["status"] == "failed"]
     repeats = [c for c in failed if c["reason"].startswith(REPEAT_REASONS)]
     other = [c for c in failed if c not in repeats and not c["reason"].startswith("interrupted")]
-    rates = {k: int(run.get(f"proposals_{k}") or 0) for k in ("parsed", "valid", "improved")}
-    counts = {"proposals": answered, **rates, "repeats": len(repeats), "retried": int(run.get("proposals_retried") or 0),
-              "failed": len(failed)}
+    counts = {"proposals": tally.answered, "parsed": tally.parsed, "valid": tally.valid, "improved": tally.improved,
+              "repeats": len(repeats), "retried": tally.retried, "failed": len(failed)}
     out = []
     if len(repeats) >= max(4, len(props) / 3):
         severe = len(repeats) >= 0.5 * len(props) and len(props) >= 6
@@ -80,8 +81,8 @@ def proposal_findings(recs: RunRecords) -> list[Finding]:
         out.append(Finding(
             "wasted_proposals", SEVERE if usable < 0.5 and len(props) >= 8 else WARNING,
             f"{share(len(other), len(props))} proposals failed before any test: {_reasons_text(reasons)}",
-            f"Rates over {answered} answered proposals: parsed {rates['parsed']}, valid {rates['valid']}, improved "
-            f"{rates['improved']}. An answer without a fenced block or a text validate() refuses costs an LM call and "
+            f"Rates over {tally.answered} answered proposals: parsed {tally.parsed}, valid {tally.valid}, improved "
+            f"{tally.improved}. An answer without a fenced block or a text validate() refuses costs an LM call and "
             "tests nothing; a reflection model that fits the artifact kind, or a clearer objective, helps.",
             {"candidates": [c["id"] for c in other[:20]], "counts": counts, "reasons": dict(reasons)},
             weight=1 - usable))

@@ -112,6 +112,8 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
         else:
             cfg = build_config(seed_candidate, evaluator, dataset, valset, testset, objective, background, plan.config,
                                name, plan.reflection_model)
+        from engine.lm.check import check_run_lms
+        check_run_lms(cfg)  # each LM answers one short request, or ConfigError at its field: no run is created
         run_id = attached.create_attached_run(database, cfg.name, owner, cfg.stored(), examples_of(cfg), process_id,
                                               LEASE_SECONDS)
     session = _Session(database, run_id, process_id, evaluator, validate, plan.pool,

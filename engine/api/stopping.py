@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 
 from storage import repo
 from storage.db import Database
+from storage.run_figures import running_seconds
 from storage.states import CandidateStatus
 
 from engine.config import ConfigError
@@ -61,7 +62,7 @@ def stop_state(db: Database, run_id: str) -> StopState:
     return StopState(i=run.proposals_total - 1, total_num_evals=run.metric_calls,
                      program_candidates=[to_evaluator(c.content, single) for c in done],
                      program_full_scores_val_set=[c.val_mean for c in done], run_id=run_id, steps=run.steps_done,
-                     cost_usd=run.cost_usd, seconds=run.seconds, best_score=run.best_val_mean)
+                     cost_usd=run.cost_usd, seconds=running_seconds(run, search_only=True), best_score=run.best_val_mean)
 
 
 def name_of(fn: Callable) -> str:

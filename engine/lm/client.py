@@ -183,14 +183,15 @@ class LMClient:
     def check(self, cfg: LMConfig) -> dict:
         """Test the connection: one tiny uncached call with no retries.
 
-        Returns ``{"ok", "model", "api_base", "seconds", "answer", "error", "tokens_in",
-        "tokens_out", "cost_usd"}``; ``error`` is the exact provider message when it failed.
+        Returns ``{"ok", "model", "api_base", "seconds", "answer", "error", "error_kind",
+        "tokens_in", "tokens_out", "cost_usd"}``; ``error`` is the exact provider message when it
+        failed, ``error_kind`` its kind (``engine.lm.errors.error_kind``).
         """
         quick = cfg.model_copy(update={"num_retries": 0})
         messages = [{"role": "user", "content": "Reply with exactly one word: ready"}]
         r = self.complete(quick, messages, temperature=0.0, max_tokens=16, use_cache=False)
         return {"ok": r.ok, "model": cfg.model, "api_base": cfg.api_base, "seconds": round(r.seconds, 3),
-                "answer": r.text.strip(), "error": r.error, "tokens_in": r.tokens_in,
+                "answer": r.text.strip(), "error": r.error, "error_kind": r.error_kind, "tokens_in": r.tokens_in,
                 "tokens_out": r.tokens_out, "cost_usd": r.cost_usd}
 
     def context_window(self, cfg: LMConfig) -> int | None:

@@ -93,6 +93,11 @@ _BAD_BODY_MARKERS = ("Expecting value", "Received response", "JSONDecodeError", 
                      "Extra data", "Invalid control character")
 
 
+# litellm reports a refused connection to an OpenAI-compatible api_base as a 500
+# (InternalServerError: "OpenAIException - Connection error."): no server answered at all
+_CONNECTION_MARKER = "Connection error"
+
+
 def error_kind(exc: BaseException) -> str:
     """``rate_limit`` (429), ``timeout``, ``bad_body`` (an answer that is not the JSON of a
     completion), ``server_error`` (other 5xx), ``connection``, or ``request`` (any 4xx)."""
@@ -103,6 +108,6 @@ def error_kind(exc: BaseException) -> str:
         return "timeout"
     if any(m in str(exc) for m in _BAD_BODY_MARKERS):
         return "bad_body"
-    if litellm is not None and isinstance(exc, litellm.APIConnectionError):
+    if (litellm is not None and isinstance(exc, litellm.APIConnectionError)) or _CONNECTION_MARKER in str(exc):
         return "connection"
     return "server_error" if is_retryable(exc) else "request"

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from storage import repo
 from storage.db import Database
 from storage.models import Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step
+from storage.run_figures import running_seconds
 from storage.states import CandidateStatus, MergePath, Origin
 from storage.transfer import insert_run
 
@@ -111,7 +112,8 @@ def _run_doc(run: Run) -> RunDoc:
                   status_reason=run.status_reason, created_at=iso(run.created_at), started_at=iso(run.started_at),
                   finished_at=iso(run.finished_at),
                   totals=Totals(metric_calls=run.metric_calls, cost_usd=round(run.cost_usd, 10), tokens_in=run.tokens_in,
-                                tokens_out=run.tokens_out, seconds=round(run.seconds, 3), steps=run.steps_done,
+                                tokens_out=run.tokens_out, steps=run.steps_done,
+                                seconds=round(running_seconds(run), 3),  # running time, as the studio and the CLI say it
                                 budget_overshoot=run.budget_overshoot,
                                 lm_calls=LMTotals(total=run.lm_calls, failed=run.lm_calls_failed,
                                                   interrupted=run.lm_calls_interrupted),

@@ -1,11 +1,12 @@
 """A run as one self-contained HTML file that anyone can open without a network.
 
-``build_report(db, run_id)`` returns the page: summary and config, the score over the budget,
-the Pareto frontier, the lineage tree, the reported candidate (the approved one, else the best)
-with its diff against the seed and whether its gain over the seed is real, its per-example scores
+``build_report(db, run_id)`` returns the page: the summary, the score over the budget, the
+Pareto frontier, the lineage tree, the reported candidate (the approved one, else the best) with
+its diff against the seed and whether its gain over the seed is real, its per-example scores
 beside the seed's, the run's analysis (``engine.analyze``: its findings, and its last written
-diagnosis), the intervention log and the comments. plotly.js is inlined once; there are no external
-scripts, styles, fonts or images, and a Content-Security-Policy forbids loading any. Every string from the run (candidate
+diagnosis), the intervention log, the comments and feedback, and last the config (its datasets
+by size, its evaluator folded). plotly.js is inlined once; there are no external scripts, styles,
+fonts or images, and a Content-Security-Policy forbids loading any. Every string from the run (candidate
 and LM text, names, reasons, comments, config values) goes through ``html.escape``: it is shown
 as text, never interpreted as HTML. Built from ``export_run``'s document, the same facts as an export.
 """
@@ -56,7 +57,7 @@ def build_report(db: Database, run_id: str) -> str:
     shown_id = approved or doc["best"]["candidate_id"]
     shown = cands.get(shown_id)
     which = "approved" if approved else "best"
-    parts = [_summary(doc, approved), _section("Config", f"<pre>{e(json.dumps(doc['run']['config'], indent=2))}</pre>")]
+    parts = [_summary(doc, approved)]
     parts.append(_section("Score over the budget", _figure(score_over_budget(doc), first=True)))
     parts.append(_section("Pareto frontier", _frontier(doc)))
     parts.append(_section("Lineage", _figure(lineage_tree(doc, shown_id), first=False)))
@@ -65,7 +66,8 @@ def build_report(db: Database, run_id: str) -> str:
     parts.append(_section("Per-example scores", _per_example(doc, shown, seed)))
     parts.append(_section("Analysis", _analysis(db, run_id)))
     parts.append(_section("Intervention log", _commands(doc)))
-    parts.append(_section("Comments", _comments(doc)))
+    parts.append(_section("Comments and feedback", _comments(doc)))
+    parts.append(_section("Config", _config(doc["run"]["config"])))  # last: the results come first
     title = f"Refract run {doc['run']['name']} ({run_id})"
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\"><title>{e(title)}</title>"
@@ -191,10 +193,28 @@ def _commands(doc: dict) -> str:
 
 
 def _comments(doc: dict) -> str:
-    if not doc["comments"]:
-        return "<p class=\"muted\">No comments.</p>"
-    rows = ((c["created_at"], c["author"], c["candidate_id"], c["kind"], c["text"]) for c in reversed(doc["comments"]))
-    return _table(("when", "who", "candidate", "kind", "text"), rows)
+    """The comments, and the feedback sent on candidates: read by the next reflections on it, or
+    still waiting (sent too late: the run ended before a reflection on that candidate)."""
+    rows = [(c["created_at"], c["author"], c["candidate_id"], c["kind"], c["text"]) for c in doc["comments"]]
+    attached = {(c["candidate_id"], c["author"], c["text"]) for c in doc["comments"] if c["kind"] == "feedback"}
+    for c in doc["commands"]:
+        p = c["payload"] or {}
+        if c["kind"] == "feedback" and (p.get("candidate_id"), c["author"], p.get("text")) not in attached:
+            state = "never read: the run ended before it was applied" if c["status"] == "pending" else c["status"]
+            rows.append((c["created_at"], c["author"], p.get("candidate_id"), f"feedback ({state})", p.get("text")))
+    if not rows:
+        return "<p class=\"muted\">No comments or feedback.</p>"
+    return _table(("when", "who", "candidate", "kind", "text"), sorted(rows, key=lambda r: r[0] or "", reverse=True))
+
+
+def _config(config: dict) -> str:
+    """The run's settings; its datasets by size (the rows are in the export), its evaluator folded."""
+    shown = {k: (f"{len(v)} rows (the rows are in the export)" if k in ("dataset", "valset", "testset") and v else v)
+             for k, v in config.items() if k != "evaluator"}
+    source = config.get("evaluator") or ""
+    folded = (f"<details><summary>the evaluator ({len(source.splitlines())} lines)</summary><pre>{e(source)}</pre>"
+              "</details>") if source else ""
+    return f"<pre>{e(json.dumps(shown, indent=2, ensure_ascii=False))}</pre>{folded}"
 
 
 def _analysis(db: Database, run_id: str) -> str:

@@ -98,9 +98,11 @@ class Validator:
 
 
 def validate_child(ctx: RunContext, child_id: str) -> None:
-    """The validation pass of ``child_id`` in a running optimization."""
+    """The validation pass of ``child_id`` in a running optimization; the run's best is
+    written as soon as it ends (it may be the new best)."""
     child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
     Validator(ctx.state, ctx.evals, ctx.val_keys, ctx.cfg.search, ctx.save).validate(child)
+    ctx.record_best()
 
 
 def reject(ctx: RunContext, child_id: str, reason: str) -> None:

@@ -168,6 +168,8 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
             return _fail(ctx, child, res.error)
         if res.error:
             return _fail(ctx, child, f"reflection LM failed: {res.error}")
+        if attempt == 0:  # an answer, usable or not: the rates are over these (storage.run_figures)
+            repo.bump_run(ctx.db, ctx.run_id, proposals_answered=1)
         parsed = parse_answer(res.text, current, require_fence=cfg.search.require_fence)
         if parsed.text is None and not parsed.fenced and cfg.search.require_fence:
             lm_calls.mark_lm_answer_unusable(ctx.db, call_id, "no_fence", f"unusable answer: {parsed.reason}")

@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from storage import repo
 from tests.support.prompt_task import BETTER, ROWS
 
-from .conftest import ready, shot, stop_studio, studio_with_worker
+from .conftest import by_key, ready, shot, stop_studio, studio_with_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -58,7 +58,12 @@ def test_from_an_empty_form_to_a_previewed_running_prompt_run(studio, page):
     page.get_by_text("prompt: a task LM and assertions").click()
     ready(page)
     _fill(page, "User message", "Ticket: {text}")
-    _fill(page, "Task model (litellm string): answers each example", "scripted/task")
+    # the task LM with its own model (an API base and a key variable could follow); the judge stays the reflection LM
+    by_key(page, "new_task_same").locator("label").click()
+    ready(page)
+    expect(by_key(page, "new_task_same").locator("input")).not_to_be_checked()
+    expect(by_key(page, "new_judge_same").locator("input")).to_be_checked()
+    _fill(page, "Task LM model (litellm string)", "scripted/task")
     _fill(page, "Model (litellm string)", "scripted/reflect")
     page.get_by_text("paste text").click()
     ready(page)
@@ -77,6 +82,10 @@ def test_from_an_empty_form_to_a_previewed_running_prompt_run(studio, page):
     expect(answers.first).to_be_visible()
     shot(page, "prompt-preview")
 
+    page.get_by_role("button", name="Start run").click()  # nobody named yet: no run that nobody could steer
+    expect(page.get_by_text("Who am I: enter your name in the sidebar first")).to_be_visible()
+    assert repo.list_runs(studio.db) == []
+    _fill(page, "Who am I", "ana")
     page.get_by_role("button", name="Start run").click()
     page.wait_for_url("**/dashboard?run=*", timeout=60_000)
     run_id = page.url.split("run=")[1].split("&")[0]
