@@ -101,6 +101,8 @@ def validate_child(ctx: RunContext, child_id: str) -> None:
     """The validation pass of ``child_id`` in a running optimization."""
     child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
     Validator(ctx.state, ctx.evals, ctx.val_keys, ctx.cfg.search, ctx.save).validate(child)
+    # the studio reads the frontier again only when this changes, not at every metric call
+    repo.bump_run(ctx.db, ctx.run_id, frontier_version=1)
 
 
 def reject(ctx: RunContext, child_id: str, reason: str) -> None:
