@@ -89,8 +89,9 @@ def one_step(lm_latency: float, eval_delay: float, search: dict, workers: int = 
 def ideal_seconds(step, lm_latency: float, eval_delay: float, workers: int) -> float:
     """The step's wall-clock if the engine cost nothing, from the evaluations it actually
     dispatched: its phases run one after another (parents' minibatches, the reflections, the
-    children's minibatch tests, a merged child's test, the validation passes), each in
-    ceil(evaluations / W) waves; a phase with nothing dispatched costs nothing."""
+    children's minibatch tests, a merge's LM call when the siblings conflict, the merged child's
+    test, the validation passes), each in ceil(evaluations / W) waves; a phase with nothing
+    dispatched costs nothing."""
     evals = [e for e in step.events if e["kind"] != "lm"]
     reflected = {e["candidate_id"] for e in step.events if e["kind"] == "lm"}
 
@@ -104,7 +105,9 @@ def ideal_seconds(step, lm_latency: float, eval_delay: float, workers: int) -> f
     counts: dict[str, int] = {}
     for e in evals:
         counts[phase(e)] = counts.get(phase(e), 0) + 1
-    return lm_latency + sum(-(-n // workers) for n in counts.values()) * eval_delay
+    # the reflections, and a sibling merge's LM call when its siblings changed the same line
+    lm_phases = 1 + any(e.get("purpose") == "merge" for e in step.events if e["kind"] == "lm")
+    return lm_phases * lm_latency + sum(-(-n // workers) for n in counts.values()) * eval_delay
 
 
 def main() -> None:
@@ -124,8 +127,9 @@ def main() -> None:
         "One step, 50 validation examples, 4 sandboxed workers, SQLite, scripted LM through litellm. The first step",
         "of a run: every parent is the seed. Ideal = the step's phases one after another (parents' minibatches,",
         "the reflections, the children's minibatch tests, a merged child's test, the validation passes), each",
-        "in ceil(evaluations / W) waves of the 50 ms evaluator, plus the 1 s reflection: what the step would",
-        "take if the engine cost nothing. Overhead = measured − ideal.",
+        "in ceil(evaluations / W) waves of the 50 ms evaluator, plus the 1 s reflection (and 1 s more when the",
+        "sibling merge conflicts and asks the LM: every proposal here appends to the one line): what the step",
+        "would take if the engine cost nothing. Overhead = measured − ideal.",
         "",
         "| step | wall-clock (s) | ideal (s) | overhead (s) | share | metric calls | proposals | validated | "
         "instant LM + evaluator (s) |",
