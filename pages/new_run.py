@@ -292,7 +292,8 @@ for k in (K.NEW_P, K.NEW_K, K.NEW_WORKERS, K.NEW_MINIBATCH):
 o = st.columns(3)
 o[0].selectbox("Parent selection", run_form.SELECTIONS, key=K.NEW_SELECTION)
 o[1].selectbox("Children that pay a validation pass", run_form.ACCEPTS, key=K.NEW_ACCEPT,
-               help="all improving children, only the best one of a step, or the top k")
+               help="all improving children, only the best one of a step, or the top k (schedule async: every "
+                    "improving child, whatever this says)")
 o[2].toggle("Merge frontier candidates", key=K.NEW_MERGE,
             help="after a step, combine two frontier candidates that changed different lines of a common ancestor "
                  "(a three-way merge, no LM call)")

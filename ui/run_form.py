@@ -147,7 +147,10 @@ def config_from_draft(draft: dict) -> tuple[dict, list[str]]:
             problems.append("dataset: the split leaves no training examples; lower the validation / test shares")
     cfg["search"] = {"parents_per_step": int(d.get(K.NEW_P) or 1), "proposals_per_parent": int(d.get(K.NEW_K) or 1),
                      "minibatch_size": int(d.get(K.NEW_MINIBATCH) or 1), "selection": d.get(K.NEW_SELECTION) or "pareto",
-                     "accept": d.get(K.NEW_ACCEPT) or _DEFAULT_SHAPE["accept"], "merge": bool(d.get(K.NEW_MERGE)),
+                     # asynchronously every improving child is validated: "all" is the one rule there
+                     "accept": ("all" if d.get(K.NEW_SCHEDULE) == "async"
+                                else d.get(K.NEW_ACCEPT) or _DEFAULT_SHAPE["accept"]),
+                     "merge": bool(d.get(K.NEW_MERGE)),
                      "merge_siblings": bool(d.get(K.NEW_MERGE_SIBLINGS)), "schedule": d.get(K.NEW_SCHEDULE) or "sync"}
     cfg["budget"], budget_problems = form_checks.budget(d)
     problems += budget_problems
