@@ -19,7 +19,7 @@ from engine.config_sections import BranchConfig, ReviewConfig, branch_problem
 from engine.lm.providers import one_at_a_time
 from engine.prompt_evaluator import PromptEvaluatorConfig, check_placeholders, generate_source
 from engine.user_errors import refuse_bool_number
-from engine.config_checks import ConfigWarning, config_warnings  # noqa: E402,F401  (re-exported: their old home)
+from engine.config_checks import ConfigWarning, config_warnings, default_shape  # noqa: F401  (re-exported)
 
 LOCAL_MODEL = "local/qwen2.5-coder-1.5b"
 
@@ -36,13 +36,6 @@ class _Strict(BaseModel):
     @classmethod
     def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
         return refuse_bool_number(cls, info.field_name, value)  # true is no minibatch size
-
-
-def default_shape(batch_size: int, schedule: str) -> dict:
-    """``accept`` and ``merge_siblings`` of a config that sets neither (``SearchConfig._batched_default``)."""
-    if batch_size <= 1:
-        return {"accept": "all", "merge_siblings": False}
-    return {"accept": "best" if schedule == "sync" else "all", "merge_siblings": True}
 
 
 class SearchConfig(_Strict):

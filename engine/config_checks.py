@@ -1,5 +1,7 @@
-"""Settings a valid config may hold that do less than they seem to: ``config_warnings`` says
-which, each as ``field: what happens``, and ``ConfigWarning`` carries them to the user."""
+"""Beside ``engine.config``: the batch shape a config gets when it does not choose one
+(``default_shape``), and the settings a valid config may hold that do less than they seem to
+(``config_warnings`` says which, each as ``field: what happens``; ``ConfigWarning`` carries
+them to the user)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,13 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from engine.config import RunConfig
+
+
+def default_shape(batch_size: int, schedule: str) -> dict:
+    """``accept`` and ``merge_siblings`` of a config that sets neither (``SearchConfig._batched_default``)."""
+    if batch_size <= 1:
+        return {"accept": "all", "merge_siblings": False}
+    return {"accept": "best" if schedule == "sync" else "all", "merge_siblings": True}
 
 
 class ConfigWarning(UserWarning):
