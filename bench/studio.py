@@ -25,6 +25,17 @@ sys.path.insert(0, str(ROOT))
 warnings.filterwarnings("ignore")
 
 
+def live_again(db, run_id: str) -> None:
+    """The synthetic run marked running (an UPDATE of the benchmark's own database: no engine
+    would take a completed run back), so that the studio reads it as a live run."""
+    from sqlalchemy import update
+
+    from storage.models import Run
+
+    with db.write() as s:
+        s.execute(update(Run).where(Run.id == run_id).values(status="running", finished_at=None))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--candidates", type=int, default=2000)
@@ -59,7 +70,14 @@ def main() -> None:
     from storage import queries
 
     cands = queries.candidate_rows(db, run_id)
-    n_evals = len(queries.val_scores(db, run_id))
+    from sqlalchemy import func, select
+
+    from storage.models import Evaluation, Example
+
+    with db.read() as session:  # a count, not the 2.5 M rows themselves
+        n_evals = session.execute(select(func.count()).select_from(Evaluation)
+                                  .join(Example, Example.pk == Evaluation.example_pk)
+                                  .where(Evaluation.run_id == run_id, Example.split == "val")).scalar_one()
 
     statements: list[str] = []
     control = ("BEGIN", "COMMIT", "ROLLBACK", "PRAGMA")  # transaction control is not a query
@@ -94,6 +112,7 @@ def main() -> None:
         cold = [page_time(at, cold=True) for _ in range(args.repeat)]
         warm = [page_time(at, cold=False) for _ in range(args.repeat)]
         advancing = []
+        live_again(db, run_id)  # the synthetic run is completed: advancing, it is a live run again
         for _ in range(args.repeat):  # the run recorded a metric call, then ended a validation pass
             repo.bump_run(db, run_id, metric_calls=1)
             data.run_overview.clear()
@@ -161,7 +180,8 @@ def main() -> None:
         "",
         "*After a metric call*: the run recorded one more metric call since the last build; *after a validation "
         "pass*: a new candidate was validated on every example (its scores written, the run's `frontier_version` "
-        "bumped), as a live run does many times a minute.",
+        "bumped), as a live run does many times a minute. For these two the run is marked running (it is "
+        "generated completed).",
         "",
         "| page | cold (s) | warm (s) | after a metric call (s) | after a validation pass (s) | SQL queries cold | "
         "SQL queries warm |",
