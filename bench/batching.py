@@ -82,16 +82,19 @@ def _shape(p: int, k: int, **extra) -> dict:
     return {"parents_per_step": p, "proposals_per_parent": k, **extra}
 
 
+# every shape names accept and merge_siblings but "4×1 default" (only P set: what a user gets,
+# engine.config.default_shape: the siblings merged, else the best validated)
 CONFIGS = [
     Config("1×1", _shape(1, 1)),
-    Config("2×2 all", _shape(2, 2)),
-    Config("4×1 all", _shape(4, 1)),
-    Config("8×1 all", _shape(8, 1)),
-    Config("4×1 best", _shape(4, 1, accept="best")),
-    Config("4×1 top_k=2", _shape(4, 1, accept="top_k", top_k=2)),
-    Config("4×1 merge", _shape(4, 1, merge_siblings=True)),
-    Config("async C=4", _shape(4, 1, schedule="async")),
-    Config("async C=8", _shape(8, 1, schedule="async")),
+    Config("2×2 all", _shape(2, 2, accept="all", merge_siblings=False)),
+    Config("4×1 all", _shape(4, 1, accept="all", merge_siblings=False)),
+    Config("8×1 all", _shape(8, 1, accept="all", merge_siblings=False)),
+    Config("4×1 best", _shape(4, 1, accept="best", merge_siblings=False)),
+    Config("4×1 top_k=2", _shape(4, 1, accept="top_k", top_k=2, merge_siblings=False)),
+    Config("4×1 merge", _shape(4, 1, accept="all", merge_siblings=True)),
+    Config("4×1 default", _shape(4, 1)),
+    Config("async C=4", _shape(4, 1, schedule="async", merge_siblings=False)),
+    Config("async C=8", _shape(8, 1, schedule="async", merge_siblings=False)),
     Config("async C=4 merge", _shape(4, 1, schedule="async", merge_siblings=True)),
     Config("async C=8 merge", _shape(8, 1, schedule="async", merge_siblings=True)),
     Config("async C=4 rebase", _shape(4, 1, schedule="async", merge=True, max_merges=1000)),
@@ -102,12 +105,17 @@ CONFIGS = [
 # The overlapping task: the same, with the rules grouped on one line per action (time to quality only).
 OVERLAP_CONFIGS = [Config(c.name, c.search, task="grouped") for c in CONFIGS
                    if c.name in ("1×1", "4×1 all", "4×1 merge", "async C=4", "async C=4 merge", "async C=4 rebase")]
+# The keywords task (bench/incremental_task.py KEYWORDS): time to quality and best at equal budget.
+KEYWORD_CONFIGS = [Config(c.name, c.search, task="keywords") for c in CONFIGS
+                   if c.name in ("1×1", "4×1 all", "4×1 merge", "4×1 default", "async C=4 merge", "async C=8 merge")]
 # The runtime model's shape of each Refract configuration (its time-to-quality prediction).
 SHAPES = {c.name: shape_of(SearchConfig(minibatch_size=MINIBATCH, **c.search)) for c in CONFIGS if c.gepa is None}
 # Dollar caps: the cost budget binds (metric calls are plentiful), LM priced per token.
 DOLLAR_CONFIGS = [
-    Config("$ cap, 4×1 all", _shape(4, 1), budget={"max_metric_calls": 100_000, "max_cost_usd": 0.25}, price=2e-5),
-    Config("$ cap, async C=8", _shape(8, 1, schedule="async"), budget={"max_metric_calls": 100_000, "max_cost_usd": 0.25},
+    Config("$ cap, 4×1 all", _shape(4, 1, accept="all", merge_siblings=False),
+           budget={"max_metric_calls": 100_000, "max_cost_usd": 0.25}, price=2e-5),
+    Config("$ cap, async C=8", _shape(8, 1, schedule="async", merge_siblings=False),
+           budget={"max_metric_calls": 100_000, "max_cost_usd": 0.25},
            price=2e-5),
 ]
 
@@ -373,7 +381,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         results, dollars = raw["results"], raw.get("dollars", [])
     else:
         only = args.only or (SPREAD_CONFIGS if LM_SPREAD[0] else None)
-        extra = [] if args.no_overlap or LM_SPREAD[0] else OVERLAP_CONFIGS
+        extra = [] if args.no_overlap or LM_SPREAD[0] else OVERLAP_CONFIGS + KEYWORD_CONFIGS
         configs = [c for c in CONFIGS + extra if not only or c.name in only]
         warm_up()  # litellm's first-completion loading is not charged to the first run (1×1, seed 0)
         results, dollars = [], []

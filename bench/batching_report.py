@@ -189,6 +189,12 @@ def write_doc(path: Path, table: list[str], dollar_table: list[str], summary: di
         "",
         *ttq_table(results, "grouped"),
         "",
+        "**The keywords task** (a help text that must mention each question's 2–4 keywords, one a line; every "
+        "answer adds one or two of the missing keywords it is shown, or 10 % of the time answers the text unchanged, "
+        "which the engine retries; `KEYWORDS` in `bench/incremental_task.py`):",
+        "",
+        *ttq_table(results, "keywords"),
+        "",
         "### Predicted vs measured time to quality",
         "",
         "The runtime model (`engine/runtime/model.py` `predict_time_to_quality`, replaying the schedule in "
@@ -211,6 +217,10 @@ def write_doc(path: Path, table: list[str], dollar_table: list[str], summary: di
         "**The overlapping task:**",
         "",
         *prediction_table(results, "grouped"),
+        "",
+        "**The keywords task:**",
+        "",
+        *prediction_table(results, "keywords"),
         "",
         "### How far 4× can get",
         "",

@@ -19,6 +19,7 @@ from engine.config_sections import BranchConfig, ReviewConfig, branch_problem
 from engine.lm.providers import one_at_a_time
 from engine.prompt_evaluator import PromptEvaluatorConfig, check_placeholders, generate_source
 from engine.user_errors import refuse_bool_number
+from engine.config_checks import ConfigWarning, config_warnings, default_shape  # noqa: F401  (re-exported)
 
 LOCAL_MODEL = "local/qwen2.5-coder-1.5b"
 
@@ -69,6 +70,18 @@ class SearchConfig(_Strict):
     def _renamed(self) -> "SearchConfig":
         if self.acceptance is not None:
             self.improvement = self.acceptance
+        return self
+
+    @model_validator(mode="after")
+    def _batched_default(self) -> "SearchConfig":
+        """P × K > 1 and neither ``accept`` nor ``merge_siblings`` given: the shape that keeps
+        quality (``default_shape``). Validating every improving child of a wide step spent the
+        budget on near-copies of one fix (docs/benchmarks-batching.md). A value the config sets
+        is kept, and the stored config holds the values used: a resumed run keeps its shape."""
+        given = self.model_fields_set
+        if not given & {"accept", "merge_siblings"} and not (self.schedule == "async" and self.merge):
+            for key, value in default_shape(self.batch_size, self.schedule).items():
+                setattr(self, key, value)
         return self
 
     @property
@@ -339,35 +352,6 @@ def _limits(data: dict):
         return Limits(**DataLimits.model_validate(data.get("limits") or {}).model_dump())
     except (ValidationError, TypeError):
         return Limits()
-
-
-class ConfigWarning(UserWarning):
-    """A config that is valid but probably not what the user meant."""
-
-
-def config_warnings(cfg: RunConfig) -> list[str]:
-    """Settings that are allowed but do less than they seem to, each as ``field: what happens``."""
-    from engine.lm.images import mentions_images, supports_vision
-
-    s = cfg.search
-    out = []
-    if s.accept == "top_k" and s.top_k >= s.batch_size:
-        out.append(f"search.top_k: {s.top_k} is not smaller than the batch ({s.parents_per_step}×{s.proposals_per_parent} = "
-                   f"{s.batch_size} proposals), so accept = \"top_k\" validates every improving child, like accept = \"all\"")
-    if s.schedule == "async" and s.batch_size == 1:
-        out.append("search.schedule: \"async\" with parents_per_step × proposals_per_parent = 1 keeps one proposal in "
-                   "flight, which is the same as \"sync\"; raise the product to run several at once")
-    if s.schedule == "async" and s.batch_size > 1 and s.merge and s.merge_siblings:
-        out.append("search.merge: with schedule = \"async\" and merge_siblings = true, every improving child is "
-                   "already merged into the current best before it is validated, so merge is not used; drop one")
-    if s.acceptance is not None:
-        out.append("search.acceptance: renamed search.improvement (a child has *improved* when it beats its parent on the "
-                   "minibatch; *accepted* means validated); the old name is still read, rename it")
-    if mentions_images(cfg.evaluator) and not supports_vision(cfg.reflection_lm.model):
-        out.append(f"reflection_lm.model: {cfg.reflection_lm.model!r} cannot see images (litellm's supports_vision), "
-                   "and the evaluator seems to return some: the reflection prompt will say each image was omitted; "
-                   "choose a vision model to send them")
-    return out
 
 
 def check_budget_feasible(cfg: RunConfig) -> None:

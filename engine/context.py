@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 from storage import repo
 from storage.db import Database
@@ -17,6 +17,9 @@ from engine.evaluation import EvaluationService, Timeline
 from engine.interrupt import INTERRUPTED, Interrupt
 from engine.lm.journal import RunJournal
 from engine.state import PoolState
+
+if TYPE_CHECKING:
+    from engine.schedules.claim_order import SlotTurns
 
 
 class FailureStreak:
@@ -56,9 +59,9 @@ class RunContext:
     stop_event: threading.Event = field(default_factory=threading.Event)
     lm_failures: FailureStreak = field(default_factory=FailureStreak)
     interrupt: Interrupt = field(default_factory=Interrupt)  # shared by at_step copies
-    # called before a proposal claims its text (a synchronous step's slot order, see
-    # engine.schedules.claim_order); None: claim at once
-    claim_turn: Optional[Callable[[], None]] = None
+    # the turns in which a proposal claims its text (a synchronous step's slot order,
+    # engine.schedules.claim_order.SlotTurns); None: claim at once
+    claim_turn: Optional["SlotTurns"] = None
     # one writer of the run's best at a time (validation passes end in several threads), shared by at_step copies
     best_lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -86,7 +86,8 @@ class Optimizer:
         train_keys = by_split["train"] or val_keys
         single = not cfg.is_multi_component
         components = [SINGLE] if single else list(cfg.seed_candidate)
-        lm = self.lm or StartingLM()  # built while the pool starts and the seed is evaluated
+        # built (litellm imported and warmed) while the pool starts and the seed is evaluated
+        lm = self.lm or StartingLM((cfg.reflection_lm.model, cfg.task_lm.model if cfg.task_lm else ""))
         budget = Budget(cfg.budget, run.metric_calls, run.cost_usd, run.seconds)
         timeline = Timeline()
         steps_done = repo.completed_steps(self.db, self.run_id)

@@ -13,6 +13,12 @@ from storage.states import RunStatus
 
 
 def cmd_run(args) -> int:
+    from engine.lm.starting import warm_lm_in_background
+
+    # litellm's import takes seconds of CPU: begun now, it overlaps reading the config, starting
+    # the sandbox pool and evaluating the seed, instead of delaying the first reflection (a config
+    # file's LM always needs litellm: only the Python API can name a callable)
+    warm_lm_in_background()
     from engine.config import load_config
     from engine.lm.check import check_run_lms
     from engine.runs import submit_run

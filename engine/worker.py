@@ -23,7 +23,6 @@ claimed run's first seed evaluation starts within a second.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import socket
@@ -38,6 +37,7 @@ from storage.db import Database
 from engine.config import ExecutorConfig
 from engine.fair_share import FairShare, machine_capacity
 from engine.jobs import JobRunner
+from engine.lm.starting import warm_lm_in_background
 from engine.optimizer import Optimizer
 
 log = logging.getLogger("refract.worker")
@@ -113,7 +113,7 @@ class Worker:
         thread: a run claimed meanwhile starts anyway) and the stock of sandbox processes."""
         from engine.sandbox.warm import WarmStock
 
-        threading.Thread(target=_warm_lm, daemon=True, name="warm-imports").start()
+        warm_lm_in_background()
         self.stock = WarmStock(size=ExecutorConfig().workers)
 
     def _claim_and_run(self, stop: threading.Event, once: bool) -> None:
@@ -188,11 +188,3 @@ class Worker:
                 self.beat()
             except Exception:  # a transient database error: try again at the next beat
                 log.exception("heartbeat failed")
-
-
-def _warm_lm() -> None:
-    """The LM client's imports and litellm's first-completion loading (``warm_up``)."""
-    try:
-        importlib.import_module("engine.lm.client").warm_up()
-    except Exception:  # noqa: BLE001 -- only a head start: the first real call loads the same
-        log.warning("warming up the LM client failed", exc_info=True)

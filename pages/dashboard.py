@@ -142,6 +142,8 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
     view = cands[(cands["status"].isin(status) & cands["origin"].isin(origin) & cands["step"].between(*steps))
                  | cands["pinned"].astype(bool)]
     view = analysis.ranked(view, data.validation_size(url, run_id))  # fully validated first: partial means rank nothing
+    shown = len(view)
+    view, page_note = _page(view)
     table = pd.DataFrame({
         "open": [nav.url("candidate", run_id, c) for c in view["id"]],
         "id": view["id"], "status": view["status"], "origin": view["origin"], "step": view["step"],
@@ -150,7 +152,7 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
         "pinned": view["pinned"], "vetoed": view["vetoed"], "author": view["author"],
         "rewrote": view["component"].fillna(""),
     })
-    st.caption(f"{len(view)} of {len(cands)} candidates · select a row to open it · pinned ones always shown, "
+    st.caption(f"{shown} of {len(cands)} candidates{page_note} · select a row to open it · pinned ones always shown, "
                "vetoed ones greyed")
     event = st.dataframe(
         _grey_vetoed(table), hide_index=True, width="stretch", height=320, key=keys.DASH_TABLE, on_select="rerun",
@@ -167,6 +169,19 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
     rows = event.selection.rows if event else []
     if rows:
         nav.go("candidate", run=run_id, candidate=table.iloc[rows[0]]["id"])
+
+
+PAGE_ROWS = 500  # a page of the candidate table: 10,000 rows took seconds to send on every refresh
+
+
+def _page(view: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """One page of the sorted candidate table, and what the caption says of it ("" for one page)."""
+    pages = -(-len(view) // PAGE_ROWS)
+    if pages <= 1:
+        return view, ""
+    page = int(st.number_input(f"Page (of {pages}, {PAGE_ROWS} rows each)", 1, pages, 1, key=keys.DASH_PAGE))
+    first = (min(page, pages) - 1) * PAGE_ROWS
+    return view.iloc[first:first + PAGE_ROWS], f" · rows {first + 1}–{min(first + PAGE_ROWS, len(view))} shown"
 
 
 def _grey_vetoed(table: pd.DataFrame):

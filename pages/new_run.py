@@ -294,7 +294,8 @@ for col, (label, key, help_) in zip(st.columns(4), (
 o = st.columns(3)
 o[0].selectbox("Parent selection", run_form.SELECTIONS, key=K.NEW_SELECTION)
 o[1].selectbox("Children that pay a validation pass", run_form.ACCEPTS, key=K.NEW_ACCEPT,
-               help="all improving children, only the best one of a step, or the top k")
+               help="all improving children, only the best one of a step, or the top k (schedule async: every "
+                    "improving child, whatever this says)")
 o[2].toggle("Merge frontier candidates", key=K.NEW_MERGE,
             help="after a step, combine two frontier candidates that changed different lines of a common ancestor "
                  "(a three-way merge, no LM call)")
@@ -308,6 +309,8 @@ o2[1].toggle("Merge improving siblings", key=K.NEW_MERGE_SIBLINGS,
                   "reflection LM on a conflict")
 for k in (K.NEW_SCHEDULE, K.NEW_MERGE_SIBLINGS):
     _errors(k)
+st.caption(speedup.shape_note(*(st.session_state[k] for k in (K.NEW_P, K.NEW_K, K.NEW_ACCEPT, K.NEW_MERGE_SIBLINGS,
+                                                                K.NEW_SCHEDULE))))
 if st.session_state.get(K.NEW_CARRIED):
     st.caption("Also in this config, kept as they are (no field here: download the config as TOML below, edit it "
                "and upload it above): " + form_carry.summary(st.session_state[K.NEW_CARRIED]))

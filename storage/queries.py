@@ -177,10 +177,19 @@ def _validation_split(run_id: str):
 
 def val_scores(db: Database, run_id: str) -> pd.DataFrame:
     """Long table (candidate_id, example, score) of validation evaluations (the "val" split, or
-    "train" when the run has no validation set). One statement."""
-    q = (select(_E.c.candidate_id, _X.c.key, _E.c.score).join(_X, _X.c.pk == _E.c.example_pk)
-         .where(_E.c.run_id == run_id, _X.c.split == _validation_split(run_id)))
-    return pd.DataFrame(_fetch_raw(db, q), columns=["candidate_id", "example", "score"])
+    "train" when the run has no validation set)."""
+    return val_scores_since(db, run_id, 0)[0]
+
+
+def val_scores_since(db: Database, run_id: str, after_id: int) -> tuple[pd.DataFrame, int]:
+    """``val_scores`` of the evaluations recorded after the one with id ``after_id``, and the
+    last id read (``after_id`` when none): a live run's frontier reads only what is new. One
+    statement."""
+    q = (select(_E.c.candidate_id, _X.c.key, _E.c.score, _E.c.id).join(_X, _X.c.pk == _E.c.example_pk)
+         .where(_E.c.run_id == run_id, _E.c.id > after_id, _X.c.split == _validation_split(run_id)))
+    raw = pd.DataFrame(_fetch_raw(db, q), columns=["candidate_id", "example", "score", "id"])
+    last = int(raw["id"].max()) if not raw.empty else after_id
+    return raw.drop(columns="id"), last
 
 
 def example_keys(db: Database, run_id: str, split: str = "val") -> list[str]:

@@ -349,3 +349,11 @@ def test_an_async_proposal_leaves_room_to_validate_what_is_queued():
     assert room_to_keep(16, queued=3, inflight=True) == 32  # three children: one merged pass
     assert room_to_keep(16, queued=4, inflight=True) == 48
     assert room_to_keep(16, queued=4, inflight=False) == 0  # the last proposal takes the tail
+
+
+def test_each_validation_pass_bumps_the_runs_frontier_version(sqlite_db, tmp_path):
+    """The studio reads the frontier (every validation score of the run) again only when this
+    counter moves, not at every metric call."""
+    run_id, _ = run_toy(sqlite_db, tmp_path, toy_config(8, budget={"max_steps": 2, "stop_at_score": None}))
+    passes = [c for c in repo.list_candidates(sqlite_db, run_id) if c.val_count]
+    assert repo.get_run(sqlite_db, run_id).frontier_version == len(passes) >= 2

@@ -371,3 +371,49 @@ def test_one_parent_per_step_by_default_on_an_lm_that_answers_one_request_at_a_t
     stored = parse_config(base).stored()["search"]
     hosted = {**base, "search": stored, "reflection_lm": {"model": "openai/gpt-4.1-mini"}}
     assert parse_config(hosted).search.parents_per_step == 1  # a stored config keeps the shape it ran with
+
+
+def test_a_wide_step_defaults_to_the_shape_that_keeps_quality_unless_the_config_chooses(tmp_path):
+    """P × K > 1 with neither accept nor merge_siblings set: siblings merged, the best validated
+    if the merge fails (asynchronously every child: the only rule there). A config file that sets
+    either keeps what it says, and so does a stored config read back (a resumed run)."""
+    from tests.support.harness import toy_data
+
+    def shape(search: dict, **over) -> tuple[str, bool]:
+        data = toy_data()
+        data["search"] = {"minibatch_size": 3, **search}
+        s = parse_config({**data, **over}).search
+        return s.accept, s.merge_siblings
+
+    assert shape({"parents_per_step": 4, "proposals_per_parent": 1}) == ("best", True)
+    assert shape({}) == ("best", True)  # the default 2×2
+    assert shape({"parents_per_step": 1, "proposals_per_parent": 1}) == ("all", False)
+    assert shape({"parents_per_step": 4, "proposals_per_parent": 1, "schedule": "async"}) == ("all", True)
+    assert shape({"parents_per_step": 4, "proposals_per_parent": 1, "accept": "all"}) == ("all", False)
+    assert shape({"parents_per_step": 4, "proposals_per_parent": 1, "merge_siblings": False}) == ("all", False)
+    (tmp_path / "run.toml").write_text(textwrap.dedent('''
+        name = "t"
+        seed_candidate = "x"
+        evaluator = "def evaluate(candidate):\\n    return 1.0\\n"
+        [search]
+        parents_per_step = 4
+        proposals_per_parent = 1
+        accept = "all"
+        '''))
+    cfg = load_config(tmp_path / "run.toml")
+    assert (cfg.search.accept, cfg.search.merge_siblings) == ("all", False)
+    stored = RunConfig.model_validate(parse_config(toy_data(search={"accept": "top_k"})).model_dump(mode="json"))
+    assert (stored.search.accept, stored.search.merge_siblings) == ("top_k", False)
+
+
+def test_the_new_run_form_shows_the_shape_a_file_without_those_keys_runs():
+    from ui import keys as K
+    from ui.run_form import draft_from_config
+    from ui.speedup import shape_note
+
+    d = draft_from_config({"search": {"parents_per_step": 4, "proposals_per_parent": 1}})
+    assert (d[K.NEW_ACCEPT], d[K.NEW_MERGE_SIBLINGS]) == ("best", True)
+    d = draft_from_config({"search": {"parents_per_step": 4, "proposals_per_parent": 1, "accept": "all"}})
+    assert (d[K.NEW_ACCEPT], d[K.NEW_MERGE_SIBLINGS]) == ("all", False)
+    assert "the default for this P × K" in shape_note(4, 1, "best", True, "sync")
+    assert "the default" not in shape_note(4, 1, "all", False, "sync").split(". With")[0]

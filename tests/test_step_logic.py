@@ -174,3 +174,41 @@ def test_slots_of_one_parent_claim_a_shared_text_in_slot_order(ctx):
         futures = [pool.submit(_slot, ctx, parents, p, 0, order) for p in (0, 1)]
         first, second = (repo.get_candidate(ctx.db, f.result().child_id) for f in futures)
     assert first.content[SINGLE] == "start alpha" and second.content[SINGLE] == "start retried"
+
+
+def test_a_retry_waits_for_no_other_slot_and_no_slot_waits_for_a_retry(ctx):
+    """Slot 0's first answer is unchanged, and its retry is slow: slot 1 (same parent) claims its
+    own text and finishes its minibatch test while that retry is still out (it used to wait for
+    slot 0's whole proposal, retry and test included: retries ran in rounds)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from datetime import datetime, timezone
+    import time
+
+    from engine.schedules.claim_order import ClaimOrder
+    from engine.schedules.synchronous import _ParentMinibatches, _slot
+
+    parent = _candidate(ctx, "start")
+    _validator(ctx).validate(parent)
+    minibatches = [ctx.train_keys[:2], ctx.train_keys[2:4]]
+    retry_answered: list[float] = []
+
+    def script(messages, params):
+        if f"Example `{minibatches[0][0]}`" not in messages[1]["content"]:
+            return "New.\n```\nstart beta\n```"  # slot 1, at once
+        if len(messages) <= 2:
+            return "Same.\n```\nstart\n```"  # slot 0: unchanged, retried
+        time.sleep(0.8)
+        retry_answered.append(time.time())
+        return "Another.\n```\nstart gamma\n```"
+
+    install_script(script)
+    order = ClaimOrder([(parent.id, (0, 0)), (parent.id, (1, 0))], ctx.interrupt)
+    parents = _ParentMinibatches(ctx, [parent.id, parent.id], sampler=None, first=0)
+    parents._results = {p: Minibatch(mb, ctx.evals.evaluate(parent, mb, kind="minibatch"))
+                        for p, mb in enumerate(minibatches)}
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(_slot, ctx, parents, p, 0, order) for p in (0, 1)]
+        first, second = (repo.get_candidate(ctx.db, f.result().child_id) for f in futures)
+    assert first.content[SINGLE] == "start gamma" and second.content[SINGLE] == "start beta"
+    tested = second.finished_at.replace(tzinfo=second.finished_at.tzinfo or timezone.utc)
+    assert tested < datetime.fromtimestamp(retry_answered[0], timezone.utc)

@@ -200,7 +200,7 @@ def test_a_duplicated_run_keeps_its_schedule_merges_and_every_other_setting():
     draft, _ = run_form.template_draft(path, "m")
     cfg, _ = run_form.validate(draft)
     stored = cfg.stored()
-    stored["search"].update(schedule="async", merge_siblings=True, top_k=3, seed=7, max_score=1.0)
+    stored["search"].update(schedule="async", accept="all", merge_siblings=True, top_k=3, seed=7, max_score=1.0)
     stored["reflection_lm"].update(max_tokens=321, num_retries=1)
     stored["executor"]["timeout_seconds"] = 12
     draft = run_form.draft_from_config(stored, "m")
@@ -324,3 +324,37 @@ def test_a_flat_score_line_is_drawn_near_its_score():
     assert tuple(charts.score_progress_figure(flat).layout.yaxis.range) == pytest.approx((0.70, 0.80))
     rising = flat.assign(best=[0.5, 0.75])
     assert charts.score_progress_figure(rising).layout.yaxis.range is None  # plotly's own range
+
+
+def test_the_frontier_is_read_incrementally_and_matches_a_whole_read(db):
+    """A live run's frontier reads only the scores recorded since its last read (plus a margin
+    read again); what it then shows is what a whole read shows."""
+    import streamlit as st
+
+    from tests.support.synthetic import add_validated
+    from ui import data
+
+    run_id = generate_run(db, n_candidates=40, n_val=12, n_train=20)
+    repo_run = queries.run_overview(db, run_id)
+    before = len(queries.val_scores(db, run_id))
+    whole, last = queries.val_scores_since(db, run_id, 0)
+    assert len(whole) == before and queries.val_scores_since(db, run_id, last)[0].empty
+    added = add_validated(db, run_id)
+    new, _ = queries.val_scores_since(db, run_id, last)
+    assert set(new["candidate_id"]) == {added} and len(new) == 12
+
+    url = str(db.writer.url.render_as_string(hide_password=False))
+    running = {**repo_run, "status": "running"}
+    try:
+        st.cache_resource.clear()
+        token = data.frontier_token(running)
+        first = data.val_scores(url, run_id, token)
+        add_validated(db, run_id, seed=1)
+        second = data.val_scores(url, run_id, data.frontier_token({**running, "frontier_version": 99}))
+        cands = queries.candidate_rows(db, run_id)
+        incremental = analysis.frontier(second, cands)
+        full = analysis.frontier(queries.val_scores(db, run_id), cands)
+        assert len(second) >= len(first) + 12
+        assert incremental.members == full.members and incremental.best.equals(full.best)
+    finally:
+        st.cache_resource.clear()

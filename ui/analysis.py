@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
 
+import numpy as np
 import pandas as pd
 
-from engine.search.frontier import compute_frontier
 from storage.run_figures import running_seconds
 
 TOL = 1e-9
@@ -48,10 +48,16 @@ class FrontierView:
 
 
 def frontier(scores: pd.DataFrame, candidates: pd.DataFrame) -> FrontierView:
-    """The engine's frontier: ``engine.search.frontier.compute_frontier`` over the validation scores of
-    the accepted, non-vetoed candidates (what the engine selects parents from and the export
-    records). Rejected proposals never count, even when the dataset doubles as the validation
-    set and their minibatch scores sit on validation examples."""
+    """The engine's frontier (``engine.search.frontier.compute_frontier``: per example the best
+    score among the accepted, non-vetoed candidates and who holds it, within ``TOL``) over their
+    validation scores: what the engine selects parents from and the export records. Rejected
+    proposals never count, even when the dataset doubles as the validation set and their
+    minibatch scores sit on validation examples.
+
+    Computed on arrays, not example by example: at 10,000 candidates × 500 examples (2.5 M
+    scores) the loop over dicts took seconds. The one place it can differ from the engine's
+    loop is scores closer than ``TOL`` yet unequal on one example, which the loop groups around
+    the first it met and this around the highest."""
     empty = pd.Series(dtype="float64")
     if scores.empty or candidates.empty:
         return FrontierView(pd.DataFrame(), empty, empty, empty, [])
@@ -59,21 +65,33 @@ def frontier(scores: pd.DataFrame, candidates: pd.DataFrame) -> FrontierView:
     scores = scores[scores["candidate_id"].isin(set(accepted["id"]))]
     if scores.empty:
         return FrontierView(pd.DataFrame(), empty, empty, empty, [])
-    matrix = scores.groupby(["candidate_id", "example"])["score"].max().unstack()
-    matrix = matrix[sorted(matrix.columns, key=natural_key)]
-    eligible = [c for c in accepted.loc[~accepted["vetoed"].astype(bool), "id"] if c in matrix.index]
-    nested = {cid: dict(zip(g["example"], g["score"])) for cid, g in scores.groupby("candidate_id")}
-    front = compute_frontier(nested, eligible=eligible, tol=TOL)
-    best = pd.Series(front.best, dtype="float64").reindex(matrix.columns)
+    rows = pd.Categorical(scores["candidate_id"])
+    examples = sorted(scores["example"].unique(), key=natural_key)
+    cols = pd.Categorical(scores["example"], categories=examples)
+    grid = np.full((len(rows.categories), len(examples)), -np.inf)
+    np.maximum.at(grid, (rows.codes, cols.codes), scores["score"].to_numpy(dtype="float64"))
+    grid[np.isneginf(grid)] = np.nan
+    matrix = pd.DataFrame(grid, index=pd.Index(rows.categories, name="candidate_id"),
+                          columns=pd.Index(examples, name="example"))
+    vetoed = set(accepted.loc[accepted["vetoed"].astype(bool), "id"])
+    eligible = np.array([c not in vetoed for c in matrix.index])
     best_on = pd.Series(0, index=matrix.index, dtype="int64")
-    unique = best_on.copy()
-    for holders in front.holders.values():
-        for cid in holders:
-            best_on[cid] += 1
-            unique[cid] += len(holders) == 1
-    lowest = matrix.loc[eligible].min(axis=0) if eligible else best
+    if not eligible.any():
+        return FrontierView(matrix, pd.Series(np.nan, index=matrix.columns), best_on, best_on.copy(), [])
+    sub = grid[eligible]
+    with np.errstate(invalid="ignore"):
+        best = np.nanmax(np.where(np.isnan(sub), -np.inf, sub), axis=0)
+        best[np.isneginf(best)] = np.nan
+        holds = np.zeros(grid.shape, dtype=bool)
+        holds[eligible] = sub >= best - TOL  # NaN (not evaluated) holds nothing
+        lowest = np.nanmin(np.where(np.isnan(sub), np.inf, sub), axis=0)
+    n_holders = holds.sum(axis=0)
+    best_on[:] = holds.sum(axis=1)
+    unique = pd.Series((holds & (n_holders == 1)).sum(axis=1), index=matrix.index, dtype="int64")
     members = best_on[best_on > 0].sort_values(ascending=False, kind="stable")
-    return FrontierView(matrix, best, best_on, unique, list(members.index), contested=lowest < best - TOL)
+    best_s = pd.Series(best, index=matrix.columns, dtype="float64")
+    return FrontierView(matrix, best_s, best_on, unique, list(members.index),
+                        contested=pd.Series(lowest < best - TOL, index=matrix.columns))
 
 
 @dataclass

@@ -123,7 +123,7 @@ def branch_popover(run: dict) -> None:
     token = data.version_token(run)
     cands = data.candidate_rows(url, run_id, token)
     scored = cands[cands["val_mean"].notna()].sort_values("val_mean", ascending=False) if not cands.empty else cands
-    members = set(data.frontier_view(url, run_id, token).members) if not scored.empty else set()
+    members = set(data.frontier_view(url, run_id, data.frontier_token(run)).members) if not scored.empty else set()
     options = [c for c in scored["id"] if c in members] + [c for c in scored["id"] if c not in members]
     best = run.get("best_candidate_id")
     label = {r.id: f"{r.id} · val {r.val_mean:.3f}" + (" · frontier" if r.id in members else "")
@@ -158,7 +158,7 @@ def joined_lineage(run: dict, fig, other_id: str, show_rejected: bool):
     other = data.run_overview(url, other_id)
     token = data.version_token(other)
     other_fig = lineage_figure(data.candidate_rows(url, other_id, token), other.get("best_candidate_id"),
-                               data.frontier_view(url, other_id, token).members, show_rejected=show_rejected)
+                               data.frontier_view(url, other_id, data.frontier_token(other)).members, show_rejected=show_rejected)
     if run.get("branch_of") == other_id:  # the other is the base run: above
         return joined_figure(other_fig, other_id, fig, run["id"], seed_sources(run),
                              (f"base run {other_id}: {html.escape(other['name'][:60])}", f"this run {run['id']} (a branch)"))

@@ -10,11 +10,13 @@ returns plain data (dicts, DataFrames) — never ORM objects.
 from __future__ import annotations
 
 import os
+import threading
 
 import pandas as pd
 import streamlit as st
 
 from storage import queries
+from storage.states import ACTIVE as ACTIVE_STATES
 from ui import analysis
 from storage.db import Database, default_url, open_db
 
@@ -43,6 +45,14 @@ def version_token(run: dict) -> str:
                                                 "status", "best_candidate_id", "cost_usd", "commands_done"))
 
 
+def frontier_token(run: dict) -> str:
+    """Changes when the frontier can: a validation pass ended (the run's ``frontier_version``,
+    bumped by each), a command was applied (a veto), the status or the best changed. Not with
+    each metric call: at 10,000 candidates × 500 examples the frontier is 2.5 M scores, and a live
+    run records a metric call many times a second."""
+    return ":".join(str(run.get(k)) for k in ("frontier_version", "status", "best_candidate_id", "commands_done"))
+
+
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def run_overview(url: str, run_id: str) -> dict | None:
     return queries.run_overview(_db(url), run_id)
@@ -55,13 +65,49 @@ def candidate_rows(url: str, run_id: str, token: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=16)
 def frontier_view(url: str, run_id: str, token: str) -> analysis.FrontierView:
-    """The frontier computed from the validation scores (one query when the run changed).
-    Cached as the small candidates × examples matrix, not the long table of evaluations."""
-    view = analysis.frontier(queries.val_scores(_db(url), run_id), candidate_rows(url, run_id, token))
+    """The frontier computed from the validation scores (read again only when the frontier can
+    have changed: ``token`` is a ``frontier_token``; and then only the scores recorded since the
+    last read, ``val_scores``). Cached as the small candidates × examples matrix, not the long
+    table of evaluations."""
+    view = analysis.frontier(val_scores(url, run_id, token), candidate_rows(url, run_id, token))
     frontier_type = ((queries.run_config(_db(url), run_id) or {}).get("search") or {}).get("frontier", "instance")
     if frontier_type == "instance":
         return view
     return analysis.typed_members(view, queries.val_objectives(_db(url), run_id), frontier_type)
+
+
+REREAD_IDS = 1000  # evaluation ids read again at each incremental read (see ``val_scores``)
+
+
+class _Scores:
+    """A run's validation scores as last read, and the last evaluation id read."""
+
+    def __init__(self) -> None:
+        self.lock, self.last_id, self.parts = threading.Lock(), 0, []
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _scores_of(url: str, run_id: str) -> _Scores:
+    return _Scores()
+
+
+def val_scores(url: str, run_id: str, token: str) -> pd.DataFrame:
+    """The run's validation scores, read incrementally: after the first read only the
+    evaluations recorded since (a live run's new validation pass: hundreds of rows, not the
+    2.5 M of a 10,000-candidate run). The last ``REREAD_IDS`` ids are read again each time: on
+    PostgreSQL an insert can commit after one with a higher id was read; a score read twice
+    changes nothing (the frontier takes each pair's maximum). A run that is no longer active is
+    read whole once more, so what a finished run shows is exact."""
+    store = _scores_of(url, run_id)
+    finished = token.split(":")[1] not in ACTIVE_STATES  # the status field of ``frontier_token``
+    with store.lock:
+        since = 0 if finished else max(0, store.last_id - REREAD_IDS)
+        new, last = queries.val_scores_since(_db(url), run_id, since)
+        store.parts = [new] if since == 0 else store.parts + [new]
+        if len(store.parts) > 32:  # many small reads: one frame again
+            store.parts = [pd.concat(store.parts, ignore_index=True)]
+        store.last_id = max(store.last_id if since else 0, last)
+        return pd.concat(store.parts, ignore_index=True) if len(store.parts) > 1 else store.parts[0]
 
 
 @st.cache_data(ttl=HEAVY_TTL, show_spinner=False, max_entries=64)
@@ -160,8 +206,7 @@ def frontier_snapshot(run_id: str) -> tuple[dict | None, pd.DataFrame, analysis.
     run = run_overview(url, run_id)
     if run is None:
         return None, pd.DataFrame(), None
-    token = version_token(run)
-    return run, candidate_rows(url, run_id, token), frontier_view(url, run_id, token)
+    return run, candidate_rows(url, run_id, version_token(run)), frontier_view(url, run_id, frontier_token(run))
 
 
 def controls_snapshot(run_id: str) -> tuple[dict | None, pd.DataFrame]:

@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Optional
 
-from engine.config import LOCAL_MODEL, ConfigError, parse_config, parse_toml
+from engine.config import LOCAL_MODEL, ConfigError, default_shape, parse_config, parse_toml
 from engine.lm.providers import is_local
 from engine.datasets import DatasetError, parse_dataset
 from ui import form_carry, form_checks, keys as K, lm_form, prompt_form
@@ -41,6 +41,9 @@ def evaluate(candidate, example):
 '''
 
 
+_DEFAULT_SHAPE = default_shape(4, "sync")  # the form's 2×2 step
+
+
 def default_draft(model: str = "") -> dict:
     return {
         K.NEW_NAME: "", K.NEW_OBJECTIVE: "", K.NEW_BACKGROUND: "", K.NEW_KIND: "",
@@ -52,8 +55,9 @@ def default_draft(model: str = "") -> dict:
         K.NEW_SPLIT_VAL: 0, K.NEW_SPLIT_TEST: 0, K.NEW_SPLIT_SEED: 0,
         **lm_form.defaults(model),
         # one parent per step on the local model, as a config that does not say (engine.config)
-        K.NEW_P: 1 if is_local(model or LOCAL_MODEL) else 2, K.NEW_K: 2, K.NEW_WORKERS: 4, K.NEW_MINIBATCH: 3, K.NEW_SELECTION: "pareto",
-        K.NEW_ACCEPT: "all", K.NEW_MERGE: False, K.NEW_MERGE_SIBLINGS: False, K.NEW_SCHEDULE: "sync",
+        K.NEW_P: 1 if is_local(model or LOCAL_MODEL) else 2, K.NEW_K: 2, K.NEW_WORKERS: 4, K.NEW_MINIBATCH: 3,
+        K.NEW_SELECTION: "pareto", K.NEW_ACCEPT: _DEFAULT_SHAPE["accept"], K.NEW_MERGE: False,
+        K.NEW_MERGE_SIBLINGS: _DEFAULT_SHAPE["merge_siblings"], K.NEW_SCHEDULE: "sync",
         K.NEW_CARRIED: {}, K.NEW_BRANCH: None,
         K.NEW_MAX_CALLS: 500, K.NEW_MAX_COST: 0.0, K.NEW_MAX_SECONDS: 0, K.NEW_STOP_SCORE: 0.0,
         **prompt_form.defaults(),
@@ -158,7 +162,10 @@ def config_from_draft(draft: dict) -> tuple[dict, list[str]]:
     # the numbers as typed (0 included): the config refuses them by name, never silently replaced
     cfg["search"] = {"parents_per_step": _whole(d.get(K.NEW_P)), "proposals_per_parent": _whole(d.get(K.NEW_K)),
                      "minibatch_size": _whole(d.get(K.NEW_MINIBATCH)), "selection": d.get(K.NEW_SELECTION) or "pareto",
-                     "accept": d.get(K.NEW_ACCEPT) or "all", "merge": bool(d.get(K.NEW_MERGE)),
+                     # asynchronously every improving child is validated: "all" is the one rule there
+                     "accept": ("all" if d.get(K.NEW_SCHEDULE) == "async"
+                                else d.get(K.NEW_ACCEPT) or _DEFAULT_SHAPE["accept"]),
+                     "merge": bool(d.get(K.NEW_MERGE)),
                      "merge_siblings": bool(d.get(K.NEW_MERGE_SIBLINGS)), "schedule": d.get(K.NEW_SCHEDULE) or "sync"}
     cfg["budget"], budget_problems = form_checks.budget(d)
     problems += budget_problems
@@ -342,10 +349,15 @@ def draft_from_config(cfg: dict, model_default: str = "") -> dict:
     d[K.NEW_K] = s.get("proposals_per_parent", d[K.NEW_K])
     d[K.NEW_MINIBATCH] = s.get("minibatch_size", d[K.NEW_MINIBATCH])
     d[K.NEW_SELECTION] = s.get("selection", d[K.NEW_SELECTION])
-    d[K.NEW_ACCEPT] = s.get("accept", d[K.NEW_ACCEPT])
-    d[K.NEW_MERGE] = bool(s.get("merge", False))
-    d[K.NEW_MERGE_SIBLINGS] = bool(s.get("merge_siblings", False))
     d[K.NEW_SCHEDULE] = s.get("schedule", "sync")
+    d[K.NEW_MERGE] = bool(s.get("merge", False))
+    # a file that sets neither key runs the default shape of its P × K: the form shows that one
+    shape = default_shape(int(d[K.NEW_P] or 1) * int(d[K.NEW_K] or 1), d[K.NEW_SCHEDULE])
+    if "accept" not in s and "merge_siblings" not in s and not (d[K.NEW_SCHEDULE] == "async" and d[K.NEW_MERGE]):
+        d[K.NEW_ACCEPT], d[K.NEW_MERGE_SIBLINGS] = shape["accept"], shape["merge_siblings"]
+    else:
+        d[K.NEW_ACCEPT] = s.get("accept", "all")
+        d[K.NEW_MERGE_SIBLINGS] = bool(s.get("merge_siblings", False))
     d[K.NEW_CARRIED] = form_carry.carried(cfg)
     d[K.NEW_BRANCH] = cfg.get("branch") or None
     d[K.NEW_MAX_CALLS] = b.get("max_metric_calls") or 0

@@ -1,10 +1,12 @@
 """The new-run form's speed-up prediction: one adapter over ``engine.runtime.model`` so that the
-page does not depend on that module's data classes, and the form's panel that shows it."""
+page does not depend on that module's data classes, the form's panel that shows it, and the
+sentence saying which batch shape the form's settings run."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from engine.config import default_shape
 from engine.lm.providers import is_local
 from engine.runtime.model import Latencies, Shape, predict_speedup, predict_step_speedup
 from ui import keys as K
@@ -47,3 +49,24 @@ def estimate_panel(splits) -> None:
                + (" With the built-in local model the estimate is optimistic: it answers one request at a time, so a "
                   "step's reflections queue (siblings share their prompt, so the later ones cost little more than "
                   "their answer)." if is_local(st.session_state[K.NEW_MODEL]) else ""))
+
+
+def shape_note(p: int, k: int, accept: str, merge_siblings: bool, schedule: str) -> str:
+    """What the form's batch shape validates, in words, and whether it is the default for its P × K."""
+    n = max(1, int(p or 1)) * max(1, int(k or 1))
+    if n == 1:
+        what = "one proposal a step: an improving child is validated"
+    elif schedule == "async":
+        what = ("each improving child merged with the current best, and the merge validated" if merge_siblings
+                else "every improving child validated as it arrives")
+    else:
+        chosen = {"all": "every improving child", "best": "the best improving child",
+                  "top_k": "the top k improving children"}.get(accept, accept)
+        what = (f"the improving children of a step merged into one and validated when it keeps every gain, else {chosen}"
+                if merge_siblings else f"{chosen} of a step validated")
+    default = default_shape(n, schedule)
+    is_default = default["merge_siblings"] == bool(merge_siblings) and (schedule == "async" or default["accept"] == accept)
+    return (f"Shape used: {p}×{k}, {what}" + (" — the default for this P × K" if is_default else "") +
+            (". With P × K > 1 the default merges the improving siblings and validates the best if the merge fails: "
+             "validating every improving child of a wide step lost quality at the same budget "
+             "(docs/benchmarks-batching.md)." if n > 1 else "."))

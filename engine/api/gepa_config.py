@@ -257,8 +257,10 @@ def _shape(sampling: Any) -> tuple[int, int]:
 def _accept(selection: Any) -> dict:
     """GEPA's selection strategy as ``[search] accept``."""
     name = type(selection).__name__
-    if selection is None or name == "AllImprovements":
+    if selection is None:  # not chosen: Refract's default shape (engine.config.default_shape)
         return {}
+    if name == "AllImprovements":
+        return {"accept": "all"}
     if name == "BestImprovement":
         return {"accept": "best"}
     if name == "TopKImprovements":

@@ -127,6 +127,13 @@ class LocalPool:
         return self._put("eval", task)
 
     def validate(self, candidate: Any) -> Optional[str]:
+        with self._lock:
+            started = list(self._procs.values())
+        if started and not any(p.has_validate for p in started):
+            # every worker loads the same file: without a validate() every candidate is valid, and
+            # the answer need not queue behind the evaluations already waiting (a whole wave of
+            # minibatch tests or a validation pass stood between a reflection and its own test)
+            return None
         return self._put("validate", EvalTask(candidate=candidate)).result()
 
     def _put(self, kind: str, task: EvalTask) -> Future:

@@ -103,6 +103,8 @@ def validate_child(ctx: RunContext, child_id: str) -> None:
     child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
     Validator(ctx.state, ctx.evals, ctx.val_keys, ctx.cfg.search, ctx.save).validate(child)
     ctx.record_best()
+    # the studio reads the frontier again only when this changes, not at every metric call
+    repo.bump_run(ctx.db, ctx.run_id, frontier_version=1)
 
 
 def reject(ctx: RunContext, child_id: str, reason: str) -> None:

@@ -19,6 +19,7 @@ from engine.interrupt import INTERRUPTED
 from engine.config import LMConfig
 from engine.lm.images import supports_vision
 from engine.lm.providers import is_local
+from engine.schedules.claim_order import ATTEMPTS
 from engine.search.minibatch import Minibatch
 from engine.search.reflection import CHANGE_ONLY, NO_FENCE, UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, parse_answer
 from engine.state import content_hash, deterministic_id, to_evaluator
@@ -144,6 +145,14 @@ def _fail(ctx: RunContext, child: Candidate, reason: str) -> Candidate:
 
 
 def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, parent_results) -> Candidate:
+    try:
+        return _reflect_in_turn(ctx, parent, child, k, parent_results)
+    finally:  # this slot claims nothing more: the slots after it need not wait for its minibatch test
+        if ctx.claim_turn is not None:
+            ctx.claim_turn.done()
+
+
+def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: int, parent_results) -> Candidate:
     cfg = ctx.cfg
     component = child.component
     current = parent.content[component]
@@ -159,7 +168,7 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
     messages = prompt.messages
     temperature = proposal_temperature(cfg.reflection_lm.temperature, k)
     parsed_once, lm = False, reflection_lm(ctx, current)
-    for attempt in range(2):  # one retry, told what was wrong: unchanged, invalid, or a repeat
+    for attempt in range(ATTEMPTS):  # one retry, told what was wrong: unchanged, invalid, or a repeat
         if attempt:  # a retry is a reflection too: counted
             repo.bump_run(ctx.db, ctx.run_id, proposals_retried=1)
         res, call_id = ctx.call_lm(lm, messages, "reflection", child.id, sample_index=k, temperature=temperature)
@@ -189,7 +198,7 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
             problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
             child.content, child.content_hash = content, chash  # kept as lineage if the retry fails too
             if problem is None and ctx.claim_turn is not None:
-                ctx.claim_turn()
+                ctx.claim_turn.wait(attempt)
             if problem is None and ctx.state.claim(parent.id, chash):
                 repo.bump_run(ctx.db, ctx.run_id, proposals_valid=1)
                 return ctx.save(child)
@@ -201,6 +210,8 @@ def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, paren
                     (f" Result: {earlier}" if earlier else "")
             else:
                 failure, retry = f"invalid candidate (validate): {problem}", f"That version is invalid: {problem}"
+        if ctx.claim_turn is not None:  # claimed in vain, or never tried: the next turn need not wait for the retry
+            ctx.claim_turn.passed(attempt)
         if attempt == 0:
             if not ctx.budget.may_call_lm():  # the retry is one more paid call: reserved like the first
                 failure += "; no room in the budget for a retry"

@@ -47,7 +47,10 @@ def toy_data(n: int = 6, **over: Any) -> dict:
         "seed_candidate": "start",
         "evaluator": toy.EVALUATOR,
         "dataset": toy.dataset(n),
-        "search": {"parents_per_step": 2, "proposals_per_parent": 2, "minibatch_size": 3, "seed": 0},
+        # every improving child validated, no sibling merge: the shape the toy's tests count on (not the
+        # default of a 2×2 step, engine.config.default_shape)
+        "search": {"parents_per_step": 2, "proposals_per_parent": 2, "minibatch_size": 3, "seed": 0,
+                   "accept": "all", "merge_siblings": False},
         "budget": {"max_metric_calls": 300, "stop_at_score": 1.0},
         "reflection_lm": {"model": "scripted/toy", "num_retries": 0},
         "executor": {"workers": 2, "timeout_seconds": 20},

@@ -291,3 +291,32 @@ def _write_interventions(db: Database, run_id: str, pinned: str | None, vetoed: 
                       text="Best so far. <b>Not bold</b>: comments are text."))
         s.add(Comment(run_id=run_id, candidate_id=best, author="ben", kind="feedback", created_at=t,
                       text="Too verbose; keep the JSON format."))
+
+
+def add_validated(db: Database, run_id: str, seed: int = 0) -> str:
+    """What a live run records when a validation pass ends: one more accepted candidate (a child
+    of the best) with a score on every validation example, the run's metric calls and
+    ``frontier_version`` bumped. Returns its id."""
+    import random
+
+    from storage import repo
+
+    rng = random.Random(f"{run_id}:{seed}:{repo.get_run(db, run_id).metric_calls}")
+    run = repo.get_run(db, run_id)
+    with db.write() as s:
+        pks = [pk for (pk,) in s.execute(Example.__table__.select().with_only_columns(Example.pk)
+                                         .where(Example.run_id == run_id, Example.split == "val"))]
+    scores = [round(rng.random(), 3) for _ in pks]
+    cid = f"c{rng.getrandbits(60):015x}"[:16]
+    content = {"system_prompt": f"live {cid}"}
+    cand = Candidate(id=cid, run_id=run_id, content=content, content_hash=_content_hash(content), origin="reflection",
+                     parent_ids=[run.best_candidate_id], status="accepted", step=run.steps_done,
+                     val_mean=sum(scores) / len(scores), val_count=len(scores), reason="improved")
+    with db.write() as s:
+        s.add(cand)
+        s.flush()
+        s.execute(insert(Evaluation), [dict(run_id=run_id, candidate_id=cid, example_pk=pk, score=sc, side_info={},
+                                            content_hash=cand.content_hash, seconds=0.01)
+                                       for pk, sc in zip(pks, scores)])
+    repo.bump_run(db, run_id, metric_calls=len(pks), frontier_version=1)
+    return cid
