@@ -12,8 +12,8 @@ import streamlit as st
 
 from engine.jobs import PREVIEW_EXAMPLES, TRY_EXAMPLES
 from storage.db import DEFAULT_DATA_DIR
-from ui import (branching, form_carry, form_checks, identity, jobs, keys as K, lm_section, paste_limit, prompt_form,
-                prompt_section, run_form, speedup, start)
+from ui import (branching, form_carry, form_checks, form_drafts, identity, jobs, keys as K, lm_section, paste_limit,
+                prompt_form, prompt_section, run_form, speedup, start)
 from ui.sidebar import current_user
 
 DRAFT = "_new_draft"
@@ -63,7 +63,7 @@ def _init() -> dict:
     if K.NEW_PREFILL in st.session_state:  # "duplicate config" from the Runs page
         _set_draft(run_form.draft_from_config(st.session_state.pop(K.NEW_PREFILL), _default_model()))
     if DRAFT not in st.session_state:
-        saved = run_form.load_draft(DRAFTS_DIR, current_user())
+        saved = form_drafts.load_draft(DRAFTS_DIR, current_user())
         draft = run_form.default_draft(_default_model())
         draft.update(saved or {})
         _set_draft(draft)
@@ -326,7 +326,7 @@ for col, (label, key, step, help_) in zip(st.columns(4), (
 
 # ------------------------------------------------------------------ save the draft
 draft = form_checks.current_draft(DRAFT)
-run_form.save_draft(DRAFTS_DIR, current_user(), draft)
+form_drafts.save_draft(DRAFTS_DIR, current_user(), draft)
 
 
 # ------------------------------------------------------------------ try / validate / start

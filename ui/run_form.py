@@ -377,27 +377,3 @@ def template_draft(path: Path, model_default: str = "") -> tuple[dict, list[str]
     files = {p.name: p.read_text() for p in path.parent.iterdir() if p.is_file() and p.suffix in
              (".py", ".jsonl", ".json", ".csv", ".txt")} if path.name == "config.toml" else {}
     return draft_from_toml(path.read_text(), files, model_default)
-
-
-# ---------------------------------------------------------------- saved drafts
-
-
-def draft_path(folder: Path, user: str) -> Path:
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", user.strip() or "anonymous")[:60]
-    return folder / f"{slug}.json"
-
-
-def save_draft(folder: Path, user: str, draft: dict) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = draft_path(folder, user)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(draft, ensure_ascii=False))
-    tmp.replace(path)
-
-
-def load_draft(folder: Path, user: str) -> Optional[dict]:
-    try:
-        data = json.loads(draft_path(folder, user).read_text())
-    except (OSError, ValueError):
-        return None
-    return lm_form.upgraded_draft(data) if isinstance(data, dict) else None
