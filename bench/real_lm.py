@@ -274,6 +274,10 @@ if __name__ == "__main__":
     if "--one" in sys.argv:
         i = sys.argv.index("--one")
         system, folder, seed, seconds = sys.argv[i + 1], Path(sys.argv[i + 2]), int(sys.argv[i + 3]), float(sys.argv[i + 4])
-        print(json.dumps(one(system, folder, seed, seconds)))
+        print(json.dumps(one(system, folder, seed, seconds)), flush=True)
+        # a reflection cut at the deadline still runs inside the local runtime: tearing the
+        # interpreter down under it crashed the process (SIGSEGV in xllamacpp) after the result
+        sys.stderr.flush()
+        os._exit(0)
     else:
         main()

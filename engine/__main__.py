@@ -1,3 +1,5 @@
+import logging
+import os
 import sys
 
 from engine.cli import main
@@ -8,4 +10,14 @@ try:
 except ValueError as exc:
     print(f"error: {exc}", file=sys.stderr)
     sys.exit(2)
-sys.exit(main())
+code = main()
+local = sys.modules.get("engine.lm.local")  # loaded only by a command that asked the local model
+if local is not None and local.generating():
+    # Tearing the interpreter down under an answer the local runtime is still generating (a
+    # reflection cut at the time limit) crashed the process with SIGSEGV after the run had ended
+    # well; everything is written: flush and leave at once, with the command's own exit code.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)
+sys.exit(code)

@@ -160,3 +160,17 @@ def test_real_local_model_answers_through_litellm(tmp_path):
     assert guarded.ok, guarded.error
     assert bare.count("a-b-c") >= 8, bare
     assert guarded.text.count("a-b-c") < 8, guarded.text
+
+
+def test_generating_is_true_only_while_the_runtime_holds_an_answer(monkeypatch):
+    # python -m engine leaves with os._exit while it is true (a teardown under it crashed)
+    import threading
+    from types import SimpleNamespace
+
+    runtime = SimpleNamespace(_lock=threading.Lock())
+    monkeypatch.setattr(local_lm, "_runtime", None)
+    assert not local_lm.generating()
+    monkeypatch.setattr(local_lm, "_runtime", runtime)
+    assert not local_lm.generating()
+    with runtime._lock:
+        assert local_lm.generating()

@@ -145,6 +145,12 @@ def get_runtime() -> LocalRuntime:
         return _runtime
 
 
+def generating() -> bool:
+    """True while the runtime works on an answer: after a deadline or a pause cut a reflection,
+    nobody waits for it, but it runs to its end inside the runtime."""
+    return _runtime is not None and _runtime._lock.locked()
+
+
 def context_window() -> int:
     """Tokens the local model can take (prompt + answer); known without loading the model."""
     return _runtime.n_ctx if _runtime is not None else configured_context()
