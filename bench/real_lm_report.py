@@ -56,7 +56,23 @@ def _table(summary: dict) -> list[str]:
     return lines
 
 
-def _targets(summary: dict) -> list[str]:
+def _paired(rows: list[dict]) -> list[str]:
+    """Refract's held-out test score minus GEPA's on the same task and seed, over every pair run:
+    the honest "better" is an interval above 0, not a larger mean."""
+    by = {(r["task"], r["seed"], r["system"]): r for r in rows if r.get("system") in ("refract", "gepa")}
+    diffs = [by[(t, sd, "refract")]["test_best"] - by[(t, sd, "gepa")]["test_best"]
+             for (t, sd, system) in sorted(by) if system == "gepa" and (t, sd, "refract") in by]
+    if not diffs:
+        return []
+    lo, hi = bootstrap_interval(diffs, random.Random(1))
+    wins, losses = sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs)
+    verdict = "better" if lo > 0 else "worse" if hi < 0 else "no difference that these runs can show"
+    return [f"- Paired, the same task and seed ({len(diffs)} pairs): Refract's held-out score minus GEPA's "
+            f"{statistics.fmean(diffs):+.3f} [{lo:+.3f}, {hi:+.3f}]; Refract higher on {wins}, lower on {losses}, "
+            f"equal on {len(diffs) - wins - losses}: {verdict}."]
+
+
+def _targets(summary: dict, rows: list[dict]) -> list[str]:
     tasks = sorted({t for t, _ in summary})
     lines = []
     both = [t for t in tasks if (t, "refract") in summary and (t, "gepa") in summary]
@@ -70,6 +86,7 @@ def _targets(summary: dict) -> list[str]:
         ratio = (r_all / g_all) if g_all > 0 else float("inf")
         lines.append(f"- Over all tasks: Refract {r_all:+.3f} against GEPA {g_all:+.3f} (summed means): "
                      f"{ratio:.2f}× (target ≥ 1.5×: {'met' if ratio >= 1.5 else 'missed'}).")
+    lines += _paired(rows)
     negative = [t for t in tasks if (t, "refract") in summary and summary[(t, "refract")]["gain"] < 0]
     lines.append(f"- Tasks where Refract's mean held-out gain is negative: {', '.join(negative) or 'none'}.")
     share = [summary[(t, "refract")]["improved_share"] for t in tasks if (t, "refract") in summary]
@@ -83,9 +100,9 @@ def write_page(rows: list[dict], out: Path, raw: Path) -> None:
     summary = summarize(rows)
     head = (out.read_text().split("<!-- results -->")[0] if out.exists() else "# Search quality with a real LM\n\n")
     body = ["<!-- results -->", "", f"Results (rebuilt {date.today().isoformat()} from `{raw.name}`):", ""]
-    body += _table(summary) + ["", "Targets:", ""] + _targets(summary) + [""]
+    body += _table(summary) + ["", "Targets:", ""] + _targets(summary, rows) + [""]
     per_seed = ["Held-out gain per seed:", ""]
     for (task, system), s in summary.items():
         per_seed.append(f"- {task} / {system}: " + ", ".join(f"{g:+.3f}" for g in s["gains"]))
     out.write_text(head + "\n".join(body + per_seed) + "\n")
-    print("\n".join(_table(summary) + [""] + _targets(summary)))
+    print("\n".join(_table(summary) + [""] + _targets(summary, rows)))
