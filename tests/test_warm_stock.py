@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from engine.config import parse_config
 from engine.runs import submit_run
 from engine.sandbox.warm import WarmStock
@@ -92,3 +94,28 @@ def test_the_stock_follows_the_spec_runs_ask_for():
     finally:
         stock.close()
     assert stock.ready() == 0
+
+
+def test_a_reaped_process_is_never_signalled_by_its_old_pid():
+    """A stock process that died and was reaped (alive() polls) frees its pid; once the pid
+    numbers wrap, another session can have it. Discarding the old process must not kill that
+    one: here the other session is a real process standing in at the old pid."""
+    import os
+    import signal
+    import subprocess
+
+    from engine.sandbox.worker_process import SpawnedProcess
+
+    proc = SpawnedProcess(SandboxSpec())
+    proc.proc.kill()
+    proc.proc.wait()
+    assert not proc.alive()  # dead and reaped: its pid is free
+    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        proc.proc.pid = other.pid  # what a wrapped pid counter hands out
+        proc.discard()
+        with pytest.raises(subprocess.TimeoutExpired):  # still running: discard sent nothing to its group
+            other.wait(timeout=1)
+    finally:
+        os.killpg(other.pid, signal.SIGKILL)
+        other.wait()

@@ -105,10 +105,14 @@ class SpawnedProcess:
 
     def discard(self) -> None:
         """Kill it unused (its whole process group) and remove its files."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        # Only while it is unreaped (dead or alive, its pid is still its own): once poll() (alive())
+        # has reaped it, the pid is free, and after the pid numbers wrap a new process group can
+        # have it (a PostgreSQL server, which starts a session of its own, was killed that way).
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -263,7 +267,7 @@ class WorkerProcess:
     def signal_kill(self) -> None:
         """SIGKILL the worker's whole process group (bubblewrap's --die-with-parent and its PID
         namespace take every process inside the sandbox down with it). Safe from any thread:
-        the owner's pending read then sees end-of-file."""
+        the owner's pending read then sees end-of-file. Never once reaped (see ``discard``)."""
         if self.proc.returncode is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)

@@ -65,16 +65,15 @@ def _worker(url: str, env: dict, *extra: str) -> subprocess.Popen:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    for target in (proc.pid,):
-        try:
-            os.kill(target, signal.SIGKILL)  # the worker itself, as a crash would
-        except ProcessLookupError:
-            pass
-    proc.wait(timeout=20)
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # and anything it left in its group
+        os.kill(proc.pid, signal.SIGKILL)  # the worker itself, as a crash would
     except ProcessLookupError:
         pass
+    try:  # and anything it left in its group: before the wait, while the unreaped worker still holds its pid
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=20)
 
 
 def _finished(db: Database, run_id: str) -> bool:
