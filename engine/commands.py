@@ -279,8 +279,7 @@ class CommandApplier:
                          frontier_version=ctx.state.frontier_version)
         problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
         if problem:
-            cand.status, cand.reason = CandidateStatus.FAILED, f"invalid candidate (validate): {problem}"
-            ctx.save(cand)
+            ctx.set_status(cand, CandidateStatus.FAILED, f"invalid candidate (validate): {problem}")
             raise ValueError(f"{cand.id} is invalid: {problem}")
         ctx.save(cand)
         self.validate_candidate(cand.id)

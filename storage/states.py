@@ -40,6 +40,18 @@ class CandidateStatus(StrEnum):
     FAILED = "failed"  # never became a testable candidate (LM error, unusable or invalid answer, budget)
 
 
+# which status a candidate may move to from each status (``transitions.set_candidate_status``
+# refuses the rest). A rejected or failed candidate that has a text becomes accepted when it is
+# validated after all (pinned, say); an accepted candidate stays accepted (it competes; a veto
+# or a pin is a field of its own) and nothing becomes a proposal again.
+CANDIDATE_TRANSITIONS: dict[CandidateStatus, frozenset[CandidateStatus]] = {
+    CandidateStatus.PROPOSED: frozenset({CandidateStatus.ACCEPTED, CandidateStatus.REJECTED, CandidateStatus.FAILED}),
+    CandidateStatus.REJECTED: frozenset({CandidateStatus.ACCEPTED}),
+    CandidateStatus.FAILED: frozenset({CandidateStatus.ACCEPTED}),
+    CandidateStatus.ACCEPTED: frozenset(),
+}
+
+
 class CommandStatus(StrEnum):
     PENDING = "pending"
     APPLIED = "applied"

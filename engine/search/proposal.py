@@ -138,10 +138,9 @@ def next_component(components: list[str], parent: Candidate, offset: int) -> str
 
 
 def _fail(ctx: RunContext, child: Candidate, reason: str) -> Candidate:
-    child.status, child.reason, child.finished_at = CandidateStatus.FAILED, reason, utcnow()
     if not child.content:
         child.content_hash = ""
-    return ctx.save(child)
+    return ctx.set_status(child, CandidateStatus.FAILED, reason, finished_at=utcnow())
 
 
 def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, parent_results) -> Candidate:
@@ -245,9 +244,8 @@ def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, min
     results = ctx.evals.evaluate(child, [k for k in minibatch if k in parent_results], kind="minibatch")
     keys = [k for k in results if k in parent_results]
     if not keys and ctx.interrupt.is_set():  # a text worth keeping: rejected untested, not failed
-        child.status, child.finished_at = CandidateStatus.REJECTED, utcnow()
-        child.reason = f"interrupted ({ctx.interrupt.reason}) before its minibatch test. Pin it to validate it"
-        ctx.save(child)
+        ctx.set_status(child, CandidateStatus.REJECTED, f"interrupted ({ctx.interrupt.reason}) before its minibatch "
+                       "test. Pin it to validate it", finished_at=utcnow())
         return Outcome(child.id, False, 0.0)
     if not keys:
         _fail(ctx, child, "budget: no metric calls left to test it")
@@ -263,11 +261,10 @@ def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, min
     if improved:
         child.reason = "improved"
         repo.bump_run(ctx.db, ctx.run_id, proposals_improved=1)
+        ctx.save(child)
     else:
-        child.status = CandidateStatus.REJECTED
-        child.reason = (f"no improvement on the minibatch ({c_total:.4g} vs parent {p_total:.4g})"
-                        + worst_regression(parent_results, results, keys))
-    ctx.save(child)
+        ctx.set_status(child, CandidateStatus.REJECTED, f"no improvement on the minibatch ({c_total:.4g} vs parent "
+                       f"{p_total:.4g})" + worst_regression(parent_results, results, keys))
     return Outcome(child.id, improved, c_total - p_total)
 
 

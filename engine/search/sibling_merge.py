@@ -269,8 +269,7 @@ def _test(ctx: RunContext, merged: Candidate, siblings: list[Sibling]) -> Option
 
 
 def _finish(ctx: RunContext, cand: Candidate, status: CandidateStatus, reason: str) -> None:
-    cand.status, cand.reason, cand.finished_at = status, reason, utcnow()
     if not cand.content:
         cand.content_hash = ""
-    ctx.save(cand)
+    ctx.set_status(cand, status, reason, finished_at=utcnow())
     return None
