@@ -16,7 +16,7 @@ from sqlmodel import select
 from storage.db import Database
 from storage.errors import NotFound
 from storage.models import Command, Job, Refusal, Run, utcnow
-from storage.states import CommandStatus
+from storage.states import CommandKind, CommandStatus
 
 
 def record_refusal(db: Database, actor: str, role: str, action: str, run_id: Optional[str], reason: str) -> int:
@@ -63,7 +63,7 @@ def approve(db: Database, run_id: str, candidate_id: Optional[str], author: str,
         if run is None:
             raise NotFound(f"run: no run with id {run_id!r}")
         result = f"approved {candidate_id}" if candidate_id else f"approval of {run.approved_candidate_id} withdrawn"
-        cmd = Command(run_id=run_id, kind="approve", payload={"candidate_id": candidate_id}, author=author,
+        cmd = Command(run_id=run_id, kind=CommandKind.APPROVE.value, payload={"candidate_id": candidate_id}, author=author,
                       reason=reason, client_token=client_token, status=CommandStatus.APPLIED.value,
                       applied_at=now, result=result)
         run.approved_candidate_id = candidate_id

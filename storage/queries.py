@@ -22,7 +22,7 @@ from sqlalchemy import and_, case, func, select, text
 
 from storage.db import Database, studio_time_limit
 from storage.run_figures import running_seconds
-from storage.states import CommandStatus, RunStatus
+from storage.states import CommandStatus, LMCallStatus, RunStatus
 from storage.models import LM_ERROR_KINDS, Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step, WorkerBeat
 
 PURPOSES = ("reflection", "merge", "seed", "task", "judge", "analysis")
@@ -74,7 +74,8 @@ def run_overview(db: Database, run_id: str) -> Optional[dict]:
                     .scalar_subquery().label(f"lm_{kind}"))
     # reflections sent and not yet answered: their proposals are counted, their answers not yet
     cols.append(select(func.count(LMCall.id)).where(LMCall.run_id == Run.id, LMCall.purpose == "reflection",
-                                                    LMCall.status == "started").scalar_subquery().label("reflecting"))
+                                                    LMCall.status == LMCallStatus.STARTED.value).scalar_subquery()
+                .label("reflecting"))
     for label, cond in (("commands_pending", Command.status == CommandStatus.PENDING.value),
                         ("commands_done", Command.status != CommandStatus.PENDING.value)):
         cols.append(select(func.count(Command.id)).where(Command.run_id == Run.id, cond).scalar_subquery().label(label))

@@ -35,7 +35,7 @@ from storage.models import (
     Step,
     utcnow,
 )
-from storage.states import CommandStatus, RunStatus
+from storage.states import CommandKind, CommandStatus, LMCallStatus, RunStatus
 from storage.transitions import move_run, set_candidate_status, transition_run  # noqa: F401  (repo.* for callers)
 
 # ---------------------------------------------------------------- runs
@@ -236,7 +236,7 @@ def record_lm_call(db: Database, call: LMCall) -> int:
         s.flush()
         if call.run_id:
             _bump(s, call.run_id, {dollars_column(call.purpose): call.cost_usd, "tokens_in": call.tokens_in, "tokens_out": call.tokens_out,
-                                   "lm_calls": 1, "lm_calls_failed": int(call.status == "failed")})
+                                   "lm_calls": 1, "lm_calls_failed": int(call.status == LMCallStatus.FAILED)})
         return call.id
 
 
@@ -309,8 +309,8 @@ def cancel_queued_run(db: Database, run_id: str, author: str, reason: str, clien
                   .with_for_update()).first() is None:
             return None
         move_run(s, run_id, RunStatus.STOPPED, f"cancelled by {who} before a worker started it", finished_at=now)
-        cmd = Command(run_id=run_id, kind="stop", payload={}, author=author, reason=reason, client_token=client_token,
-                      status="applied", applied_at=now, result="run cancelled before it started")
+        cmd = Command(run_id=run_id, kind=CommandKind.STOP.value, payload={}, author=author, reason=reason,
+                      client_token=client_token, status=CommandStatus.APPLIED.value, applied_at=now, result="run cancelled before it started")
         s.add(cmd)
         s.flush()
         return cmd.id
@@ -319,11 +319,12 @@ def cancel_queued_run(db: Database, run_id: str, author: str, reason: str, clien
 def close_run_commands(db: Database, run_id: str, status: str) -> int:
     """A run just ended (``status``): its pending pause and stop commands can no longer apply;
     close them, saying why, instead of leaving them pending for ever. How many were closed."""
-    closes = {"stop": ("applied", f"the run had already ended ({status})"),
-              "pause": ("rejected", f"the run ended ({status}) before the pause applied")}
+    closes = {CommandKind.STOP: (CommandStatus.APPLIED, f"the run had already ended ({status})"),
+              CommandKind.PAUSE: (CommandStatus.REJECTED, f"the run ended ({status}) before the pause applied")}
     with db.write() as s:
-        return sum(s.exec(update(Command).where(Command.run_id == run_id, Command.status == "pending", Command.kind == kind)
-                          .values(status=st, applied_at=utcnow(), result=why)).rowcount for kind, (st, why) in closes.items())
+        pending = (Command.run_id == run_id, Command.status == CommandStatus.PENDING.value)
+        return sum(s.exec(update(Command).where(*pending, Command.kind == kind.value)
+                          .values(status=st.value, applied_at=utcnow(), result=why)).rowcount for kind, (st, why) in closes.items())
 
 
 def command_with_token(db: Database, run_id: str, client_token: str) -> Command | None:

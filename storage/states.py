@@ -1,4 +1,5 @@
-"""The states of runs, candidates and commands: defined once, stored as their string values.
+"""The states of runs, candidates, commands, jobs and LM calls, and the command kinds: defined
+once, stored as their string values.
 
 Each is a ``StrEnum``, so a member equals its string (``RunStatus.RUNNING == "running"``) and
 rows written before these types existed read back unchanged.
@@ -56,6 +57,44 @@ class CommandStatus(StrEnum):
     PENDING = "pending"
     APPLIED = "applied"
     REJECTED = "rejected"
+
+
+class CommandKind(StrEnum):
+    """What a command asks for: the one list that sending, access and applying derive from."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    STEP = "step"  # resume for one step, then pause
+    STOP = "stop"
+    PIN = "pin"
+    UNPIN = "unpin"
+    VETO = "veto"
+    UNVETO = "unveto"
+    EDIT = "edit"  # a new human candidate from an edited one
+    INJECT = "inject"  # a new human candidate from a text
+    FEEDBACK = "feedback"
+    BUDGET = "budget"
+    APPROVE = "approve"  # applied at once, not by the engine
+    LM = "lm"  # new LM settings of a paused run
+
+
+RUN_CONTROL_KINDS = (CommandKind.PAUSE, CommandKind.RESUME, CommandKind.STEP, CommandKind.STOP)
+CANDIDATE_KINDS = (CommandKind.PIN, CommandKind.UNPIN, CommandKind.VETO, CommandKind.UNVETO, CommandKind.EDIT,
+                   CommandKind.FEEDBACK)  # the commands that name a candidate
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"  # waiting for a worker
+    RUNNING = "running"  # a worker claimed it
+    DONE = "done"
+    FAILED = "failed"
+
+
+class LMCallStatus(StrEnum):
+    STARTED = "started"  # written before the request is sent: a crash leaves a trace
+    DONE = "done"  # an answer came
+    FAILED = "failed"  # the LM or the connection failed
+    INTERRUPTED = "interrupted"  # cut off by a pause or a stop, or its worker died
 
 
 class Origin(StrEnum):
