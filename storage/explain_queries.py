@@ -14,7 +14,7 @@ from storage.db import Database
 from storage.models import Candidate, Evaluation, Example, LMCall, Run, Step
 from storage.queries import utc
 
-_CANDIDATE_FIELDS = ("id", "content", "origin", "parent_ids", "component", "step", "status", "reason", "author",
+_CANDIDATE_FIELDS = ("id", "content", "origin", "parent_ids", "component", "step", "status", "improved", "reason", "author",
                      "created_at", "lm_call_id", "parent_minibatch_score", "minibatch_score", "minibatch_keys", "minibatch_reason",
                      "val_mean", "val_count", "pinned", "vetoed")
 

@@ -117,6 +117,7 @@ class Candidate(SQLModel, table=True):
     # beat its parent on the minibatch (a merge: kept every version's gains); set when it was tested
     improved: bool = False
     reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    cause: str = Field(default="", max_length=20)  # storage.states.Cause of a failure or rejection; else ""
     pinned: bool = False
     vetoed: bool = False
     author: str = Field(default="", max_length=100)

@@ -53,6 +53,20 @@ CANDIDATE_TRANSITIONS: dict[CandidateStatus, frozenset[CandidateStatus]] = {
 }
 
 
+class Cause(StrEnum):
+    """Why a candidate failed or was rejected, for the reasons a run's "no progress" counts
+    (``engine.stop_reasons``); empty for any other reason (its text says it)."""
+
+    LM_FAILED = "lm_failed"  # the reflection LM's call failed
+    NO_FENCE = "no_fence"  # an answer without a fenced block
+    UNUSABLE = "unusable"  # another unusable answer (unchanged, only the Change: line …)
+    REPEAT = "repeat"  # repeats an earlier proposal for its parent
+    INVALID = "invalid"  # the evaluator's validate refused it
+    BUDGET = "budget"  # the budget left no room for its LM call or its test
+    INTERRUPTED = "interrupted"  # a pause or a stop cut it off
+    NO_IMPROVEMENT = "no_improvement"  # tested: not better than its parent on the minibatch
+
+
 class CommandStatus(StrEnum):
     PENDING = "pending"
     APPLIED = "applied"

@@ -13,7 +13,7 @@ import random
 from typing import Optional
 
 from storage.models import Candidate, utcnow
-from storage.states import CandidateStatus, MergePath, Origin
+from storage.states import CandidateStatus, Cause, MergePath, Origin
 
 from engine.context import RunContext
 from engine.search.frontier import mean_scores
@@ -99,7 +99,8 @@ def test_merge(ctx: RunContext, x: str, y: str, content: dict, step: int) -> Opt
     results = ctx.evals.evaluate(child, keys, kind="minibatch")
     got = {k: r.score for k, r in results.items()}
     if not got:
-        ctx.set_status(child, CandidateStatus.FAILED, "budget: no metric calls left to test the merge")
+        ctx.set_status(child, CandidateStatus.FAILED, "budget: no metric calls left to test the merge",
+                       cause=Cause.BUDGET)
         return None
     total = sum(got.values())
     bar = max(sum(sx[k] for k in got), sum(sy[k] for k in got))
