@@ -13,7 +13,7 @@ from typing import Optional
 from sqlalchemy import func
 from sqlmodel import select
 
-from storage.db import Database
+from storage.db import Database, studio_read
 from storage.errors import NotFound
 from storage.models import Command, Job, Refusal, Run, utcnow
 from storage.states import CommandKind, CommandStatus
@@ -28,8 +28,9 @@ def record_refusal(db: Database, actor: str, role: str, action: str, run_id: Opt
 
 
 def list_refusals(db: Database, run_id: Optional[str] = None, limit: Optional[int] = None) -> list[Refusal]:
-    """Newest first; those of one run when ``run_id`` is given; the newest ``limit`` when given."""
-    with db.read() as s:
+    """Newest first; those of one run when ``run_id`` is given; the newest ``limit`` when given.
+    The studio's admin page reads it: with the studio's time limit."""
+    with studio_read(db) as s:
         q = select(Refusal).order_by(Refusal.id.desc())
         if run_id is not None:
             q = q.where(Refusal.run_id == run_id)

@@ -17,7 +17,7 @@ from typing import Optional
 from sqlalchemy import update
 from sqlmodel import select
 
-from storage.db import Database, studio_time_limit
+from storage.db import Database, studio_read
 from storage.models import Job, utcnow
 from storage.queries import utc
 from storage.states import JobStatus
@@ -67,7 +67,7 @@ def finish_job(db: Database, job_id: str, result: Optional[dict], error: Optiona
 
 def job_view(db: Database, job_id: str) -> Optional[dict]:
     """The job as a plain dict for the studio (its read time limit applies); None if unknown."""
-    with db.read(time_limit=studio_time_limit()) as s:
+    with studio_read(db) as s:
         job = s.get(Job, job_id)
     if job is None:
         return None
