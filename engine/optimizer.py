@@ -38,7 +38,7 @@ from engine.search.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
 from engine.stoppers import stop_reason
 from engine.lm.providers import one_at_a_time
-from engine.test_pass import test_pass
+from engine.held_out_pass import held_out_pass
 from engine.schedules.base import LOST, Decision, Schedule, StepRecord
 from engine.schedules.synchronous import SyncSchedule
 from engine.schedules.validation import step_rng, validate_child
@@ -338,7 +338,7 @@ class Optimizer:
             if lm_note:
                 reason += f". LM errors slowed it: {lm_note}"
             test_started = time.monotonic()
-            fields.update(test_pass(ctx, status, best_id))
+            fields.update(held_out_pass(ctx, status, best_id))
             fields["test_seconds"] = run.test_seconds + time.monotonic() - test_started
         repo.transition_run(self.db, self.run_id, status, reason, **fields)
         repo.close_run_commands(self.db, self.run_id, status)
