@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from storage import access as store
 from storage.db import Database
+from storage.states import CommandKind
 
 
 class Role(IntEnum):
@@ -47,10 +48,9 @@ class Role(IntEnum):
 # the least role each action needs; an action not listed here is refused (a typo never opens a door)
 NEEDS: dict[str, Role] = {
     "comment": Role.VIEWER,
-    "create_run": Role.EDITOR, "try_evaluator": Role.EDITOR, "check_lm": Role.EDITOR, "approve": Role.EDITOR,
+    "create_run": Role.EDITOR, "try_evaluator": Role.EDITOR, "check_lm": Role.EDITOR,
     "analyze": Role.EDITOR,  # the written diagnosis: one LM call on the run's account
-    **{kind: Role.EDITOR for kind in ("pause", "resume", "step", "stop", "pin", "unpin", "veto", "unveto",
-                                      "edit", "inject", "feedback", "budget", "lm")},
+    **{kind.value: Role.EDITOR for kind in CommandKind},  # every command, approve included
     "delete_run": Role.ADMIN, "manage_roles": Role.ADMIN,
 }
 # actions that run code or spend money, limited per person and hour (``RoleMap`` holds the numbers)

@@ -13,17 +13,24 @@ from storage import access as access_store, repo
 from storage.db import Database
 from storage.errors import Conflict, NotFound
 from storage.models import Candidate, Command, utcnow
-from storage.states import FINISHED, CandidateStatus, CommandStatus, Origin, RunStatus
+from storage.states import (
+    CANDIDATE_KINDS,
+    FINISHED,
+    RUN_CONTROL_KINDS,
+    CandidateStatus,
+    CommandKind,
+    CommandStatus,
+    Origin,
+    RunStatus,
+)
 
 from engine.access import Actor, check, local_actor
 from engine.config import BudgetConfig, RunConfig
 from engine.user_errors import validation_reasons
 
-KINDS = ("pause", "resume", "step", "stop", "pin", "unpin", "veto", "unveto", "edit", "inject", "feedback", "budget",
-         "approve", "lm")
+KINDS = tuple(CommandKind)  # storage.states.CommandKind: the one list of command kinds
 LM_SECTIONS = ("reflection_lm", "task_lm", "judge_lm")
 LM_SETTINGS = ("model", "api_base", "api_key_env")  # what the ``lm`` command changes
-CANDIDATE_KINDS = ("pin", "unpin", "veto", "unveto", "edit", "feedback")
 
 
 class CommandError(ValueError):
@@ -65,10 +72,10 @@ def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] =
     if kind not in KINDS:
         raise CommandError(f"command: unknown command {kind!r}; one of: {', '.join(KINDS)}")
     run = repo.get_run(db, run_id)  # NotFound with a clear message
-    if kind == "approve":
+    if kind == CommandKind.APPROVE:
         return _approve(db, run_id, payload.get("candidate_id"), author, reason, client_token)
     _check_payload(db, run_id, kind, payload)
-    if kind == "budget":
+    if kind == CommandKind.BUDGET:
         try:
             BudgetConfig.model_validate({**RunConfig.model_validate(run.config).budget.model_dump(), **payload})
         except ValidationError as exc:
@@ -77,15 +84,16 @@ def send_command(db: Database, run_id: str, kind: str, payload: Optional[dict] =
         if cap is not None and cap < run.metric_calls:
             raise CommandError(f"budget.max_metric_calls: {cap} is below what the run has already spent "
                                f"({run.metric_calls}); give at least {run.metric_calls} (or stop the run)")
-    if kind == "lm":
+    if kind == CommandKind.LM:
         lm_config(run, payload)  # CommandError at the field
-    if run.status in FINISHED and kind not in ("budget", "resume", "step") and not _resume_pending(db, run_id):
+    continuing = (CommandKind.BUDGET, CommandKind.RESUME, CommandKind.STEP)  # what a finished run accepts
+    if run.status in FINISHED and kind not in continuing and not _resume_pending(db, run_id):
         raise CommandError(f"run: {run_id} is {run.status}; continue it first with a new budget "
                            f"(`python -m engine budget {run_id} --max-metric-calls N`, then `resume`)")
-    if kind == "veto" and _would_leave_no_parent(db, run_id, payload["candidate_id"]):
+    if kind == CommandKind.VETO and _would_leave_no_parent(db, run_id, payload["candidate_id"]):
         raise CommandError("candidate: this is the last candidate that can be a parent; vetoing it would stop the search. "
                            "Pin or edit another candidate first.")
-    if kind == "stop" and run.status == "queued":
+    if kind == CommandKind.STOP and run.status == RunStatus.QUEUED:
         # no worker may pick it up soon (they may all be busy): cancel it now, atomically
         cancelled = repo.cancel_queued_run(db, run_id, author, reason, client_token)
         if cancelled is not None:
@@ -105,15 +113,15 @@ def _check_payload(db: Database, run_id: str, kind: str, payload: dict) -> None:
         cand = repo.get_candidate(db, payload.get("candidate_id", ""))
         if cand.run_id != run_id:
             raise NotFound(f"candidate: {cand.id} belongs to run {cand.run_id}, not {run_id}")
-        if not cand.content and kind in ("pin", "veto", "edit", "feedback"):
+        if not cand.content and kind in (CommandKind.PIN, CommandKind.VETO, CommandKind.EDIT, CommandKind.FEEDBACK):
             raise CommandError(f"candidate: {cand.id} is a failed proposal with no text ({cand.reason}); "
                                "it can never be a parent. Pin or edit its parent instead.")
-    if kind in ("edit", "inject"):
+    if kind in (CommandKind.EDIT, CommandKind.INJECT):
         content = payload.get("content")
         texts = content.values() if isinstance(content, dict) else [content]
         if not content or any(not isinstance(t, str) or not t.strip() for t in texts):
             raise CommandError("content: the edited text is empty: write the new version (or leave it unchanged and cancel)")
-    if kind == "feedback" and not str(payload.get("text", "")).strip():
+    if kind == CommandKind.FEEDBACK and not str(payload.get("text", "")).strip():
         raise CommandError("text: the feedback is empty: say what should change")
 
 
@@ -164,7 +172,7 @@ def lm_config(run, payload: dict) -> dict:
 def _resume_pending(db: Database, run_id: str) -> bool:
     """A finished run with a queued resume is being continued: commands sent after the resume
     are applied, in order, once a worker picks it up."""
-    return any(c.kind in ("resume", "step") for c in repo.pending_commands(db, run_id))
+    return any(c.kind in (CommandKind.RESUME, CommandKind.STEP) for c in repo.pending_commands(db, run_id))
 
 
 def _would_leave_no_parent(db: Database, run_id: str, candidate_id: str) -> bool:
@@ -196,15 +204,15 @@ class CommandApplier:
 
     def _apply(self, cmd: Command) -> str:
         ctx, p = self.ctx, cmd.payload
-        if cmd.kind in ("pause", "resume", "step", "stop"):
+        if cmd.kind in RUN_CONTROL_KINDS:
             who = cmd.author or "someone"
-            to, reason, fields = {"pause": (RunStatus.PAUSED, f"paused by {who}", {}),
-                                  "resume": (RunStatus.RUNNING, "", {"step_mode": False, "finished_at": None}),
-                                  "step": (RunStatus.RUNNING, "", {"step_mode": True, "finished_at": None}),
-                                  "stop": (RunStatus.STOPPED, f"stopped by {who}", {})}[cmd.kind]
+            to, reason, fields = {CommandKind.PAUSE: (RunStatus.PAUSED, f"paused by {who}", {}),
+                                  CommandKind.RESUME: (RunStatus.RUNNING, "", {"step_mode": False, "finished_at": None}),
+                                  CommandKind.STEP: (RunStatus.RUNNING, "", {"step_mode": True, "finished_at": None}),
+                                  CommandKind.STOP: (RunStatus.STOPPED, f"stopped by {who}", {})}[cmd.kind]
             repo.transition_run(ctx.db, ctx.run_id, to, reason, **fields)
-            return f"run {to}" + (" for one step" if cmd.kind == "step" else "")
-        if cmd.kind == "budget":
+            return f"run {to}" + (" for one step" if cmd.kind == CommandKind.STEP else "")
+        if cmd.kind == CommandKind.BUDGET:
             cfg = repo.get_run(ctx.db, ctx.run_id).config
             new = BudgetConfig.model_validate({**cfg["budget"], **p})
             cfg = {**cfg, "budget": new.model_dump(mode="json")}
@@ -212,34 +220,34 @@ class CommandApplier:
             ctx.budget.update_limits(new)
             ctx.cfg = RunConfig.model_validate(cfg)
             return "budget now " + ", ".join(f"{k}={v}" for k, v in new.model_dump().items() if v is not None)
-        if cmd.kind == "inject":
+        if cmd.kind == CommandKind.INJECT:
             return self._new_human(None, p["content"], cmd)
-        if cmd.kind == "lm":
+        if cmd.kind == CommandKind.LM:
             return self._lm(p)
         cand = ctx.state.candidates.get(p["candidate_id"]) or repo.get_candidate(ctx.db, p["candidate_id"])
-        if cmd.kind in ("pin", "unpin", "veto", "unveto"):
+        if cmd.kind in (CommandKind.PIN, CommandKind.UNPIN, CommandKind.VETO, CommandKind.UNVETO):
             field = "pinned" if cmd.kind.endswith("pin") else "vetoed"
             value = not cmd.kind.startswith("un")
             if value and not cand.content:
                 raise ValueError(f"refused: {cand.id} is a failed proposal with no text")
-            if cmd.kind == "veto" and [c for c in ctx.state.eligible_ids() if c != cand.id] == []:
+            if cmd.kind == CommandKind.VETO and [c for c in ctx.state.eligible_ids() if c != cand.id] == []:
                 raise ValueError("refused: it is the last candidate that can be a parent")
             setattr(cand, field, value)
             ctx.save(cand)
             note = ""
-            if cmd.kind == "pin" and cand.id not in ctx.state.scores:
+            if cmd.kind == CommandKind.PIN and cand.id not in ctx.state.scores:
                 # a rejected proposal was never validated: validate it now, so that it can be a
                 # parent (pinned candidates are always eligible) and shows on the frontier
                 self.validate_candidate(cand.id)
                 note = " and validated, so it can be a parent"
             return f"{cand.id} {cmd.kind}ned{note}" if cmd.kind.endswith("pin") else f"{cand.id} {cmd.kind}ed"
-        if cmd.kind == "feedback":
+        if cmd.kind == CommandKind.FEEDBACK:
             # idempotent: a command re-applied after a crash does not attach the feedback twice
             known = repo.list_comments(ctx.db, ctx.run_id, cand.id, kind="feedback")
             if not any(c.author == cmd.author and c.text == p["text"] for c in known):
                 repo.add_comment(ctx.db, ctx.run_id, cand.id, cmd.author, p["text"], kind="feedback")
             return f"feedback attached to {cand.id}; the next reflections on it will read it"
-        if cmd.kind == "edit":
+        if cmd.kind == CommandKind.EDIT:
             content = p["content"]
             if not isinstance(content, dict):
                 component = p.get("component") or ctx.components[0]
@@ -279,8 +287,7 @@ class CommandApplier:
                          frontier_version=ctx.state.frontier_version)
         problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
         if problem:
-            cand.status, cand.reason = CandidateStatus.FAILED, f"invalid candidate (validate): {problem}"
-            ctx.save(cand)
+            ctx.set_status(cand, CandidateStatus.FAILED, f"invalid candidate (validate): {problem}")
             raise ValueError(f"{cand.id} is invalid: {problem}")
         ctx.save(cand)
         self.validate_candidate(cand.id)

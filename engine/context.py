@@ -5,11 +5,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from storage import repo
 from storage.db import Database
 from storage.models import Candidate, Example
+from storage.states import CandidateStatus
 
 from engine.budget import Budget
 from engine.config import LMConfig, RunConfig
@@ -109,7 +110,17 @@ class RunContext:
             repo.set_run_fields(self.db, self.run_id, best_candidate_id=best_id, best_val_mean=best_mean)
 
     def save(self, cand: Candidate) -> Candidate:
-        saved = repo.save_candidate(self.db, cand)
+        """Save ``cand``'s fields (not its status: ``set_status``) and keep the pool's copy."""
+        return self._keep(repo.save_candidate(self.db, cand))
+
+    def set_status(self, cand: Candidate, to: CandidateStatus, reason: Optional[str], *, with_row: bool = True,
+                   **fields: Any) -> Candidate:
+        """Move ``cand`` to status ``to`` through ``repo.set_candidate_status`` (the move is
+        checked there); with ``with_row`` its working copy is saved in the same transaction."""
+        saved = repo.set_candidate_status(self.db, cand.id, to, reason, row=cand if with_row else None, **fields)
+        return self._keep(saved)
+
+    def _keep(self, saved: Candidate) -> Candidate:
         with self.state.lock:
             self.state.candidates[saved.id] = saved
         return saved

@@ -38,7 +38,7 @@ from engine.search.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
 from engine.stoppers import stop_reason
 from engine.lm.providers import one_at_a_time
-from engine.test_pass import test_pass
+from engine.held_out_pass import held_out_pass
 from engine.schedules.base import LOST, Decision, Schedule, StepRecord
 from engine.schedules.synchronous import SyncSchedule
 from engine.schedules.validation import step_rng, validate_child
@@ -276,10 +276,10 @@ class Optimizer:
                 if res.error or parsed.text is None:
                     return f"the reflection LM could not write a seed from the objective: {res.error or parsed.reason}"
                 content = {SINGLE: parsed.text}
-            cand = Candidate(id=seed_id, run_id=self.run_id, content=content, content_hash=content_hash(content),
-                             origin=Origin.SEED, step=0, lm_call_id=call_id, started_at=utcnow(),
-                             status=CandidateStatus.ACCEPTED)
-            ctx.save(cand)
+            # a seed starts accepted: it competes from the start (its validation pass follows)
+            ctx.set_status(Candidate(id=seed_id, run_id=self.run_id, content=content, content_hash=content_hash(content),
+                                     origin=Origin.SEED, step=0, lm_call_id=call_id, started_at=utcnow()),
+                           CandidateStatus.ACCEPTED, None)
         else:
             ctx.state.candidates[cand.id] = cand
         validate_child(ctx, seed_id)
@@ -314,8 +314,8 @@ class Optimizer:
         the start (its base run's evaluations of the same text are reused, ``engine.reuse``)."""
         for cid, content in self._population(ctx):
             if cid not in ctx.state.candidates:
-                ctx.save(Candidate(id=cid, run_id=self.run_id, content=content, content_hash=content_hash(content),
-                                   origin=Origin.SEED, step=0, started_at=utcnow(), status=CandidateStatus.ACCEPTED))
+                ctx.set_status(Candidate(id=cid, run_id=self.run_id, content=content, content_hash=content_hash(content),
+                                         origin=Origin.SEED, step=0, started_at=utcnow()), CandidateStatus.ACCEPTED, None)
             if cid not in ctx.state.full:
                 validate_child(ctx, cid)
 
@@ -338,7 +338,7 @@ class Optimizer:
             if lm_note:
                 reason += f". LM errors slowed it: {lm_note}"
             test_started = time.monotonic()
-            fields.update(test_pass(ctx, status, best_id))
+            fields.update(held_out_pass(ctx, status, best_id))
             fields["test_seconds"] = run.test_seconds + time.monotonic() - test_started
         repo.transition_run(self.db, self.run_id, status, reason, **fields)
         repo.close_run_commands(self.db, self.run_id, status)

@@ -113,7 +113,7 @@ def print_summary(db, run_id) -> int:
     print(f"status {run.status}: {run.status_reason}")
     if run.best_val_mean is not None:
         print(f"best {run.best_val_mean:.4f} (candidate {run.best_candidate_id})")
-    from engine.test_pass import audit_line
+    from engine.held_out_pass import audit_line
 
     if audit_line(run):
         print(audit_line(run) + " (the search never saw the test set)")

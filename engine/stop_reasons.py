@@ -18,6 +18,7 @@ from typing import Optional
 
 from storage import repo
 from storage.db import Database
+from storage.states import Cause
 
 LM_PAUSE = "paused: the reflection LM failed"  # how the reason of a run the engine paused for its LM begins
 
@@ -56,23 +57,23 @@ def no_progress(db: Database, run_id: str, last_steps: int, step_index: int) -> 
     """Why the last ``last_steps`` steps (before ``step_index``) made no evaluable proposal."""
     recent = [c for c in repo.list_candidates(db, run_id)
               if c.origin in ("reflection", "merge", "sibling_merge") and c.step >= step_index - last_steps]
-    causes = Counter(_cause(c.reason) for c in recent if c.status in ("failed", "rejected"))
+    causes = Counter(_cause(c) for c in recent if c.status in ("failed", "rejected"))
     said = ", ".join(f"{cause} ×{n}" for cause, n in causes.most_common())
     last = next((c.reason for c in reversed(recent) if c.status == "failed"), "")
     return (f"no progress: the last {last_steps} steps made no evaluable proposal"
             + (f" ({said})" if said else " (no proposal was made)") + (f"; last: {last[:300]}" if last else ""))
 
 
-def _cause(reason: str) -> str:
-    """The kind of a failed proposal's reason, without its details."""
-    for prefix, cause in (("reflection LM failed", "the reflection LM failed"),
-                          ("unusable answer: the answer has no fenced", "answers without a fenced block"),
-                          ("unusable answer", "unusable answers"),
-                          ("repeats an earlier proposal", "repeated proposals"),
-                          ("invalid candidate", "invalid candidates (validate)"),
-                          ("budget", "budget refusals"),
-                          ("interrupted", "interrupted proposals"),
-                          ("no improvement", "no improvement on the minibatch")):
-        if reason.startswith(prefix):
-            return cause
-    return reason.split(":", 1)[0] or "other"
+# how "no progress" names each stored cause (``storage.states.Cause``)
+CAUSES = {Cause.LM_FAILED: "the reflection LM failed", Cause.NO_FENCE: "answers without a fenced block",
+          Cause.UNUSABLE: "unusable answers", Cause.REPEAT: "repeated proposals",
+          Cause.INVALID: "invalid candidates (validate)", Cause.BUDGET: "budget refusals",
+          Cause.INTERRUPTED: "interrupted proposals", Cause.NO_IMPROVEMENT: "no improvement on the minibatch"}
+
+
+def _cause(cand) -> str:
+    """The kind of a failed or rejected proposal, without its details: its stored cause, else
+    (another reason, or a row written before causes were stored) its reason's first clause."""
+    if cand.cause:
+        return CAUSES[Cause(cand.cause)]
+    return cand.reason.split(":", 1)[0] or "other"

@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.lm.providers import is_local
-from engine.test_pass import audit_line
+from engine.held_out_pass import audit_line
 from storage.attached import waiting_note
 from storage.run_figures import proposal_counts, running_seconds
 from storage.states import ACTIVE

@@ -13,10 +13,10 @@ from typing import Optional
 from sqlalchemy import func
 from sqlmodel import select
 
-from storage.db import Database
+from storage.db import Database, studio_read
 from storage.errors import NotFound
 from storage.models import Command, Job, Refusal, Run, utcnow
-from storage.states import CommandStatus
+from storage.states import CommandKind, CommandStatus
 
 
 def record_refusal(db: Database, actor: str, role: str, action: str, run_id: Optional[str], reason: str) -> int:
@@ -28,8 +28,9 @@ def record_refusal(db: Database, actor: str, role: str, action: str, run_id: Opt
 
 
 def list_refusals(db: Database, run_id: Optional[str] = None, limit: Optional[int] = None) -> list[Refusal]:
-    """Newest first; those of one run when ``run_id`` is given; the newest ``limit`` when given."""
-    with db.read() as s:
+    """Newest first; those of one run when ``run_id`` is given; the newest ``limit`` when given.
+    The studio's admin page reads it: with the studio's time limit."""
+    with studio_read(db) as s:
         q = select(Refusal).order_by(Refusal.id.desc())
         if run_id is not None:
             q = q.where(Refusal.run_id == run_id)
@@ -63,7 +64,7 @@ def approve(db: Database, run_id: str, candidate_id: Optional[str], author: str,
         if run is None:
             raise NotFound(f"run: no run with id {run_id!r}")
         result = f"approved {candidate_id}" if candidate_id else f"approval of {run.approved_candidate_id} withdrawn"
-        cmd = Command(run_id=run_id, kind="approve", payload={"candidate_id": candidate_id}, author=author,
+        cmd = Command(run_id=run_id, kind=CommandKind.APPROVE.value, payload={"candidate_id": candidate_id}, author=author,
                       reason=reason, client_token=client_token, status=CommandStatus.APPLIED.value,
                       applied_at=now, result=result)
         run.approved_candidate_id = candidate_id

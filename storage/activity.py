@@ -12,7 +12,7 @@ from typing import Optional
 
 from sqlmodel import select
 
-from storage.db import Database
+from storage.db import Database, studio_read
 from storage.models import Command, Comment, Refusal, WorkerBeat
 
 
@@ -22,7 +22,7 @@ def _utc(ts):
 
 def run_activity(db: Database, run_id: str, person: Optional[str] = None, limit: int = 500) -> list[dict]:
     """The newest ``limit`` events of the run, of one ``person`` when given."""
-    with db.read() as s:
+    with studio_read(db) as s:
         commands = s.exec(select(Command).where(Command.run_id == run_id)).all()
         comments = s.exec(select(Comment).where(Comment.run_id == run_id)).all()
         refusals = s.exec(select(Refusal).where(Refusal.run_id == run_id)).all()
@@ -43,7 +43,7 @@ def worker_beats(db: Database) -> list[dict]:
     """Every engine worker that ever beat on this database, most recent first:
     {id, pid, host, age_s, current_run_id, stopped} (``age_s``: seconds since its last heartbeat;
     ``stopped``: it exited cleanly)."""
-    with db.read() as s:
+    with studio_read(db) as s:
         beats = s.exec(select(WorkerBeat).order_by(WorkerBeat.heartbeat_at.desc())).all()
     now = datetime.now(timezone.utc)
     return [{"id": b.id, "pid": b.pid, "host": b.host, "current_run_id": b.current_run_id,

@@ -15,6 +15,7 @@ from sqlalchemy import desc, func, select
 from storage.db import Database
 from storage.models import Candidate, Command, Evaluation, Example, LMCall, Run, Step
 from storage.queries import CANDIDATE_COLUMNS, _fetch_raw, _run_dict
+from storage.states import LMCallStatus
 
 STEP_COLUMNS = ("index", "parent_ids", "proposal_ids", "accepted_ids", "metric_calls", "cost_usd", "started_at",
                 "ended_at", "seconds")
@@ -78,7 +79,7 @@ def last_diagnosis(db: Database, run_id: str) -> Optional[dict]:
     {"id", "model", "answer", "messages", "started_at", "seconds"}, or None. One statement."""
     with db.read() as s:
         call = s.scalars(select(LMCall).where(LMCall.run_id == run_id, LMCall.purpose == "analysis",
-                                           LMCall.status == "done").order_by(desc(LMCall.id)).limit(1)).first()
+                                           LMCall.status == LMCallStatus.DONE.value).order_by(desc(LMCall.id)).limit(1)).first()
         return None if call is None else {"id": call.id, "model": call.model, "answer": call.answer,
                                           "messages": call.messages, "started_at": call.started_at,
                                           "seconds": call.seconds}

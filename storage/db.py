@@ -10,7 +10,9 @@ Contract for callers (every backend keeps it; the storage tests run on SQLite an
   writer), PostgreSQL connections default to read-only transactions. A write through it raises
   ``ReadOnly``. ``db.read(time_limit=s)`` also interrupts any statement that runs longer than
   ``s`` seconds (SQLite: a progress handler; PostgreSQL: ``statement_timeout``) with
-  ``TimedOut``; the studio's reads use ``studio_time_limit()``.
+  ``TimedOut``. Every studio read goes through ``studio_read(db)`` (each statement within
+  ``studio_time_limit()``); a read the studio makes through the engine's functions (the report
+  download) gets the same limit from ``studio_view(db)``.
 - Opening a database (``open_db``, ``create_all``) creates the missing tables and upgrades an
   older schema in place (``storage.schema``).
 - SQLAlchemy errors leaving these blocks are translated into ``storage.errors``.
@@ -120,6 +122,31 @@ def _make_pg_engine(url: str, reader: bool) -> Engine:
             dbapi_conn.commit()
 
     return engine
+
+
+def studio_read(db: "Database"):
+    """A read of the studio: ``db.read`` with ``studio_time_limit()``, so one heavy page raises
+    ``TimedOut`` instead of holding a connection. The one way studio queries open a read."""
+    return db.read(time_limit=studio_time_limit())
+
+
+class _StudioView:
+    """``db`` whose every read is a ``studio_read`` (writes unchanged): for studio work that goes
+    through functions written for the engine, such as building the report."""
+
+    def __init__(self, db: "Database") -> None:
+        self._db = db
+
+    def __getattr__(self, name: str):
+        return getattr(self._db, name)
+
+    def read(self, time_limit: float | None = None):
+        return self._db.read(time_limit=time_limit if time_limit is not None else studio_time_limit())
+
+
+def studio_view(db: "Database") -> "Database":
+    """``db`` with the studio's time limit on every read (``_StudioView``)."""
+    return _StudioView(db)  # type: ignore[return-value]
 
 
 class Database:

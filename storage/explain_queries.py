@@ -10,11 +10,11 @@ from typing import Optional
 
 from sqlalchemy import select
 
-from storage.db import Database
+from storage.db import Database, studio_read
 from storage.models import Candidate, Evaluation, Example, LMCall, Run, Step
 from storage.queries import utc
 
-_CANDIDATE_FIELDS = ("id", "content", "origin", "parent_ids", "component", "step", "status", "reason", "author",
+_CANDIDATE_FIELDS = ("id", "content", "origin", "parent_ids", "component", "step", "status", "improved", "reason", "author",
                      "created_at", "lm_call_id", "parent_minibatch_score", "minibatch_score", "minibatch_keys", "minibatch_reason",
                      "val_mean", "val_count", "pinned", "vetoed")
 
@@ -29,7 +29,7 @@ def run_lineage(db: Database, run_id: str) -> Optional[dict]:
     """The run's best candidate id and every candidate with its text, oldest first (a parent
     is always older than its children): ``{"best_candidate_id", "candidates": {id: dict}}``,
     or None for an unknown run. Two statements."""
-    with db.read() as s:
+    with studio_read(db) as s:
         run = s.get(Run, run_id)
         if run is None:
             return None
@@ -41,7 +41,7 @@ def run_lineage(db: Database, run_id: str) -> Optional[dict]:
 
 def step_indexes(db: Database, run_id: str) -> list[int]:
     """The indexes of the run's recorded steps, in order. One statement."""
-    with db.read() as s:
+    with studio_read(db) as s:
         return list(s.scalars(select(Step.index).where(Step.run_id == run_id).order_by(Step.index)))
 
 
@@ -55,7 +55,7 @@ def step_detail(db: Database, run_id: str, index: int) -> Optional[dict]:
     {purpose, model, messages, answer, seconds, cost_usd, error, candidate_id}} of the step;
     ``examples`` [{key, split, payload}] in dataset order.
     """
-    with db.read() as s:
+    with studio_read(db) as s:
         step = s.scalars(select(Step).where(Step.run_id == run_id, Step.index == index)).first()
         if step is None:
             return None

@@ -17,11 +17,12 @@ from typing import Optional
 from sqlalchemy import update
 from sqlmodel import select
 
-from storage.db import Database, studio_time_limit
+from storage.db import Database, studio_read
 from storage.models import Job, utcnow
 from storage.queries import utc
+from storage.states import JobStatus
 
-ACTIVE = ("pending", "running")
+ACTIVE = (JobStatus.PENDING, JobStatus.RUNNING)
 
 
 def submit_job(db: Database, kind: str, payload: dict, author: str = "") -> str:
@@ -36,11 +37,11 @@ def submit_job(db: Database, kind: str, payload: dict, author: str = "") -> str:
 def claim_job(db: Database, worker_id: str, kinds: tuple[str, ...]) -> Optional[Job]:
     """The oldest pending job of one of ``kinds``, now ``running`` and ours; None when none waits."""
     with db.write() as s:
-        q = select(Job).where(Job.status == "pending", Job.kind.in_(kinds)).order_by(Job.created_at)
+        q = select(Job).where(Job.status == JobStatus.PENDING.value, Job.kind.in_(kinds)).order_by(Job.created_at)
         job = s.exec(q.with_for_update(skip_locked=True)).first()
         if job is None:
             return None
-        job.status, job.worker_id, job.started_at = "running", worker_id, utcnow()
+        job.status, job.worker_id, job.started_at = JobStatus.RUNNING.value, worker_id, utcnow()
         s.add(job)
         return job
 
@@ -57,7 +58,7 @@ def update_job(db: Database, job_id: str, progress: str, result: Optional[dict] 
 def finish_job(db: Database, job_id: str, result: Optional[dict], error: Optional[str] = None) -> None:
     """The outcome: ``done`` with its result, or ``failed`` with ``error`` (``result`` None keeps
     the partial result recorded so far)."""
-    values: dict = {"status": "failed" if error else "done", "error": error, "finished_at": utcnow()}
+    values: dict = {"status": (JobStatus.FAILED if error else JobStatus.DONE).value, "error": error, "finished_at": utcnow()}
     if result is not None:
         values["result"] = result
     with db.write() as s:
@@ -66,7 +67,7 @@ def finish_job(db: Database, job_id: str, result: Optional[dict], error: Optiona
 
 def job_view(db: Database, job_id: str) -> Optional[dict]:
     """The job as a plain dict for the studio (its read time limit applies); None if unknown."""
-    with db.read(time_limit=studio_time_limit()) as s:
+    with studio_read(db) as s:
         job = s.get(Job, job_id)
     if job is None:
         return None

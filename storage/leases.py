@@ -18,6 +18,7 @@ from sqlmodel import select
 from storage.db import Database
 from storage.models import Command, Run, WorkerBeat, utcnow
 from storage.states import FINISHED, CommandStatus, RunStatus
+from storage.transitions import move_run
 
 
 
@@ -49,10 +50,10 @@ def claim_run(db: Database, worker_id: str, lease_seconds: float, run_id: str | 
         run.lease_owner = worker_id
         run.lease_expires_at = now + timedelta(seconds=lease_seconds)
         run.heartbeat_at = now
-        if run.status == RunStatus.QUEUED:  # queued -> running, as RUN_TRANSITIONS allows
-            run.status = RunStatus.RUNNING.value
-            run.started_at = run.started_at or now
         s.add(run)
+        if run.status == RunStatus.QUEUED:
+            s.flush()
+            move_run(s, run.id, RunStatus.RUNNING, run.status_reason or "", started_at=run.started_at or now)
         return run.id
 
 

@@ -15,12 +15,13 @@ from sqlmodel import select
 from storage.db import Database
 from storage.models import LMCall
 from storage.repo import _bump, dollars_column
+from storage.states import LMCallStatus
 
 
 def start_lm_call(db: Database, call: LMCall) -> int:
     """Insert an attempt as ``started`` before its request is sent (so a crash leaves a trace)
     and count it in the run's ``lm_calls``. ``finish_lm_call`` completes it."""
-    call.status = "started"
+    call.status = LMCallStatus.STARTED.value
     with db.write() as s:
         s.add(call)
         s.flush()
@@ -29,7 +30,7 @@ def start_lm_call(db: Database, call: LMCall) -> int:
         return call.id
 
 
-def finish_lm_call(db: Database, call_id: int, status: str, **fields: Any) -> None:
+def finish_lm_call(db: Database, call_id: int, status: LMCallStatus, **fields: Any) -> None:
     """Complete an attempt (``done`` or ``failed``) with its answer, tokens, cost, error.
     The run's totals change by the difference to what the row held, so finishing a row that a
     resumed run had already marked ``interrupted`` (its worker was only slow) replaces the
@@ -39,19 +40,19 @@ def finish_lm_call(db: Database, call_id: int, status: str, **fields: Any) -> No
         before = (call.cost_usd, call.tokens_in, call.tokens_out, call.status)
         for name, value in fields.items():
             setattr(call, name, value)
-        call.status = status
+        call.status = LMCallStatus(status).value
         s.add(call)
         if call.run_id:
             _bump(s, call.run_id, {dollars_column(call.purpose): call.cost_usd - before[0], "tokens_in": call.tokens_in - before[1],
                                    "tokens_out": call.tokens_out - before[2],
-                                   "lm_calls_failed": int(status == "failed"),
-                                   "lm_calls_interrupted": -int(before[3] == "interrupted")})
+                                   "lm_calls_failed": int(status == LMCallStatus.FAILED),
+                                   "lm_calls_interrupted": -int(before[3] == LMCallStatus.INTERRUPTED)})
 
 
 def started_lm_calls(db: Database, run_id: str) -> list[LMCall]:
     """Attempts of a run still marked ``started``: in flight, or cut off by a crash."""
     with db.read() as s:
-        return list(s.exec(select(LMCall).where(LMCall.run_id == run_id, LMCall.status == "started")))
+        return list(s.exec(select(LMCall).where(LMCall.run_id == run_id, LMCall.status == LMCallStatus.STARTED.value)))
 
 
 def mark_lm_call_interrupted(db: Database, call_id: int, tokens_in: int, cost_usd: float) -> bool:
@@ -59,8 +60,8 @@ def mark_lm_call_interrupted(db: Database, call_id: int, tokens_in: int, cost_us
     dollars estimated from the request, added to the run's totals. False if it was not
     ``started`` any more."""
     with db.write() as s:
-        res = s.exec(update(LMCall).where(LMCall.id == call_id, LMCall.status == "started")
-                     .values(status="interrupted", error_kind="crash", tokens_in=tokens_in, cost_usd=cost_usd,
+        res = s.exec(update(LMCall).where(LMCall.id == call_id, LMCall.status == LMCallStatus.STARTED.value)
+                     .values(status=LMCallStatus.INTERRUPTED.value, error_kind="crash", tokens_in=tokens_in, cost_usd=cost_usd,
                              error="the engine worker stopped (killed or crashed) while this request was in flight; "
                                    "tokens unknown, cost estimated from the prompt"))
         if res.rowcount != 1:
@@ -78,7 +79,7 @@ def mark_lm_answer_unusable(db: Database, call_id: int, kind: str, error: str) -
     its cost stay as they were."""
     with db.write() as s:
         res = s.exec(update(LMCall).where(LMCall.id == call_id, LMCall.error_kind == None)  # noqa: E711
-                     .values(error_kind=kind, status="failed", error=error))
+                     .values(error_kind=kind, status=LMCallStatus.FAILED.value, error=error))
         call = s.get(LMCall, call_id)
         if res.rowcount == 1 and call is not None and call.run_id:
             _bump(s, call.run_id, {"lm_calls_failed": 1})

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from sqlalchemy import JSON, Column, Index, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from storage.states import CandidateStatus, CommandStatus, RunStatus
+from storage.states import CandidateStatus, CommandStatus, JobStatus, LMCallStatus, RunStatus
 
 
 def utcnow() -> datetime:
@@ -117,6 +117,7 @@ class Candidate(SQLModel, table=True):
     # beat its parent on the minibatch (a merge: kept every version's gains); set when it was tested
     improved: bool = False
     reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    cause: str = Field(default="", max_length=20)  # storage.states.Cause of a failure or rejection; else ""
     pinned: bool = False
     vetoed: bool = False
     author: str = Field(default="", max_length=100)
@@ -190,7 +191,8 @@ class LMCall(SQLModel, table=True):
     error: Optional[str] = Field(default=None, sa_column=Column(Text))
     started_at: datetime = Field(default_factory=utcnow)
     attempt: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
-    status: str = Field(default="done", max_length=20, sa_column_kwargs={"server_default": "done"})
+    status: str = Field(default=LMCallStatus.DONE.value, max_length=20,  # storage.states.LMCallStatus
+                        sa_column_kwargs={"server_default": LMCallStatus.DONE.value})
     # rate_limit | server_error | timeout | bad_body | connection | request | no_fence | crash
     error_kind: Optional[str] = Field(default=None, max_length=20)
 
@@ -266,8 +268,7 @@ class Job(SQLModel, table=True):
     kind: str = Field(max_length=30)  # try_evaluator | check_lm | analyze
     payload: dict = _json("dict")
     author: str = Field(default="", max_length=100)
-    # pending | running | done | failed
-    status: str = Field(default="pending", index=True, max_length=20)
+    status: str = Field(default=JobStatus.PENDING.value, index=True, max_length=20)  # storage.states.JobStatus
     progress: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     result: dict = _json("dict")
     error: Optional[str] = Field(default=None, sa_column=Column(Text))

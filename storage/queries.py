@@ -1,9 +1,9 @@
 """Read queries for the studio: plain dicts and pandas DataFrames, never ORM objects.
 
 Contract:
-- Every function is read-only and opens its own ``db.read()`` session, with the studio's
-  statement time limit (``storage.db.studio_time_limit``: a slow statement raises ``TimedOut``
-  instead of holding the page). Each issues a fixed, small number of SQL statements (stated
+- Every function is read-only and opens its own ``storage.db.studio_read`` session, with the
+  studio's statement time limit (a slow statement raises ``TimedOut`` instead of holding the
+  page). Each issues a fixed, small number of SQL statements (stated
   in its docstring) whatever the size of the run, so a page's query count is known in advance
   (the live dashboard fragment makes at most 3).
 - Results are plain data (``dict``, ``list``, ``DataFrame``) that can be pickled by
@@ -20,9 +20,9 @@ from typing import Iterable, Optional
 import pandas as pd
 from sqlalchemy import and_, case, func, select, text
 
-from storage.db import Database, studio_time_limit
+from storage.db import Database, studio_read
 from storage.run_figures import running_seconds
-from storage.states import CommandStatus, RunStatus
+from storage.states import CommandStatus, LMCallStatus, RunStatus
 from storage.models import LM_ERROR_KINDS, Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step, WorkerBeat
 
 PURPOSES = ("reflection", "merge", "seed", "task", "judge", "analysis")
@@ -32,10 +32,6 @@ CANDIDATE_COLUMNS = (
     "created_at", "finished_at", "lm_call_id", "parent_minibatch_score", "minibatch_score", "minibatch_keys", "minibatch_reason", "val_mean",
     "val_count",
 )
-
-
-def _read(db: Database):
-    return db.read(time_limit=studio_time_limit())
 
 
 def utc(ts: Optional[datetime]) -> Optional[datetime]:
@@ -74,11 +70,12 @@ def run_overview(db: Database, run_id: str) -> Optional[dict]:
                     .scalar_subquery().label(f"lm_{kind}"))
     # reflections sent and not yet answered: their proposals are counted, their answers not yet
     cols.append(select(func.count(LMCall.id)).where(LMCall.run_id == Run.id, LMCall.purpose == "reflection",
-                                                    LMCall.status == "started").scalar_subquery().label("reflecting"))
+                                                    LMCall.status == LMCallStatus.STARTED.value).scalar_subquery()
+                .label("reflecting"))
     for label, cond in (("commands_pending", Command.status == CommandStatus.PENDING.value),
                         ("commands_done", Command.status != CommandStatus.PENDING.value)):
         cols.append(select(func.count(Command.id)).where(Command.run_id == Run.id, cond).scalar_subquery().label(label))
-    with _read(db) as s:
+    with studio_read(db) as s:
         row = s.execute(select(Run, *cols).where(Run.id == run_id)).first()
     if row is None:
         return None
@@ -97,7 +94,7 @@ def run_overview(db: Database, run_id: str) -> Optional[dict]:
 
 def runs_table(db: Database) -> pd.DataFrame:
     """All runs, newest first, with budget columns read from the stored config. One statement."""
-    with _read(db) as s:
+    with studio_read(db) as s:
         runs = list(s.scalars(select(Run).order_by(Run.created_at.desc())))
     now = datetime.now(timezone.utc)
     rows = []
@@ -119,7 +116,7 @@ def runs_table(db: Database) -> pd.DataFrame:
 
 def run_config(db: Database, run_id: str) -> Optional[dict]:
     """The stored config of a run (to duplicate it). One statement."""
-    with _read(db) as s:
+    with studio_read(db) as s:
         return s.scalar(select(Run.config).where(Run.id == run_id))
 
 
@@ -127,7 +124,7 @@ def worker_status(db: Database) -> Optional[dict]:
     """The most recent engine worker heartbeat, or None when no worker ever ran; a running
     worker's beat is preferred to a newer one of a worker that has just stopped. ``stopped_at``
     is set when that worker exited cleanly. One statement."""
-    with _read(db) as s:
+    with studio_read(db) as s:
         beats = s.scalars(select(WorkerBeat).order_by(WorkerBeat.heartbeat_at.desc()).limit(8)).all()
     if not beats:
         return None
@@ -147,7 +144,7 @@ def worker_status(db: Database) -> Optional[dict]:
 def candidate_rows(db: Database, run_id: str) -> pd.DataFrame:
     """Every candidate of a run without its content (light columns), oldest first. One statement."""
     cols = [getattr(Candidate, c) for c in CANDIDATE_COLUMNS]
-    with _read(db) as s:
+    with studio_read(db) as s:
         rows = s.execute(select(*cols).where(Candidate.run_id == run_id).order_by(Candidate.created_at, Candidate.id)).all()
     df = pd.DataFrame(rows, columns=list(CANDIDATE_COLUMNS))
     for col in ("created_at", "finished_at"):
@@ -160,7 +157,7 @@ def _fetch_raw(db: Database, q) -> list[tuple]:
     """Rows of a Core select as plain DBAPI tuples: skips SQLAlchemy's per-row processing, which
     is most of the time for the 10^5-row reads of a big run (measured: 0.75 s → 0.3 s). Only for
     columns whose raw driver value is what we want (strings, numbers)."""
-    with _read(db) as s:
+    with studio_read(db) as s:
         return s.connection().execute(q).cursor.fetchall()
 
 
@@ -194,7 +191,7 @@ def val_scores_since(db: Database, run_id: str, after_id: int) -> tuple[pd.DataF
 
 def example_keys(db: Database, run_id: str, split: str = "val") -> list[str]:
     """Example keys of one split in dataset order. One statement."""
-    with _read(db) as s:
+    with studio_read(db) as s:
         return list(s.scalars(select(Example.key).where(Example.run_id == run_id, Example.split == split)
                               .order_by(Example.position)))
 
@@ -204,7 +201,7 @@ def step_rows(db: Database, run_id: str) -> pd.DataFrame:
     cols = ["index", "parent_ids", "parent_reasons", "proposal_ids", "accepted_ids", "applied_command_ids",
             "metric_calls", "cost_usd", "started_at", "ended_at", "seconds", "predicted_speedup",
             "measured_speedup", "worker_utilisation", "events"]
-    with _read(db) as s:
+    with studio_read(db) as s:
         rows = s.execute(select(*[getattr(Step, c) for c in cols]).where(Step.run_id == run_id).order_by(Step.index)).all()
     df = pd.DataFrame(rows, columns=cols)
     for col in ("started_at", "ended_at"):
@@ -222,7 +219,7 @@ def candidate_detail(db: Database, candidate_id: str) -> Optional[dict]:
     ``evaluations`` [{example, split, payload, score, side_info, error, seconds, cost_usd, cached}]
     in dataset order, ``comments`` [{author, text, kind, created_at}].
     """
-    with _read(db) as s:
+    with studio_read(db) as s:
         cand = s.get(Candidate, candidate_id)
         if cand is None:
             return None
@@ -256,7 +253,7 @@ def candidate_detail(db: Database, candidate_id: str) -> Optional[dict]:
 def command_log(db: Database, run_id: str) -> pd.DataFrame:
     """The run's commands (pin, veto, edit, pause …), newest first: the intervention log. One statement."""
     cols = ["id", "kind", "payload", "author", "reason", "created_at", "status", "applied_at", "applied_step", "result"]
-    with _read(db) as s:
+    with studio_read(db) as s:
         rows = s.execute(select(*[getattr(Command, c) for c in cols]).where(Command.run_id == run_id)
                          .order_by(Command.id.desc())).all()
     df = pd.DataFrame(rows, columns=cols)
@@ -274,7 +271,7 @@ def candidate_live(db: Database, run_id: str, candidate_id: str) -> Optional[dic
     created_at, status, result, applied_step, payload}] oldest first. None when the candidate is
     not in the run.
     """
-    with _read(db) as s:
+    with studio_read(db) as s:
         row = s.execute(select(Candidate.id, Candidate.status, Candidate.pinned, Candidate.vetoed, Candidate.val_mean,
                                Candidate.step, Candidate.origin, Run.status).join(Run, Run.id == Candidate.run_id)
                         .where(Candidate.id == candidate_id, Candidate.run_id == run_id)).first()
@@ -306,7 +303,7 @@ def compare_runs(db: Database, run_ids: Iterable[str]) -> pd.DataFrame:
     columns = ["run_id", "step", "metric_calls", "cost_usd", "seconds", "best"]
     if not ids:
         return pd.DataFrame(columns=columns)
-    with _read(db) as s:
+    with studio_read(db) as s:
         steps = s.execute(select(Step.run_id, Step.index, Step.metric_calls, Step.cost_usd, Step.seconds)
                           .where(Step.run_id.in_(ids)).order_by(Step.run_id, Step.index)).all()
         # the best fully validated candidate: a pass cut short (val_cut_short) ranks nothing
@@ -357,7 +354,7 @@ def objective_means(db: Database, run_id: str) -> pd.DataFrame:
                "THEN e.side_info::jsonb -> 'scores' ELSE '{}'::jsonb END) j "
                "WHERE e.run_id = :run AND x.split = " + _VALIDATION_SPLIT_SQL + " "
                "AND j.value ~ '^-?[0-9.eE+-]+$' GROUP BY e.candidate_id, j.key")
-    with _read(db) as s:
+    with studio_read(db) as s:
         rows = s.connection().execute(text(sql), {"run": run_id}).all()
     if not rows:
         return pd.DataFrame(columns=["candidate_id"])
@@ -379,6 +376,6 @@ def val_objectives(db: Database, run_id: str) -> pd.DataFrame:
                "jsonb_each_text(CASE WHEN jsonb_typeof(e.side_info::jsonb -> 'scores') = 'object' "
                "THEN e.side_info::jsonb -> 'scores' ELSE '{}'::jsonb END) j "
                "WHERE e.run_id = :run AND x.split = " + _VALIDATION_SPLIT_SQL + " AND j.value ~ '^-?[0-9.eE+-]+$'")
-    with db.read() as s:
+    with studio_read(db) as s:
         rows = s.connection().execute(text(sql), {"run": run_id}).all()
     return pd.DataFrame(rows, columns=["candidate_id", "example", "objective", "value"])

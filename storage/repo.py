@@ -35,7 +35,8 @@ from storage.models import (
     Step,
     utcnow,
 )
-from storage.states import RUN_TRANSITIONS, CommandStatus, RunStatus
+from storage.states import CommandKind, CommandStatus, LMCallStatus, RunStatus
+from storage.transitions import move_run, set_candidate_status, transition_run  # noqa: F401  (repo.* for callers)
 
 # ---------------------------------------------------------------- runs
 
@@ -91,23 +92,6 @@ def set_run_fields(db: Database, run_id: str, **fields: Any) -> None:
         s.exec(update(Run).where(Run.id == run_id).values(**fields))
 
 
-def transition_run(db: Database, run_id: str, to: RunStatus, reason: str, **fields: Any) -> RunStatus:
-    """Move a run to status ``to`` with ``reason`` (and set ``fields`` in the same transaction).
-    Staying in the same status is allowed (a command re-applied after a crash); a move that
-    ``storage.states.RUN_TRANSITIONS`` does not list raises ``InvalidTransition``, so a stopped
-    run never "completes" behind a human's back. Returns the status the run came from."""
-    to = RunStatus(to)
-    with db.write() as s:
-        run = s.get(Run, run_id)
-        if run is None:
-            raise NotFound(f"no run with id {run_id!r}")
-        before = RunStatus(run.status)
-        if to != before and to not in RUN_TRANSITIONS[before]:
-            raise InvalidTransition(f"run {run_id} cannot go from {before} to {to} ({reason or 'no reason given'})")
-        s.exec(update(Run).where(Run.id == run_id).values(status=to.value, status_reason=reason, **fields))
-        return before
-
-
 def get_examples(db: Database, run_id: str, split: str | None = None) -> list[Example]:
     with db.read() as s:
         q = select(Example).where(Example.run_id == run_id)
@@ -133,14 +117,23 @@ def find_candidate(db: Database, candidate_id: str) -> Optional[Candidate]:
 
 
 def save_candidate(db: Database, cand: Candidate) -> Candidate:
-    """Insert or update (merge) a candidate row."""
+    """Insert or update (merge) a candidate row. A new row is inserted with the status it has;
+    an existing row keeps its stored status: a candidate's status changes only through
+    ``set_candidate_status``, which checks the move."""
     with db.write() as s:
+        stored = s.get(Candidate, cand.id)
+        before = stored.status if stored is not None else None
         merged = s.merge(cand)
+        if before is not None:
+            merged.status = before
         s.flush()
         return merged
 
 
 def update_candidate(db: Database, candidate_id: str, **fields: Any) -> None:
+    """Set ``fields`` of a candidate (not its status: ``set_candidate_status``)."""
+    if "status" in fields:
+        raise InvalidTransition(f"candidate {candidate_id}: its status changes through set_candidate_status")
     with db.write() as s:
         s.exec(update(Candidate).where(Candidate.id == candidate_id).values(**fields))
 
@@ -243,7 +236,7 @@ def record_lm_call(db: Database, call: LMCall) -> int:
         s.flush()
         if call.run_id:
             _bump(s, call.run_id, {dollars_column(call.purpose): call.cost_usd, "tokens_in": call.tokens_in, "tokens_out": call.tokens_out,
-                                   "lm_calls": 1, "lm_calls_failed": int(call.status == "failed")})
+                                   "lm_calls": 1, "lm_calls_failed": int(call.status == LMCallStatus.FAILED)})
         return call.id
 
 
@@ -311,13 +304,13 @@ def cancel_queued_run(db: Database, run_id: str, author: str, reason: str, clien
     free = (Run.lease_expires_at == None) | (Run.lease_expires_at < now)  # noqa: E711
     who = author or "someone"
     with db.write() as s:
-        done = s.exec(update(Run).where(Run.id == run_id, Run.status == "queued", free)
-                      .values(status="stopped", finished_at=now,
-                              status_reason=f"cancelled by {who} before a worker started it")).rowcount
-        if not done:
+        # locked as a worker's claim locks it (SQLite: BEGIN IMMEDIATE already serialises both)
+        if s.exec(select(Run.id).where(Run.id == run_id, Run.status == RunStatus.QUEUED.value, free)
+                  .with_for_update()).first() is None:
             return None
-        cmd = Command(run_id=run_id, kind="stop", payload={}, author=author, reason=reason, client_token=client_token,
-                      status="applied", applied_at=now, result="run cancelled before it started")
+        move_run(s, run_id, RunStatus.STOPPED, f"cancelled by {who} before a worker started it", finished_at=now)
+        cmd = Command(run_id=run_id, kind=CommandKind.STOP.value, payload={}, author=author, reason=reason,
+                      client_token=client_token, status=CommandStatus.APPLIED.value, applied_at=now, result="run cancelled before it started")
         s.add(cmd)
         s.flush()
         return cmd.id
@@ -326,11 +319,12 @@ def cancel_queued_run(db: Database, run_id: str, author: str, reason: str, clien
 def close_run_commands(db: Database, run_id: str, status: str) -> int:
     """A run just ended (``status``): its pending pause and stop commands can no longer apply;
     close them, saying why, instead of leaving them pending for ever. How many were closed."""
-    closes = {"stop": ("applied", f"the run had already ended ({status})"),
-              "pause": ("rejected", f"the run ended ({status}) before the pause applied")}
+    closes = {CommandKind.STOP: (CommandStatus.APPLIED, f"the run had already ended ({status})"),
+              CommandKind.PAUSE: (CommandStatus.REJECTED, f"the run ended ({status}) before the pause applied")}
     with db.write() as s:
-        return sum(s.exec(update(Command).where(Command.run_id == run_id, Command.status == "pending", Command.kind == kind)
-                          .values(status=st, applied_at=utcnow(), result=why)).rowcount for kind, (st, why) in closes.items())
+        pending = (Command.run_id == run_id, Command.status == CommandStatus.PENDING.value)
+        return sum(s.exec(update(Command).where(*pending, Command.kind == kind.value)
+                          .values(status=st.value, applied_at=utcnow(), result=why)).rowcount for kind, (st, why) in closes.items())
 
 
 def command_with_token(db: Database, run_id: str, client_token: str) -> Command | None:

@@ -1,4 +1,5 @@
-"""The states of runs, candidates and commands: defined once, stored as their string values.
+"""The states of runs, candidates, commands, jobs and LM calls, and the command kinds: defined
+once, stored as their string values.
 
 Each is a ``StrEnum``, so a member equals its string (``RunStatus.RUNNING == "running"``) and
 rows written before these types existed read back unchanged.
@@ -40,10 +41,74 @@ class CandidateStatus(StrEnum):
     FAILED = "failed"  # never became a testable candidate (LM error, unusable or invalid answer, budget)
 
 
+# which status a candidate may move to from each status (``transitions.set_candidate_status``
+# refuses the rest). A rejected or failed candidate that has a text becomes accepted when it is
+# validated after all (pinned, say); an accepted candidate stays accepted (it competes; a veto
+# or a pin is a field of its own) and nothing becomes a proposal again.
+CANDIDATE_TRANSITIONS: dict[CandidateStatus, frozenset[CandidateStatus]] = {
+    CandidateStatus.PROPOSED: frozenset({CandidateStatus.ACCEPTED, CandidateStatus.REJECTED, CandidateStatus.FAILED}),
+    CandidateStatus.REJECTED: frozenset({CandidateStatus.ACCEPTED}),
+    CandidateStatus.FAILED: frozenset({CandidateStatus.ACCEPTED}),
+    CandidateStatus.ACCEPTED: frozenset(),
+}
+
+
+class Cause(StrEnum):
+    """Why a candidate failed or was rejected, for the reasons a run's "no progress" counts
+    (``engine.stop_reasons``); empty for any other reason (its text says it)."""
+
+    LM_FAILED = "lm_failed"  # the reflection LM's call failed
+    NO_FENCE = "no_fence"  # an answer without a fenced block
+    UNUSABLE = "unusable"  # another unusable answer (unchanged, only the Change: line …)
+    REPEAT = "repeat"  # repeats an earlier proposal for its parent
+    INVALID = "invalid"  # the evaluator's validate refused it
+    BUDGET = "budget"  # the budget left no room for its LM call or its test
+    INTERRUPTED = "interrupted"  # a pause or a stop cut it off
+    NO_IMPROVEMENT = "no_improvement"  # tested: not better than its parent on the minibatch
+
+
 class CommandStatus(StrEnum):
     PENDING = "pending"
     APPLIED = "applied"
     REJECTED = "rejected"
+
+
+class CommandKind(StrEnum):
+    """What a command asks for: the one list that sending, access and applying derive from."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    STEP = "step"  # resume for one step, then pause
+    STOP = "stop"
+    PIN = "pin"
+    UNPIN = "unpin"
+    VETO = "veto"
+    UNVETO = "unveto"
+    EDIT = "edit"  # a new human candidate from an edited one
+    INJECT = "inject"  # a new human candidate from a text
+    FEEDBACK = "feedback"
+    BUDGET = "budget"
+    APPROVE = "approve"  # applied at once, not by the engine
+    LM = "lm"  # new LM settings of a paused run
+
+
+RUN_CONTROL_KINDS = (CommandKind.PAUSE, CommandKind.RESUME, CommandKind.STEP, CommandKind.STOP)
+CANDIDATE_KINDS = (CommandKind.PIN, CommandKind.UNPIN, CommandKind.VETO, CommandKind.UNVETO, CommandKind.EDIT,
+                   CommandKind.FEEDBACK)  # the commands that name a candidate
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"  # waiting for a worker
+    RUNNING = "running"  # a worker claimed it
+    DONE = "done"
+    FAILED = "failed"
+
+
+class LMCallStatus(StrEnum):
+    STARTED = "started"  # written before the request is sent: a crash leaves a trace
+    DONE = "done"  # an answer came
+    FAILED = "failed"  # the LM or the connection failed
+    INTERRUPTED = "interrupted"  # cut off by a pause or a stop, or its worker died
 
 
 class Origin(StrEnum):

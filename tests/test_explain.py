@@ -50,6 +50,8 @@ def test_each_phase_is_the_steps_stored_data(db, tmp_path):
             call = repo.get_lm_call(db, c.lm_call_id)
             assert k["lm_call"]["messages"] == call.messages and k["lm_call"]["answer"] == call.answer
         assert k["validated"] == (c.id in step.accepted_ids)
+        # the stored column, and what the reason said before the studio read it
+        assert k["improved"] == (c.improved or c.status == "accepted")
         assert k["improved"] == (c.status == "accepted" or c.reason.startswith("improved"))
 
     # the frontier before and after the step, recomputed from the evaluations

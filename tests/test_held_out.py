@@ -11,7 +11,7 @@ import pytest
 
 from engine.cli import main as cli_main
 from engine.commands import send_command
-from engine.test_pass import audit_line
+from engine.held_out_pass import audit_line
 from tests.support.scripted_lm import uninstall_script
 from storage import repo
 from tests.support import toy

@@ -190,6 +190,10 @@ class _TailContext:
         self.saved.append(cand)
         return cand
 
+    def set_status(self, cand, to, reason, *, with_row=True, **fields):
+        return self.save(cand.model_copy(update={"status": to, "reason": cand.reason if reason is None else reason,
+                                                 **fields}))
+
     def call_lm(self, *args, **kwargs):
         raise AssertionError("no merge LM call when its merge could not be tested")
 

@@ -83,7 +83,7 @@ def _candidate(ctx, text: str, parent_ids=()) -> Candidate:
 
 
 def _validator(ctx) -> Validator:
-    return Validator(ctx.state, ctx.evals, ctx.val_keys, ctx.cfg.search, ctx.save)
+    return Validator(ctx.state, ctx.evals, ctx.val_keys, ctx.cfg.search, ctx.set_status)
 
 
 def test_a_validation_pass_accepts_the_child_and_adds_it_to_the_pool(ctx):

@@ -37,6 +37,8 @@ def test_no_progress_says_what_happened_to_the_proposals(sqlite_db, tmp_path):
                                         "(answers without a fenced block ×"), run.status_reason
     assert "keeps repeating or failing" not in run.status_reason
     assert "LM errors slowed it: " in run.status_reason and "no fenced block ×" in run.status_reason
+    failed = [c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"]
+    assert failed and {(c.status, c.cause) for c in failed} == {("failed", "no_fence")}  # the cause counted, stored
 
 
 def test_inline_datasets_have_the_row_limit_too():

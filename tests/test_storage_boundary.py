@@ -83,6 +83,46 @@ def test_studio_queries_run_under_the_time_limit(sqlite_db, monkeypatch):
     assert len(repo.list_candidates(sqlite_db, run_id)) > 0  # the engine's reads have no limit
 
 
+def test_every_studio_read_and_the_report_download_have_the_studio_time_limit(sqlite_db, monkeypatch):
+    from engine.records.report import build_report
+    from storage import access, activity, compare_queries, explain_queries, jobs
+    from storage.db import studio_view
+    from tests.support.synthetic import generate_run
+
+    run_id = generate_run(sqlite_db, n_candidates=12, n_val=4)
+    cands = [c.id for c in repo.list_candidates(sqlite_db, run_id)]
+    job_id = jobs.submit_job(sqlite_db, "check_lm", {})
+    limits: list = []
+    read = Database.read
+
+    def recording(self, time_limit=None):
+        limits.append(time_limit)
+        return read(self, time_limit)
+
+    monkeypatch.setattr(Database, "read", recording)
+    monkeypatch.setenv(STUDIO_TIME_LIMIT_ENV, "7")
+    studio_reads = {
+        "step_detail": lambda: explain_queries.step_detail(sqlite_db, run_id, 1),
+        "step_indexes": lambda: explain_queries.step_indexes(sqlite_db, run_id),
+        "run_lineage": lambda: explain_queries.run_lineage(sqlite_db, run_id),
+        "pair_evaluations": lambda: compare_queries.pair_evaluations(sqlite_db, run_id, cands[0], cands[1]),
+        "first_seed": lambda: compare_queries.first_seed(sqlite_db, run_id, cands[0]),
+        "run_activity": lambda: activity.run_activity(sqlite_db, run_id),
+        "worker_beats": lambda: activity.worker_beats(sqlite_db),
+        "list_refusals": lambda: access.list_refusals(sqlite_db, run_id),
+        "val_objectives": lambda: queries.val_objectives(sqlite_db, run_id),
+        "job_view": lambda: jobs.job_view(sqlite_db, job_id),
+        "report": lambda: build_report(studio_view(sqlite_db), run_id),
+    }
+    for name, call in studio_reads.items():
+        limits.clear()
+        call()
+        assert limits and set(limits) == {7.0}, (name, limits)
+    limits.clear()
+    repo.list_candidates(sqlite_db, run_id)
+    assert limits == [None]  # the engine's own reads have none
+
+
 # ---------------------------------------------------------------- schema upgrade
 
 

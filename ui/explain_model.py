@@ -88,7 +88,8 @@ def proposals(detail: dict) -> list[dict]:
         c = cands.get(cid)
         if c is None:
             continue
-        improved = c["status"] == "accepted" or c["reason"].startswith("improved")
+        # improved on its minibatch (stored when it was tested), or validated all the same (pinned)
+        improved = c["improved"] or c["status"] == "accepted"
         out.append({**c, "lm_call": calls.get(c["lm_call_id"]), "improved": improved,
                     "validated": cid in step["accepted_ids"],
                     "parents": [cands[p] for p in c["parent_ids"] if p in cands]})

@@ -17,6 +17,7 @@ import streamlit as st
 from engine.access import Refused, local_actor
 from engine.jobs import CHECK_LM, TRY_EVALUATOR, TRY_EXAMPLES, request_job
 from storage import jobs
+from storage.states import JobStatus
 from ui import data, identity, keys as K
 from ui.errors import shows_storage_errors
 from ui.prompt_view import is_prompt_side_info, show_evaluation
@@ -153,7 +154,7 @@ def show_job(key: str, title: str, waiting: str, render: Callable[[dict], None])
 def _progress(job: dict, waiting: str) -> None:
     since = job["started_at"] or job["created_at"]
     age = (datetime.now(timezone.utc) - since).total_seconds()
-    text = md(job["progress"]) + "…" if job["status"] == "running" and job["progress"] else waiting
+    text = md(job["progress"]) + "…" if job["status"] == JobStatus.RUNNING and job["progress"] else waiting
     st.info(f"{text} ({fmt_seconds(age)})", icon=":material/hourglass_top:")
     if not engine_alive():
         st.warning("No engine worker is running, so nothing will happen yet: the job waits for one. Start the "

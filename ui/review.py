@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from storage import activity
+from storage.db import studio_view
 from ui import data, gain_view, identity, interventions as iv, keys, nav, submission
 from ui.errors import shows_storage_errors
 from ui.render import md
@@ -68,7 +69,8 @@ def report_download(run_id: str) -> None:
     """One self-contained HTML file of the run, built when clicked."""
     from engine.records.report import build_report
 
-    st.download_button("Download the report (HTML)", data=lambda: build_report(data.get_db(), run_id),
+    # the whole run is read through the engine's functions: with the studio's time limit on each read
+    st.download_button("Download the report (HTML)", data=lambda: build_report(studio_view(data.get_db()), run_id),
                        file_name=f"refract-{run_id}.html", mime="text/html", key=keys.REPORT_DOWNLOAD,
                        icon=":material/download:", on_click="ignore",
                        help="One file with the summary, config, plots, frontier, lineage, the approved (or best) "

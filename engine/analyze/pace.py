@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
+from storage.states import LMCallStatus
+
 from engine.analyze.finding import INFO, WARNING, Action, Finding
 from engine.analyze.records import RunRecords
 from engine.lm.providers import is_local
@@ -18,7 +20,7 @@ RECENT_STEPS = 5
 
 def latencies(recs: RunRecords) -> Optional[Latencies]:
     lm = [c["seconds"] for c in recs.lm_calls if c["purpose"] in ("reflection", "merge") and not c["cached"]
-          and c["status"] == "done" and c["seconds"]]
+          and c["status"] == LMCallStatus.DONE and c["seconds"]]
     total = int(recs.run.get("proposals_total") or 0)
     mean_eval, n_evals = recs.eval_seconds
     if len(lm) < 3 or n_evals < 5:

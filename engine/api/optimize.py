@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Union
 from storage import attached, leases, repo
 from storage.db import Database, open_db
 from storage.errors import InvalidTransition
-from storage.states import FINISHED, RunStatus
+from storage.states import FINISHED, CommandKind, CommandStatus, RunStatus
 
 from engine.commands import send_command
 from engine.config import ConfigError, RunConfig
@@ -153,8 +153,9 @@ def _reattach(db: Database, run_id: str, process_id: str, owner: str) -> bool:
 
 def _paused_by_person(db: Database, run_id: str) -> bool:
     """Was the run paused by a pause or step command (rather than by the engine)?"""
-    control = [c for c in repo.list_commands(db, run_id) if c.kind in ("pause", "resume", "step") and c.status == "applied"]
-    return bool(control) and control[-1].kind in ("pause", "step")
+    control = [c for c in repo.list_commands(db, run_id) if c.status == CommandStatus.APPLIED
+               and c.kind in (CommandKind.PAUSE, CommandKind.RESUME, CommandKind.STEP)]
+    return bool(control) and control[-1].kind in (CommandKind.PAUSE, CommandKind.STEP)
 
 
 class _Session:

@@ -14,6 +14,7 @@ from typing import Any, Optional
 from storage import lm_calls, repo
 from storage.db import Database
 from storage.models import LMCall, utcnow
+from storage.states import LMCallStatus
 
 from engine.interrupt import INTERRUPTED
 
@@ -36,9 +37,7 @@ class RunJournal:
         self.ids.append(lm_calls.start_lm_call(self.db, LMCall(**self.fields, attempt=attempt, started_at=utcnow())))
 
     def end(self, attempt: int, result) -> None:
-        # a pause or a stop is not an LM failure: such an attempt is "interrupted", costed, not failed
-        status = "interrupted" if result.error_kind == INTERRUPTED else "failed" if result.error else "done"
-        lm_calls.finish_lm_call(self.db, self.ids[-1], status, answer=result.text or "",
+        lm_calls.finish_lm_call(self.db, self.ids[-1], call_status(result), answer=result.text or "",
                             tokens_in=result.tokens_in, tokens_out=result.tokens_out, cost_usd=result.cost_usd,
                             seconds=result.seconds, error=result.error, error_kind=result.error_kind)
 
@@ -47,9 +46,14 @@ class RunJournal:
         return repo.record_lm_call(self.db, LMCall(**self.fields, answer=result.text or "", tokens_in=result.tokens_in,
                                                    tokens_out=result.tokens_out, cost_usd=result.cost_usd,
                                                    seconds=result.seconds, cached=result.cached, error=result.error,
-                                                   status=("interrupted" if result.error_kind == INTERRUPTED else
-                                                           "failed" if result.error else "done"),
+                                                   status=call_status(result).value,
                                                    error_kind=result.error_kind, started_at=utcnow()))
+
+
+def call_status(result) -> LMCallStatus:
+    # a pause or a stop is not an LM failure: such an attempt is "interrupted", costed, not failed
+    return (LMCallStatus.INTERRUPTED if result.error_kind == INTERRUPTED else
+            LMCallStatus.FAILED if result.error else LMCallStatus.DONE)
 
 
 def estimated_prompt_cost(model: str, messages: list) -> tuple[int, float]:

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from storage.models import LM_ERROR_KINDS
-from storage.states import FINISHED, CandidateStatus, CommandStatus, MergePath, Origin, RunStatus
+from storage.states import FINISHED, CandidateStatus, CommandStatus, LMCallStatus, MergePath, Origin, RunStatus
 
 from engine.interrupt import INTERRUPTED
 
@@ -160,7 +160,7 @@ class LMCallDoc(_Doc):
     cached: bool = False
     error: Optional[Text()] = None
     attempt: Count = 0
-    status: Literal["started", "done", "failed", "interrupted"] = "done"
+    status: _words(LMCallStatus) = LMCallStatus.DONE.value
     error_kind: Optional[Literal[(*LM_ERROR_KINDS, INTERRUPTED)]] = None
     started_at: Stamp = None
 

@@ -18,7 +18,7 @@ from storage import repo
 from storage.db import Database
 from storage.models import Candidate, Command, Comment, Evaluation, Example, LMCall, Run, Step
 from storage.run_figures import running_seconds
-from storage.states import CandidateStatus, MergePath, Origin
+from storage.states import CandidateStatus, CommandKind, CommandStatus, MergePath, Origin
 from storage.transfer import insert_run
 
 from engine.records.document import (
@@ -261,7 +261,7 @@ def _run_row(d: Document) -> Run:
 def _approved(d: Document) -> Optional[str]:
     """The approved candidate, as the document's last applied ``approve`` command left it (who
     approved it and why stay on that command); None when nothing is approved."""
-    approvals = [c for c in d.commands if c.kind == "approve" and c.status == "applied"]
+    approvals = [c for c in d.commands if c.kind == CommandKind.APPROVE and c.status == CommandStatus.APPLIED]
     candidate = approvals[-1].payload.get("candidate_id") if approvals else None
     if candidate is not None and candidate not in {c.id for c in d.candidates}:
         raise DocumentError(f"commands: the approved candidate {candidate} is not among the document's candidates")

@@ -32,13 +32,14 @@ def step_rng(seed: int, index: int) -> random.Random:
 @dataclass(frozen=True)
 class Validator:
     """What a validation pass needs: the pool, the evaluations, the validation keys, the
-    search settings and how to save a candidate (which also updates the pool)."""
+    search settings and how to move a candidate's status (``RunContext.set_status``, which
+    also updates the pool)."""
 
     state: PoolState
     evals: EvaluationService
     val_keys: list[str]
     search: SearchConfig
-    save: Callable[[Candidate], Candidate]
+    set_status: Callable[..., Candidate]
 
     def validate(self, child: Candidate) -> None:
         """Score ``child`` on the validation keys (stopping early when it cannot matter, or
@@ -54,21 +55,18 @@ class Validator:
         n = len(self.val_keys)
         cut = self.evals.interrupt.reason if self.evals.interrupt.is_set() and len(scores) < n and not seed else ""
         if cut and not scores:  # not validated at all: it stays out of the pool, and says why
-            child.status = CandidateStatus.REJECTED
-            child.reason = (f"improved on its minibatch; its validation pass was interrupted ({cut}) before it began. "
-                            "Pin it to validate it")
-            self.save(child)
+            self.set_status(child, CandidateStatus.REJECTED,
+                            f"improved on its minibatch; its validation pass was interrupted ({cut}) before it began. "
+                            "Pin it to validate it", with_row=False)
             return
         if cut:
             why_stopped.insert(0, f"interrupted ({cut}) after {len(scores)} of {n} examples")
-        child.status = CandidateStatus.ACCEPTED
-        child.val_count = len(scores)
-        child.val_mean = mean(scores.values()) if scores else None
+        fields = {"val_count": len(scores), "val_mean": mean(scores.values()) if scores else None}
         if len(scores) < n:
-            child.val_cut_short = (why_stopped[0] if why_stopped else
-                                   f"budget: no metric calls left to finish the validation pass ({len(scores)} of "
-                                   f"{n} examples)")
-        self.save(child)
+            fields["val_cut_short"] = (why_stopped[0] if why_stopped else
+                                       f"budget: no metric calls left to finish the validation pass ({len(scores)} of "
+                                       f"{n} examples)")
+        child = self.set_status(child, CandidateStatus.ACCEPTED, None, with_row=False, **fields)
         if scores:
             self.state.add_scored(child, scores, {k: objective_scores(r.side_info) for k, r in results.items()})
 
@@ -101,7 +99,7 @@ def validate_child(ctx: RunContext, child_id: str) -> None:
     """The validation pass of ``child_id`` in a running optimization; the run's best is
     written as soon as it ends (it may be the new best)."""
     child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
-    Validator(ctx.state, ctx.evals, ctx.val_keys, ctx.cfg.search, ctx.save).validate(child)
+    Validator(ctx.state, ctx.evals, ctx.val_keys, ctx.cfg.search, ctx.set_status).validate(child)
     ctx.record_best()
     # the studio reads the frontier again only when this changes, not at every metric call
     repo.bump_run(ctx.db, ctx.run_id, frontier_version=1)
@@ -110,5 +108,4 @@ def validate_child(ctx: RunContext, child_id: str) -> None:
 def reject(ctx: RunContext, child_id: str, reason: str) -> None:
     """Pass over an improving child: it is kept, rejected, with the reason (lineage too)."""
     child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
-    child.status, child.reason = CandidateStatus.REJECTED, reason
-    ctx.save(child)
+    ctx.set_status(child, CandidateStatus.REJECTED, reason, with_row=False)

@@ -13,7 +13,7 @@ import random
 from typing import Optional
 
 from storage.models import Candidate, utcnow
-from storage.states import CandidateStatus, MergePath, Origin
+from storage.states import CandidateStatus, Cause, MergePath, Origin
 
 from engine.context import RunContext
 from engine.search.frontier import mean_scores
@@ -99,16 +99,15 @@ def test_merge(ctx: RunContext, x: str, y: str, content: dict, step: int) -> Opt
     results = ctx.evals.evaluate(child, keys, kind="minibatch")
     got = {k: r.score for k, r in results.items()}
     if not got:
-        child.status, child.reason = CandidateStatus.FAILED, "budget: no metric calls left to test the merge"
-        ctx.save(child)
+        ctx.set_status(child, CandidateStatus.FAILED, "budget: no metric calls left to test the merge",
+                       cause=Cause.BUDGET)
         return None
     total = sum(got.values())
     bar = max(sum(sx[k] for k in got), sum(sy[k] for k in got))
     child.minibatch_keys, child.minibatch_score, child.parent_minibatch_score = list(got), total, bar
     child.finished_at = utcnow()
     if total + 1e-12 < bar:
-        child.status, child.reason = CandidateStatus.REJECTED, f"merge worse than its better parent on {len(got)} example(s)"
-        ctx.save(child)
+        ctx.set_status(child, CandidateStatus.REJECTED, f"merge worse than its better parent on {len(got)} example(s)")
         return None
     child.reason, child.improved = "merge kept both parents' gains", True
     ctx.save(child)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from storage import lm_calls, repo
 from storage.models import Candidate, utcnow
-from storage.states import CandidateStatus, Origin
+from storage.states import CandidateStatus, Cause, Origin
 
 from engine.context import RunContext
 from engine.evaluation import Scored
@@ -97,13 +97,15 @@ def _other_components(ctx: RunContext, parent: Candidate, child: Candidate, k: i
     for comp in [c for c in ctx.components if c != child.component]:
         prompt = _prompt(ctx, parent, comp, parent_results)
         if not ctx.budget.may_call_lm():
-            _fail(ctx, child, "budget: no room left for another LM call")
+            _fail(ctx, child, "budget: no room left for another LM call", Cause.BUDGET)
             return None
         res, _ = ctx.call_lm(reflection_lm(ctx, parent.content[comp]), prompt.messages, "reflection", child.id, sample_index=k,
                              temperature=proposal_temperature(cfg.reflection_lm.temperature, k))
         if res.error:
-            _fail(ctx, child, res.error if res.error_kind == INTERRUPTED else
-                  f"reflection LM failed on component {comp!r}: {res.error}")
+            if res.error_kind == INTERRUPTED:
+                _fail(ctx, child, res.error, Cause.INTERRUPTED)
+            else:
+                _fail(ctx, child, f"reflection LM failed on component {comp!r}: {res.error}", Cause.LM_FAILED)
             return None
         parsed = parse_answer(res.text, parent.content[comp], require_fence=cfg.search.require_fence)
         if parsed.text is not None:
@@ -137,11 +139,10 @@ def next_component(components: list[str], parent: Candidate, offset: int) -> str
     return components[(start + offset) % len(components)]
 
 
-def _fail(ctx: RunContext, child: Candidate, reason: str) -> Candidate:
-    child.status, child.reason, child.finished_at = CandidateStatus.FAILED, reason, utcnow()
+def _fail(ctx: RunContext, child: Candidate, reason: str, cause: Cause | str = "") -> Candidate:
     if not child.content:
         child.content_hash = ""
-    return ctx.save(child)
+    return ctx.set_status(child, CandidateStatus.FAILED, reason, finished_at=utcnow(), cause=cause)
 
 
 def _reflect(ctx: RunContext, parent: Candidate, child: Candidate, k: int, parent_results) -> Candidate:
@@ -163,7 +164,7 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
     if base is None:
         return ctx.state.candidates[child.id]
     if not ctx.budget.may_call_lm():
-        return _fail(ctx, child, "budget: no room left for another LM call")
+        return _fail(ctx, child, "budget: no room left for another LM call", Cause.BUDGET)
     repo.bump_run(ctx.db, ctx.run_id, proposals_total=1)
     messages = prompt.messages
     temperature = proposal_temperature(cfg.reflection_lm.temperature, k)
@@ -174,18 +175,19 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
         res, call_id = ctx.call_lm(lm, messages, "reflection", child.id, sample_index=k, temperature=temperature)
         child.lm_call_id = call_id
         if res.error_kind == INTERRUPTED:
-            return _fail(ctx, child, res.error)
+            return _fail(ctx, child, res.error, Cause.INTERRUPTED)
         if res.error:
-            return _fail(ctx, child, f"reflection LM failed: {res.error}")
+            return _fail(ctx, child, f"reflection LM failed: {res.error}", Cause.LM_FAILED)
         if attempt == 0:  # an answer, usable or not: the rates are over these (storage.run_figures)
             repo.bump_run(ctx.db, ctx.run_id, proposals_answered=1)
         parsed = parse_answer(res.text, current, require_fence=cfg.search.require_fence)
         if parsed.text is None and not parsed.fenced and cfg.search.require_fence:
             lm_calls.mark_lm_answer_unusable(ctx.db, call_id, "no_fence", f"unusable answer: {parsed.reason}")
         if parsed.text is None and parsed.reason not in RETRIED:
-            return _fail(ctx, child, f"unusable answer: {parsed.reason}" + (" (side information was shortened)" if prompt.shortened else ""))
+            return _fail(ctx, child, f"unusable answer: {parsed.reason}" + (" (side information was shortened)" if prompt.shortened else ""),
+                         _unusable(parsed.reason))
         if parsed.text is None:
-            failure, retry = f"unusable answer: {parsed.reason}", RETRIED[parsed.reason]
+            failure, cause, retry = f"unusable answer: {parsed.reason}", _unusable(parsed.reason), RETRIED[parsed.reason]
         else:
             if not parsed_once:
                 parsed_once = True
@@ -205,11 +207,12 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
             if problem is None:
                 # what became of it, if an earlier step tested it (a sibling's fate depends on timing)
                 earlier = dict(ctx.state.tried_outcomes(parent.id, ctx.step_index)).get(parsed.text, "")
-                failure, retry = "repeats an earlier proposal for this parent", \
+                failure, cause, retry = "repeats an earlier proposal for this parent", Cause.REPEAT, \
                     "That exact version was already proposed for this parent and tried." + \
                     (f" Result: {earlier}" if earlier else "")
             else:
-                failure, retry = f"invalid candidate (validate): {problem}", f"That version is invalid: {problem}"
+                failure, cause = f"invalid candidate (validate): {problem}", Cause.INVALID
+                retry = f"That version is invalid: {problem}"
         if ctx.claim_turn is not None:  # claimed in vain, or never tried: the next turn need not wait for the retry
             ctx.claim_turn.passed(attempt)
         if attempt == 0:
@@ -219,7 +222,11 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
             messages, temperature = _retry(messages, res.text, retry), min(temperature + 0.3, 1.5)
     if not child.content:
         child.content_hash = ""
-    return _fail(ctx, child, failure)
+    return _fail(ctx, child, failure, cause)
+
+
+def _unusable(parsed_reason: str) -> Cause:
+    return Cause.NO_FENCE if parsed_reason == NO_FENCE else Cause.UNUSABLE
 
 
 # unusable answers worth one retry, and what the retry is told
@@ -245,12 +252,11 @@ def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, min
     results = ctx.evals.evaluate(child, [k for k in minibatch if k in parent_results], kind="minibatch")
     keys = [k for k in results if k in parent_results]
     if not keys and ctx.interrupt.is_set():  # a text worth keeping: rejected untested, not failed
-        child.status, child.finished_at = CandidateStatus.REJECTED, utcnow()
-        child.reason = f"interrupted ({ctx.interrupt.reason}) before its minibatch test. Pin it to validate it"
-        ctx.save(child)
+        ctx.set_status(child, CandidateStatus.REJECTED, f"interrupted ({ctx.interrupt.reason}) before its minibatch "
+                       "test. Pin it to validate it", finished_at=utcnow(), cause=Cause.INTERRUPTED)
         return Outcome(child.id, False, 0.0)
     if not keys:
-        _fail(ctx, child, "budget: no metric calls left to test it")
+        _fail(ctx, child, "budget: no metric calls left to test it", Cause.BUDGET)
         return Outcome(child.id, False, 0.0)
     p_total = sum(parent_results[k].score for k in keys)
     c_total = sum(results[k].score for k in keys)
@@ -263,11 +269,10 @@ def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, min
     if improved:
         child.reason = "improved"
         repo.bump_run(ctx.db, ctx.run_id, proposals_improved=1)
+        ctx.save(child)
     else:
-        child.status = CandidateStatus.REJECTED
-        child.reason = (f"no improvement on the minibatch ({c_total:.4g} vs parent {p_total:.4g})"
-                        + worst_regression(parent_results, results, keys))
-    ctx.save(child)
+        ctx.set_status(child, CandidateStatus.REJECTED, f"no improvement on the minibatch ({c_total:.4g} vs parent "
+                       f"{p_total:.4g})" + worst_regression(parent_results, results, keys), cause=Cause.NO_IMPROVEMENT)
     return Outcome(child.id, improved, c_total - p_total)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from storage.models import Candidate, utcnow
-from storage.states import CandidateStatus, MergePath, Origin
+from storage.states import CandidateStatus, Cause, MergePath, Origin
 
 from engine.context import RunContext
 from engine.evaluation import Scored
@@ -173,10 +173,10 @@ def combine(ctx: RunContext, siblings: list[Sibling], merge_id: str, step: int) 
         if not ctx.budget.affords_metric_calls(len(_test_keys(siblings, fixes_only=True))):
             # written, it could not be tested: a merge LM call would be paid for nothing
             return _finish(ctx, merged, CandidateStatus.FAILED, "budget: too few metric calls left to test a merge; "
-                                                                "not written")
-        content, why = _merged_content(ctx, siblings, merged)
+                                                                "not written", Cause.BUDGET)
+        content, why, cause = _merged_content(ctx, siblings, merged)
         if content is None:
-            return _finish(ctx, merged, CandidateStatus.FAILED, why)
+            return _finish(ctx, merged, CandidateStatus.FAILED, why, cause)
         chash = content_hash(content)
         same = next((s for s in siblings if s.cand.content_hash == chash), None)
         if same is not None:  # one version already holds every change: it stands for the merge
@@ -188,15 +188,17 @@ def combine(ctx: RunContext, siblings: list[Sibling], merge_id: str, step: int) 
         problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
         merged.content, merged.content_hash = content, chash
         if problem:
-            return _finish(ctx, merged, CandidateStatus.FAILED, f"invalid candidate (validate): {problem}")
+            return _finish(ctx, merged, CandidateStatus.FAILED, f"invalid candidate (validate): {problem}", Cause.INVALID)
         ctx.save(merged)
     return _test(ctx, merged, siblings)
 
 
-def _merged_content(ctx: RunContext, siblings: list[Sibling], merged: Candidate) -> tuple[Optional[dict], str]:
+def _merged_content(ctx: RunContext, siblings: list[Sibling],
+                    merged: Candidate) -> tuple[Optional[dict], str, Cause | str]:
     """The merge's content: the line-level three-way merge over the siblings' common parent when
     it has no real conflict (no LM call), else the reflection LM writes the one conflicting
-    component (the others three-way merged). Sets ``merged.component`` and ``merged.merge_path``."""
+    component (the others three-way merged); with the reason and cause it could not be written.
+    Sets ``merged.component`` and ``merged.merge_path``."""
     changed = [changed_components(s) for s in siblings]
     if len({s.parent.id for s in siblings}) == 1:
         content, conflicts = merge_contents(siblings[0].parent.content, [s.cand.content for s in siblings])
@@ -205,26 +207,26 @@ def _merged_content(ctx: RunContext, siblings: list[Sibling], merged: Candidate)
     merged.component = ",".join(sorted({c for cs in changed for c in cs}))
     if not conflicts:
         merged.merge_path = MergePath.THREE_WAY
-        return content, ""
+        return content, "", ""
     if len(conflicts) != 1:
         return None, (f"the versions changed the same lines of several components ({', '.join(conflicts)}) "
-                      "in different ways; not merged")
+                      "in different ways; not merged"), ""
     component = conflicts[0]
     merged.merge_path = MergePath.LM
     if not ctx.budget.may_call_lm("merge"):
-        return None, "budget: no room left for the merge LM call"
+        return None, "budget: no room left for the merge LM call", Cause.BUDGET
     if not ctx.budget.affords_metric_calls(len(_test_keys(siblings, fixes_only=False))):
-        return None, "budget: too few metric calls left to test an LM-written merge; no LM call made"
+        return None, "budget: too few metric calls left to test an LM-written merge; no LM call made", Cause.BUDGET
     messages = build_merge_prompt(ctx, siblings, component)
     res, call_id = ctx.call_lm(ctx.cfg.reflection_lm, messages, "merge", merged.id)
     merged.lm_call_id = call_id
     if res.error:
-        return None, f"merge LM failed: {res.error}"
+        return None, f"merge LM failed: {res.error}", ""
     parsed = parse_answer(res.text, "", require_fence=ctx.cfg.search.require_fence)
     if parsed.text is None:
-        return None, f"unusable merge answer: {parsed.reason}"
+        return None, f"unusable merge answer: {parsed.reason}", ""
     content[component] = parsed.text
-    return content, ""
+    return content, "", ""
 
 
 def _keeps_gains(ctx: RunContext, cand: Candidate, siblings: list[Sibling],
@@ -254,7 +256,7 @@ def _test(ctx: RunContext, merged: Candidate, siblings: list[Sibling]) -> Option
     # validation pass that follows judges the whole)
     kept, got, lost = _keeps_gains(ctx, merged, siblings, fixes_only=merged.merge_path == MergePath.THREE_WAY)
     if kept is None:
-        return _finish(ctx, merged, CandidateStatus.FAILED, "budget: no metric calls left to test the merge")
+        return _finish(ctx, merged, CandidateStatus.FAILED, "budget: no metric calls left to test the merge", Cause.BUDGET)
     keys = sorted(got)
     merged.minibatch_keys = keys
     merged.minibatch_score = sum(got.values())
@@ -268,9 +270,8 @@ def _test(ctx: RunContext, merged: Candidate, siblings: list[Sibling]) -> Option
     return merged.id
 
 
-def _finish(ctx: RunContext, cand: Candidate, status: CandidateStatus, reason: str) -> None:
-    cand.status, cand.reason, cand.finished_at = status, reason, utcnow()
+def _finish(ctx: RunContext, cand: Candidate, status: CandidateStatus, reason: str, cause: Cause | str = "") -> None:
     if not cand.content:
         cand.content_hash = ""
-    ctx.save(cand)
+    ctx.set_status(cand, status, reason, finished_at=utcnow(), cause=cause)
     return None

@@ -25,7 +25,7 @@ def _mean(results: dict) -> Optional[float]:
     return mean(r.score for r in results.values()) if results else None
 
 
-def test_pass(ctx, status: str, best_id: Optional[str]) -> dict:
+def held_out_pass(ctx, status: str, best_id: Optional[str]) -> dict:
     """Run fields to record: ``test_mean`` and ``seed_test_mean`` (empty when there is no test
     set, no best, or the run failed)."""
     if not (best_id and ctx.test_keys and status in ENDINGS_WITH_A_TEST):
