@@ -12,7 +12,7 @@ from sqlalchemy import event
 
 from storage import queries
 from tests.support.synthetic import generate_run
-from ui import analysis, charts, form_carry, keys as K, run_form
+from ui import analysis, charts, form_carry, form_drafts, keys as K, run_form
 from ui.lineage import layout, lineage_figure
 
 
@@ -267,8 +267,8 @@ def test_toml_upload_needs_its_files():
 def test_drafts_round_trip(tmp_path):
     d = run_form.default_draft("m")
     d[K.NEW_NAME] = "kept"
-    run_form.save_draft(tmp_path, "ana ../x", d)
-    assert run_form.load_draft(tmp_path, "ana ../x")[K.NEW_NAME] == "kept"
+    form_drafts.save_draft(tmp_path, "ana ../x", d)
+    assert form_drafts.load_draft(tmp_path, "ana ../x")[K.NEW_NAME] == "kept"
     assert list(tmp_path.iterdir())[0].parent == tmp_path  # the user name cannot escape the folder
 
 
