@@ -141,7 +141,9 @@ def test_the_best_is_written_when_its_validation_pass_ends_not_when_the_step_end
     db = sqlite_db
     install_script(toy.script)
     # one parent, two proposals: both children add a missing word and are validated one after the other
-    run_id = submit_run(db, toy_config(6, search={"parents_per_step": 1, "proposals_per_parent": 2},
+    # (max_score known: a pass may stop early against the frontier the one before updated, so the
+    # passes are not run side by side)
+    run_id = submit_run(db, toy_config(6, search={"parents_per_step": 1, "proposals_per_parent": 2, "max_score": 1.0},
                                        budget={"max_metric_calls": 40, "stop_at_score": None}))
     seen: list = []
     factory = lambda *a: _Watching(make_executor(*a), db, run_id, seen)  # noqa: E731
