@@ -241,7 +241,9 @@ def test_gepas_in_process_code_execution_time_limit_works_in_an_evaluator(sqlite
     code_execution = pytest.importorskip("gepa.utils.code_execution")
 
     def evaluate(candidate):
-        ran = code_execution.execute_code(candidate, timeout=0.3)  # SIGALRM: only on the main thread
+        # SIGALRM: only on the main thread. Not kill_child_processes (its default): on a timeout it kills
+        # every child of this process, here the test session's PostgreSQL server
+        ran = code_execution.execute_code(candidate, timeout=0.3, kill_child_processes=False)
         return float(ran.success), {"error": ran.error}
 
     result = optimize_anything("import time\ntime.sleep(30)", evaluator=evaluate, db=sqlite_db.url,
