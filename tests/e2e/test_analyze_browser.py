@@ -47,7 +47,8 @@ def test_analyze_panel_findings_veto_and_diagnosis(worker_studio, browser, tmp_p
 
     by_key(page, K.ANALYZE_ACTION.format(finding="degenerate_members", i=0)).get_by_role(
         "button", name=re.compile("^Veto")).click()
-    expect(page.get_by_text("veto queued")).to_be_visible(timeout=20_000)
+    # "veto queued (command N)", which becomes "veto applied …" once the worker applied it
+    expect(page.get_by_text(re.compile(r"veto (queued|applied)")).first).to_be_visible(timeout=20_000)
     cmd = repo.list_commands(db, run_id)[-1]
     assert cmd.kind == "veto" and cmd.author == "ana" and cmd.reason.startswith("Analyze: degenerate")
     # the worker applies the veto on the paused run; the panel refreshes by itself (no click, no reload)
