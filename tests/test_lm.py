@@ -5,7 +5,6 @@ All calls go to the in-process ``scripted`` provider (or litellm's own mock), ne
 
 from __future__ import annotations
 
-import functools
 import stat
 import threading
 
@@ -196,7 +195,12 @@ def test_tokens_and_cost_from_the_provider_usage(client):
 
 def test_cost_from_litellm_price_map_for_a_known_model(client, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-not-used-by-the-mock")
-    monkeypatch.setattr(litellm, "completion", functools.partial(litellm.completion, mock_response="a mock answer"))
+    # litellm's own mock, asked for where the client sends each request (patching litellm.completion
+    # itself held in this process alone, and failed on CI after other tests: a real request went out)
+    from engine.lm import client as client_module
+
+    send = client_module._send
+    monkeypatch.setattr(client_module, "_send", lambda kwargs: send({**kwargs, "mock_response": "a mock answer"}))
     result = client.complete(LMConfig(model="openai/gpt-4.1-mini"), MESSAGES)
     assert result.ok and result.text == "a mock answer"
     assert result.tokens_in > 0 and result.tokens_out > 0
