@@ -47,8 +47,10 @@ class CandidateStatus(StrEnum):
 # or a pin is a field of its own) and nothing becomes a proposal again.
 CANDIDATE_TRANSITIONS: dict[CandidateStatus, frozenset[CandidateStatus]] = {
     CandidateStatus.PROPOSED: frozenset({CandidateStatus.ACCEPTED, CandidateStatus.REJECTED, CandidateStatus.FAILED}),
-    CandidateStatus.REJECTED: frozenset({CandidateStatus.ACCEPTED}),
-    CandidateStatus.FAILED: frozenset({CandidateStatus.ACCEPTED}),
+    # rejected <-> failed: a proposal's later attempt in the same slot can end either way (a retry's
+    # answer repeating an earlier proposal fails a child its first answer had left rejected)
+    CandidateStatus.REJECTED: frozenset({CandidateStatus.ACCEPTED, CandidateStatus.FAILED}),
+    CandidateStatus.FAILED: frozenset({CandidateStatus.ACCEPTED, CandidateStatus.REJECTED}),
     CandidateStatus.ACCEPTED: frozenset(),
 }
 

@@ -41,7 +41,7 @@ def test_a_candidate_moves_as_its_table_allows_and_keeps_its_reason_when_none_is
     (CandidateStatus.ACCEPTED, CandidateStatus.FAILED),
     (CandidateStatus.ACCEPTED, CandidateStatus.REJECTED),
     (CandidateStatus.REJECTED, CandidateStatus.PROPOSED),
-    (CandidateStatus.FAILED, CandidateStatus.REJECTED),
+    (CandidateStatus.FAILED, CandidateStatus.PROPOSED),
 ])
 def test_a_refused_candidate_move_says_so_and_writes_nothing(db, start, to):
     run_id = _run(db)
