@@ -73,10 +73,7 @@ class OntoBest:
         while self._turn.acquire(blocking=False):
             try:
                 while batch := self._take(pctx.interrupt.is_set()):
-                    chosen = self._onto_best(pctx, batch, step, made)
-                    for cid in chosen:
-                        validate_child(pctx, cid)
-                    validated += chosen
+                    validated += self._onto_best(pctx, batch, step, made)
             finally:
                 self._turn.release()
             if not self._ready(pctx.interrupt.is_set()):  # else it became ready as the turn was given back
@@ -98,15 +95,18 @@ class OntoBest:
 
     def _onto_best(self, pctx: RunContext, batch: list[str], step: int,
                    made: Callable[[Candidate], None]) -> list[str]:
-        """What to validate for the children in ``batch``: their merge with the best, or (when
-        the merge is not possible or lost a gain) each child in turn, alone with the best."""
+        """Validate, for the children in ``batch``, their merge with the best, or (when the merge
+        is not possible or lost a gain) each child in turn, alone with the best; returns what was
+        validated. Each merge is written over the best as it is once the pass before it ended:
+        the children of a failed merge are merged and validated one by one, not merged first
+        (over a best that the first one's pass may replace) and validated after."""
         sibs = [s for s in (sibling_from_minibatch(pctx, c) for c in batch) if s is not None]
         group = with_best(pctx, sibs)
         if group is None:  # each child builds on the best already, or has no common base with it
-            return [s.cand.id for s in sibs]
+            return _validated(pctx, [s.cand.id for s in sibs])
         siblings, best_id = group
         if len(siblings) < 2:
-            return [s.cand.id for s in sibs]
+            return _validated(pctx, [s.cand.id for s in sibs])
         merge_id = deterministic_id(pctx.run_id, step, *sorted(s.cand.id for s in siblings), "merge")
         chosen = combine(pctx, siblings, merge_id, step)
         merged = pctx.state.candidates.get(merge_id)
@@ -116,7 +116,7 @@ class OntoBest:
         if chosen is None:
             if len(children) > 1:  # one of them lost its gain in the merge: each alone, then
                 return [c for cid in children for c in self._onto_best(pctx, [cid], step, made)]
-            return children
+            return _validated(pctx, children)
         for cid in children:
             if cid == chosen:
                 continue
@@ -125,7 +125,13 @@ class OntoBest:
             else:
                 reject(pctx, cid, f"improved on its minibatch; re-based onto the best {best_id} as the merge "
                                   f"{chosen}, which was validated instead")
-        return [] if chosen == best_id else [chosen]
+        return [] if chosen == best_id else _validated(pctx, [chosen])
+
+
+def _validated(pctx: RunContext, ids: list[str]) -> list[str]:
+    for cid in ids:
+        validate_child(pctx, cid)
+    return ids
 
 
 def with_best(pctx: RunContext, sibs: list[Sibling]) -> Optional[tuple[list[Sibling], Optional[str]]]:
