@@ -63,6 +63,7 @@ def _findings(run_id: str) -> None:
     if run is None:
         return
     found = findings(url, run_id, step_token(run))
+    _settled_actions(url, run_id, found)
     if not found:
         st.success("Nothing to report: no finding about this run.", icon=":material/check_circle:")
         return
@@ -79,6 +80,21 @@ def _findings(run_id: str) -> None:
                 st.markdown(links)
             for i, action in enumerate(f["actions"]):
                 _action(run, f, i, action)
+
+
+def _settled_actions(url: str, run_id: str, found: list[dict]) -> None:
+    """What became of this session's clicks whose finding is gone: a veto the engine applied
+    removes its finding (and the button with its note) often before the page shows the note, so
+    it is said here, as the command log has it now ("veto applied (command 7): …")."""
+    shown = {K.ANALYZE_ACTION.format(finding=f["kind"], i=i) for f in found for i in range(len(f["actions"]))}
+    gone = [key for key in st.session_state.get(_CLICKED.format(run=run_id), []) if key not in shown]
+    if gone:
+        log = data.command_log(url, run_id)
+        for key in gone:
+            show_outcome("_out_" + key, log)
+
+
+_CLICKED = "_analyze_clicked_{run}"  # the action keys this session clicked on a run, oldest first
 
 
 def _evidence(run_id: str, ev: dict) -> str:
@@ -132,6 +148,9 @@ def _send(run: dict, kind: str, payload: dict, reason: str, key: str, slot: str,
     if out.command_ids:
         submission.renew(slot)
     st.session_state["_out_" + key] = out
+    clicked = st.session_state.setdefault(_CLICKED.format(run=run["id"]), [])
+    if key not in clicked:
+        clicked.append(key)
     data.forget_steering()
 
 
