@@ -40,7 +40,7 @@ class _Strict(BaseModel):
 
 class SearchConfig(_Strict):
     parents_per_step: int = Field(2, ge=1, le=64, description="P: parents selected per step (1 by default on an LM that answers one request at a time, the local model)")
-    proposals_per_parent: int = Field(2, ge=1, le=64, description="K: reflective proposals per parent")
+    proposals_per_parent: int = Field(2, ge=1, le=64, description="K: reflective proposals per parent (1 by default on an LM that answers one request at a time)")
     minibatch_size: int = Field(3, ge=1, le=1000)
     selection: Literal["pareto", "best", "epsilon_greedy", "top_k_pareto"] = "pareto"
     top_k_pareto_k: int = Field(5, ge=1, description="k of selection = \"top_k_pareto\" (GEPA's 5)")
@@ -217,10 +217,20 @@ class RunConfig(_Strict):
         problem = branch_problem(self.branch, self.seed_candidate)
         if problem:
             raise ValueError(problem)
-        if "parents_per_step" not in self.search.model_fields_set and one_at_a_time(self.reflection_lm):
+        if one_at_a_time(self.reflection_lm):
             # an LM that answers one request at a time (the local model) queues a step's reflections: one
-            # parent per step builds on each improvement at once, for the same LM time per proposal
-            self.search.parents_per_step = 1
+            # proposal per step builds on each improvement at once, for the same LM time per proposal, and
+            # the next one reflects on a new minibatch (the second of a 1x2 step read the same feedback)
+            given = set(self.search.model_fields_set)  # a copy: setting a field adds it to the live set
+            if "parents_per_step" not in given:
+                self.search.parents_per_step = 1
+            if not given & {"proposals_per_parent", "parents_per_step"} and self.search.schedule == "sync":
+                s = self.search
+                wide = default_shape(s.batch_size, s.schedule)
+                s.proposals_per_parent = 1
+                if {k: getattr(s, k) for k in wide} == wide:  # the shape of the wide default: one proposal's
+                    for key, value in default_shape(1, s.schedule).items():  # (with one, neither setting acts)
+                        setattr(s, key, value)
         if self.search.skip_perfect_score and self.search.max_score is None:
             raise ValueError("search.skip_perfect_score: needs search.max_score (the perfect score of one example)")
         self._schedule_supports_search()

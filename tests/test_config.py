@@ -361,10 +361,17 @@ def test_valset_without_a_dataset_is_refused():
     assert _error(_minimal(dataset=None, valset=_rows("v", 3))).startswith("valset: a valset needs a dataset")
 
 
-def test_one_parent_per_step_by_default_on_an_lm_that_answers_one_request_at_a_time():
+def test_one_proposal_per_step_by_default_on_an_lm_that_answers_one_request_at_a_time():
     base = {"name": "x", "seed_candidate": "s", "evaluator": "def evaluate(c):\n    return 1.0\n"}
-    assert parse_config(base).search.parents_per_step == 1  # the local model, the default reflection LM
-    assert parse_config({**base, "reflection_lm": {"model": "openai/gpt-4.1-mini"}}).search.parents_per_step == 2
+    local = parse_config(base).search  # the local model, the default reflection LM
+    assert (local.parents_per_step, local.proposals_per_parent, local.accept, local.merge_siblings) == (1, 1, "all", False)
+    hosted = parse_config({**base, "reflection_lm": {"model": "openai/gpt-4.1-mini"}}).search
+    assert (hosted.parents_per_step, hosted.proposals_per_parent, hosted.accept, hosted.merge_siblings) == (2, 2, "best", True)
+    assert parse_config({**base, "search": {"proposals_per_parent": 3}}).search.batch_size == 3  # K given: P = 1
+    two = parse_config({**base, "search": {"parents_per_step": 2}}).search  # P given: K keeps its default
+    assert (two.batch_size, two.accept, two.merge_siblings) == (4, "best", True)
+    kept = parse_config({**base, "search": {"accept": "top_k", "top_k": 1}}).search  # a shape given is kept
+    assert (kept.batch_size, kept.accept) == (1, "top_k")
     assert parse_config({**base, "reflection_lm": {"model": "openai/gpt-4.1-mini", "max_concurrency": 1}}
                         ).search.parents_per_step == 1
     assert parse_config({**base, "search": {"parents_per_step": 3}}).search.parents_per_step == 3  # given: kept

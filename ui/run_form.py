@@ -45,6 +45,9 @@ _DEFAULT_SHAPE = default_shape(4, "sync")  # the form's 2×2 step
 
 
 def default_draft(model: str = "") -> dict:
+    # one proposal per step on the local model, as a config that does not say (engine.config)
+    p = k = 1 if is_local(model or LOCAL_MODEL) else 2
+    shape = default_shape(p * k, "sync")
     return {
         K.NEW_NAME: "", K.NEW_OBJECTIVE: "", K.NEW_BACKGROUND: "", K.NEW_KIND: "",
         K.NEW_SEED_MODE: SEED_MODES[0], K.NEW_SEED_TEXT: "",
@@ -54,10 +57,9 @@ def default_draft(model: str = "") -> dict:
         K.NEW_DATA_VAL_TEXT: "", K.NEW_DATA_TEST_TEXT: "",
         K.NEW_SPLIT_VAL: 0, K.NEW_SPLIT_TEST: 0, K.NEW_SPLIT_SEED: 0,
         **lm_form.defaults(model),
-        # one parent per step on the local model, as a config that does not say (engine.config)
-        K.NEW_P: 1 if is_local(model or LOCAL_MODEL) else 2, K.NEW_K: 2, K.NEW_WORKERS: 4, K.NEW_MINIBATCH: 3,
-        K.NEW_SELECTION: "pareto", K.NEW_ACCEPT: _DEFAULT_SHAPE["accept"], K.NEW_MERGE: False,
-        K.NEW_MERGE_SIBLINGS: _DEFAULT_SHAPE["merge_siblings"], K.NEW_SCHEDULE: "sync",
+        K.NEW_P: p, K.NEW_K: k, K.NEW_WORKERS: 4, K.NEW_MINIBATCH: 3,
+        K.NEW_SELECTION: "pareto", K.NEW_ACCEPT: shape["accept"], K.NEW_MERGE: False,
+        K.NEW_MERGE_SIBLINGS: shape["merge_siblings"], K.NEW_SCHEDULE: "sync",
         K.NEW_CARRIED: {}, K.NEW_BRANCH: None,
         K.NEW_MAX_CALLS: 500, K.NEW_MAX_COST: 0.0, K.NEW_MAX_SECONDS: 0, K.NEW_STOP_SCORE: 0.0,
         **prompt_form.defaults(),
