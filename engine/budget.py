@@ -37,6 +37,11 @@ LM_COST_MARGIN = 1.5
 # equal work vary by a few percent (more on a busy machine), and a run whose time budget is close
 # to a whole number of units otherwise started the last one and had it cut at the limit.
 TIME_MARGIN = 1.2
+# With a free reflection LM (the built-in local model) a step starts when half of one fits in the
+# time left: a step cut at the limit costs nothing but CPU time, time left unused is lost for sure,
+# and one step can take twice another (a retried reflection is a second whole call). Runs of 240 s
+# with ~100 s steps otherwise stopped with 87-125 s unused (docs/benchmarks-real-lm.md).
+FREE_LM_MIN_SHARE = 0.5
 
 
 class Block:

@@ -20,7 +20,7 @@ from storage.models import Candidate, utcnow
 from storage.states import CandidateStatus, Origin, RunStatus
 
 from engine.schedules.asynchronous import AsyncSchedule
-from engine.budget import Budget
+from engine.budget import FREE_LM_MIN_SHARE, Budget
 from engine.commands import CommandApplier
 from engine.lm.params import evaluator_lm
 from engine.config import RunConfig
@@ -37,7 +37,7 @@ from engine.search.merge import try_merge
 from engine.search.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
 from engine.stoppers import stop_reason
-from engine.lm.providers import one_at_a_time
+from engine.lm.providers import is_local, one_at_a_time
 from engine.held_out_pass import held_out_pass
 from engine.schedules.base import LOST, Decision, Schedule, StepRecord
 from engine.schedules.synchronous import SyncSchedule
@@ -217,11 +217,7 @@ class Optimizer:
         if run.status in (RunStatus.COMPLETED, RunStatus.FAILED):  # continued by a budget change: go on
             repo.transition_run(self.db, self.run_id, RunStatus.RUNNING, "", finished_at=None)
         min_calls = min_step_calls(ctx.cfg)
-        # a synchronous step on an LM that answers one request at a time is shrunk to the
-        # proposals the time left pays (run_step): its reflections queue, so fewer take less time
-        serial = ctx.cfg.search.schedule == "sync" and one_at_a_time(ctx.cfg.reflection_lm)
-        one_slot = 1 / ctx.cfg.search.batch_size if serial else 1.0
-        why = ctx.budget.exhausted(ctx.state.best()[1], ctx.step_index, min_calls, one_slot)
+        why = ctx.budget.exhausted(ctx.state.best()[1], ctx.step_index, min_calls, min_time_share(ctx.cfg))
         why = why or stop_reason(ctx, run.proposals_total) or (self.stop_check() if self.stop_check else None)
         if why:
             return Decision(RunStatus.COMPLETED, why, ctx.budget.out_of_room(min_calls)), applied
@@ -344,3 +340,12 @@ class Optimizer:
         repo.close_run_commands(self.db, self.run_id, status)
         return RunStatus(status).value
 
+
+def min_time_share(cfg) -> float:
+    """The smallest share of a step worth starting in the time left (``Budget.time_too_short``).
+    A synchronous step on an LM that answers one request at a time is shrunk to the proposals
+    the time left pays (``run_step``): its reflections queue, so fewer take less time, and one
+    proposal's share is enough. On the free local model half of that: see ``FREE_LM_MIN_SHARE``."""
+    serial = cfg.search.schedule == "sync" and one_at_a_time(cfg.reflection_lm)
+    share = 1 / cfg.search.batch_size if serial else 1.0
+    return share * FREE_LM_MIN_SHARE if is_local(cfg.reflection_lm.model) else share

@@ -219,3 +219,18 @@ def test_a_run_on_a_one_at_a_time_lm_uses_its_last_seconds_for_a_smaller_step(sq
     sizes = [len(s.proposal_ids) for s in repo.list_steps(sqlite_db, run_id)]
     assert sizes[0] == 4 and (len(sizes) == 1 or min(sizes) <= 4), sizes
     assert run.seconds <= 4.5
+
+
+def test_on_the_free_local_model_a_step_starts_when_half_of_one_fits():
+    """A step cut at the time limit costs the local model nothing; time left unused is lost."""
+    from engine.config import parse_config
+    from engine.optimizer import min_time_share
+
+    base = {"name": "x", "seed_candidate": "s", "evaluator": "def evaluate(c):\n    return 1.0\n"}
+    assert min_time_share(parse_config(base)) == 0.5  # the local model: 1x1, half a step
+    two = parse_config({**base, "search": {"parents_per_step": 2, "proposals_per_parent": 2}})
+    assert min_time_share(two) == 0.125  # half of one proposal's share of a 2x2 step
+    hosted = parse_config({**base, "reflection_lm": {"model": "openai/gpt-4.1-mini"}})
+    assert min_time_share(hosted) == 1.0  # a paid LM: a whole step must fit
+    serial = parse_config({**base, "reflection_lm": {"model": "openai/gpt-4.1-mini", "max_concurrency": 1}})
+    assert serial.search.batch_size == 1 and min_time_share(serial) == 1.0  # 1x1 by default, paid: a whole step
