@@ -109,7 +109,8 @@ class TestConstantPrefix:
         shared = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
         prefix = a[:shared]
         assert one.messages[0]["content"] in prefix  # the whole system message
-        assert "`Change:`" in one.messages[0]["content"] and "Study the feedback" in one.messages[0]["content"]
+        assert "rules of the task" in one.messages[0]["content"] and "Study the feedback" in one.messages[0]["content"]
+        assert "`Change:`" not in one.messages[0]["content"]  # a small model answered that line alone
         for part in ("## Objective\nResolve tickets in one reply.", "## Background\nCustomers are airline passengers.",
                      "## What you are improving", "which is a system prompt for a chat model"):
             assert part in prefix
@@ -119,7 +120,7 @@ class TestConstantPrefix:
         _, _, one = _prompt()
         _, _, other = _prompt(current_text="A different parent.", feedback=_feedback(1), tried=[])
         tail = one[one.index("## Task"):]
-        assert other.endswith(tail) and "`Change:`" in tail and "a system prompt for a chat model" in tail
+        assert other.endswith(tail) and "fenced code block" in tail and "a system prompt for a chat model" in tail
 
     def test_a_prompt_template_replaces_the_instructions_too(self):
         p = build_prompt(kind="k", objective="o", background="", component="text", components=["text"],

@@ -27,16 +27,21 @@ SYSTEM = (
 # The instructions of a reflection are the same for every reflection of a run, so they open the
 # prompt (the system message) with the objective, background and kind after them: a local runtime
 # then reuses that processed prefix from one call to the next instead of reading it again.
-# "Change:" first: naming one concrete change made a 1.5B model give new, better answers far more
-# often than asking for the text alone (docs/benchmarks-reflection-prompts.md).
+# The rules first: asked to compare the failing outputs with what was expected and write down the
+# rules the current version misses, the local 1.5B model gave a usable, better answer far more often
+# than when asked to name one change on a `Change:` line first, which it often answered with that
+# line alone (no new version) or with a rewording of the same text (docs/benchmarks-real-lm.md: one
+# reflection per minibatch on the four development tasks, six minibatches each).
 TASK = (
-    "Study the feedback: find why the low-scoring examples fail and keep what works. First write ONE "
-    "line that starts with `Change:` and names the concrete change that makes the failing examples "
-    "pass while keeping the passing ones passing. Then give one fenced code block holding the complete "
-    "new {kind_short} — only {kind}, nothing else inside the fence."
+    "Study the feedback: compare each low-scoring example's output with what was expected, work out the "
+    "rules of the task that the current version misses (the exact form of the answer too), and write the "
+    "complete new {kind_short} so that it follows them while keeping what already works. Rewording what is "
+    "already there seldom changes a score. Give it in one fenced code block — only {kind}, nothing else "
+    "inside the fence."
 )
 # the closing reminder stays at the end, where a small model looks last; constant too
-REMINDER = "## Task\nWrite the `Change:` line, then one fenced code block holding the complete new {kind_short} ({kind})."
+REMINDER = ("## Task\nOne fenced code block holding the complete new {kind_short} ({kind}), with what the failing "
+            "examples need added.")
 
 # What the artifact is when the run does not say (no artifact_kind, as in a GEPA program): the
 # kind of the current version, said once where the prompt describes it. "A prompt, code or
