@@ -30,7 +30,7 @@ PURPOSES = ("reflection", "merge", "seed", "task", "judge", "analysis")
 CANDIDATE_COLUMNS = (
     "id", "origin", "parent_ids", "component", "merge_path", "step", "status", "reason", "pinned", "vetoed", "author",
     "created_at", "finished_at", "lm_call_id", "parent_minibatch_score", "minibatch_score", "minibatch_keys", "minibatch_reason", "val_mean",
-    "val_count",
+    "val_count", "cause",
 )
 
 
@@ -251,7 +251,7 @@ def candidate_detail(db: Database, candidate_id: str) -> Optional[dict]:
 
 
 def command_log(db: Database, run_id: str) -> pd.DataFrame:
-    """The run's commands (pin, veto, edit, pause …), newest first: the intervention log. One statement."""
+    """The run's commands (pin, veto, edit, pause …), newest first: the command log. One statement."""
     cols = ["id", "kind", "payload", "author", "reason", "created_at", "status", "applied_at", "applied_step", "result"]
     with studio_read(db) as s:
         rows = s.execute(select(*[getattr(Command, c) for c in cols]).where(Command.run_id == run_id)

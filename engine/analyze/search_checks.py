@@ -13,6 +13,7 @@ from engine.analyze.degenerate import CONSTANT, TRIVIAL_WINS, degenerate_in_matr
 from engine.analyze.finding import INFO, SEVERE, WARNING, Action, Finding, plural, share
 from engine.analyze.records import RunRecords
 from storage.run_figures import proposal_counts
+from storage.states import Cause
 
 TOL = 1e-9
 REPEAT_REASONS = ("repeats an earlier proposal for this parent", "unusable answer: the answer is unchanged")
@@ -44,6 +45,13 @@ def _feedback(recs: RunRecords, text: str, why: str) -> list[Action]:
                    why)]
 
 
+def _interrupted(cand: dict) -> bool:
+    """Cut by a pause, a stop or the time limit: its cause says so (a run recorded before causes
+    were stored says it in its reason only)."""
+    cause = cand.get("cause") or ""
+    return cause == Cause.INTERRUPTED or (not cause and (cand["reason"] or "").startswith("interrupted"))
+
+
 def proposal_findings(recs: RunRecords) -> list[Finding]:
     """Repeats (an LM that says the same thing again) and other wasted proposals, with the
     parse / valid / improved rates over the proposals whose reflection has answered."""
@@ -55,7 +63,7 @@ def proposal_findings(recs: RunRecords) -> list[Finding]:
         return []
     failed = [c for c in props if c["status"] == "failed"]
     repeats = [c for c in failed if c["reason"].startswith(REPEAT_REASONS)]
-    other = [c for c in failed if c not in repeats and not c["reason"].startswith("interrupted")]
+    other = [c for c in failed if c not in repeats and not _interrupted(c)]
     counts = {"proposals": tally.answered, "parsed": tally.parsed, "valid": tally.valid, "improved": tally.improved,
               "repeats": len(repeats), "retried": tally.retried, "failed": len(failed)}
     out = []
