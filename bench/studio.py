@@ -154,7 +154,7 @@ def main() -> None:
             ("live overview (run, candidates, steps)", data.live_snapshot, expire_run_row, run_changed),
             ("frontier (run, candidates, validation scores)", data.frontier_snapshot, expire_run_row, run_changed),
             ("run controls (run, commands)", data.controls_snapshot, expire_steering, steering_changed),
-            ("intervention log (commands, run, steps)", data.log_snapshot, expire_steering, steering_changed),
+            ("command log (commands, run, steps)", data.log_snapshot, expire_steering, steering_changed),
             ("candidate state (flags, run status, comments, commands)", lambda r: data.candidate_snapshot(r, best),
              expire_steering, steering_changed)):
         st.cache_data.clear()

@@ -1,8 +1,8 @@
 """Run dashboard, live: run controls, status, budget, KPIs, score charts, frontier, timeline,
-candidates, the intervention log and the steps.
+candidates, the command log and the steps.
 
 Fragments refresh themselves (no page reload, scroll kept): the run controls and the
-intervention log every second (steering is seen by everyone within 2 s), the live overview
+command log every second (steering is seen by everyone within 2 s), the live overview
 every 2 s, the candidate table and the frontier every 5 s. Each reads through ``ui.data`` (at most 3 queries per
 refresh; an idle run costs one).
 """
@@ -342,7 +342,7 @@ if cfg.get("prompt_evaluator"):
         pass_rates_panel(run_id, seeds[0])
 
 st.subheader("Commands")
-steering.intervention_log(run_id, run["status"])
+steering.command_log(run_id, run["status"])
 
 st.subheader("Activity", help="Commands, comments and refused actions of everyone on this run, newest first.")
 review.activity_feed(run_id)

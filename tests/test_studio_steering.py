@@ -122,7 +122,7 @@ def test_continue_a_finished_run_needs_a_larger_budget(studio):
     assert [c.kind for c in _commands(db, done)[before:]] == ["budget", "resume"]
 
 
-def test_intervention_log_and_steps_table(studio):
+def test_command_log_and_steps_table(studio):
     db, live, _ = studio
     at = open_page("pages/dashboard.py", run=live)
     frames = [d.value for d in at.dataframe]

@@ -217,7 +217,7 @@ def controls_snapshot(run_id: str) -> tuple[dict | None, pd.DataFrame]:
 
 
 def log_snapshot(run_id: str) -> tuple[pd.DataFrame, dict | None, pd.DataFrame]:
-    """What the intervention-log fragment reads: (commands, run, steps). At most 3 queries."""
+    """What the command-log fragment reads: (commands, run, steps). At most 3 queries."""
     url = db_url()
     log, run = command_log(url, run_id), run_overview(url, run_id)
     steps = step_rows(url, run_id, version_token(run)) if run is not None else pd.DataFrame()

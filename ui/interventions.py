@@ -1,6 +1,6 @@
 """Steering without Streamlit: sending a command or a comment and saying what happened, checking
 an edit before it is sent, budget changes (and continuing a finished run), degenerate frontier
-members, and readable rows for the intervention log and the step table.
+members, and readable rows for the command log and the step table.
 
 Commands go through ``engine.commands.send_command`` and comments through
 ``storage.repo.add_comment`` — the same code path as the CLI. Nothing here writes a row itself.
@@ -233,7 +233,7 @@ def settled(out: Outcome, log: pd.DataFrame) -> Outcome:
 
 
 def log_rows(log: pd.DataFrame) -> pd.DataFrame:
-    """The intervention log as shown: who, when, what, on what, why, status, result, step."""
+    """The command log as shown: who, when, what, on what, why, status, result, step."""
     if log.empty:
         return pd.DataFrame(columns=["#", "when", "who", "command", "on", "why", "status", "applied at step", "result"])
     return pd.DataFrame({

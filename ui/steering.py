@@ -270,14 +270,14 @@ def _veto_degenerate(run_id: str, cand_id: str, reason: str, key: str, slot: str
 # ---------------------------------------------------------------- the log and the steps
 
 
-def intervention_log(run_id: str, status: str) -> None:
+def command_log(run_id: str, status: str) -> None:
     """Every command of the run (who, when, what, why, status, result, step), newest first,
     then each step's parents with why they were chosen and the commands applied before it."""
-    st.fragment(_intervention_log, run_every=live_period(status, LOG_S))(run_id)
+    st.fragment(_command_log, run_every=live_period(status, LOG_S))(run_id)
 
 
 @shows_storage_errors
-def _intervention_log(run_id: str) -> None:
+def _command_log(run_id: str) -> None:
     log, run, steps = data.log_snapshot(run_id)
     pending_note(log)
     rows = iv.log_rows(log)

@@ -4,7 +4,7 @@
 Pareto frontier, the lineage tree, the reported candidate (the approved one, else the best) with
 its diff against the seed and whether its gain over the seed is real, its per-example scores
 beside the seed's, the run's analysis (``engine.analyze``: its findings, and its last written
-diagnosis), the intervention log, the comments and feedback, and last the config (its datasets
+diagnosis), the command log, the comments and feedback, and last the config (its datasets
 by size, its evaluator folded). plotly.js is inlined once; there are no external scripts, styles,
 fonts or images, and a Content-Security-Policy forbids loading any. Every string from the run (candidate
 and LM text, names, reasons, comments, config values) goes through ``html.escape``: it is shown
@@ -65,7 +65,7 @@ def build_report(db: Database, run_id: str) -> str:
     parts.append(_section("Is the gain real?", _gain(db, run_id, shown_id)))
     parts.append(_section("Per-example scores", _per_example(doc, shown, seed)))
     parts.append(_section("Analysis", _analysis(db, run_id)))
-    parts.append(_section("Intervention log", _commands(doc)))
+    parts.append(_section("Command log", _commands(doc)))
     parts.append(_section("Comments and feedback", _comments(doc)))
     parts.append(_section("Config", _config(doc["run"]["config"])))  # last: the results come first
     title = f"Refract run {doc['run']['name']} ({run_id})"
