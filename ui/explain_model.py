@@ -9,11 +9,13 @@ step's measured latencies (its timeline events), as the engine does for its spee
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from typing import Optional
 
 from engine.lm.providers import is_local
-from engine.runtime.model import Latencies, Shape, latencies_of_events, slowest_lm, sync_step
+from engine.config import ConfigWarning, SearchConfig
+from engine.runtime.model import Latencies, Shape, latencies_of_events, shape_of, slowest_lm, sync_step
 
 
 def _val_split(detail: dict) -> str:
@@ -114,10 +116,11 @@ def step_latencies(detail: dict, config: dict) -> Optional[Latencies]:
 
 
 def shape_from(config: dict) -> Shape:
-    s = config.get("search") or {}
-    return Shape(parents=int(s.get("parents_per_step", 1)), per_parent=int(s.get("proposals_per_parent", 1)),
-                 accept=s.get("accept", "all"), top_k=int(s.get("top_k", 2)),
-                 merge_siblings=bool(s.get("merge_siblings", False)), schedule=s.get("schedule", "sync"))
+    """The Shape of a stored config, read as the engine reads it (``engine.runtime.model.shape_of``;
+    a stored search section holds every value the run used, so no default of this page's own)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)  # the run's page is no place to warn about its config
+        return shape_of(SearchConfig.model_validate(config.get("search") or {}))
 
 
 def reflections_note(config: dict) -> str:
