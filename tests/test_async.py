@@ -16,7 +16,7 @@ from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo
 from tests.support import toy
 from tests.support.harness import assert_consistent_totals, by_content, run_optimizer, run_toy, toy_config
-from tests.test_batching import _versions, lossy_merging_script, merging_script
+from tests.support.merge_scripts import _versions, lossy_merging_script, merging_script
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,6 @@ import subprocess
 import textwrap
 
 import pytest
-from sqlalchemy import text
-from sqlmodel import SQLModel
 
 from engine import cli
 from engine.runs import examples_of, submit_run
@@ -26,6 +24,7 @@ from storage.db import open_db
 from storage.models import Candidate
 from tests.support import toy
 from tests.support.harness import PYTHON, ROOT, subprocess_env, toy_config
+from tests.support.snapshot import _snapshot
 
 SECRET = "root:$6$secret-hash-that-must-never-be-printed"
 CONFIG = textwrap.dedent('''
@@ -92,12 +91,6 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def _snapshot(db) -> dict:
-    with db.writer.connect() as conn:
-        return {t.name: conn.execute(text(f'SELECT * FROM "{t.name}" ORDER BY 1')).all()
-                for t in SQLModel.metadata.sorted_tables}
 
 
 # (id, how to build the argv, fragments every one of which the error output must contain)

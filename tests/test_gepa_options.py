@@ -15,7 +15,7 @@ from tests.support.scripted_lm import install_script, uninstall_script
 from storage import repo
 from tests.support import toy
 from tests.support.harness import lm_calls, lm_client, run_toy, toy_config
-from tests.test_engine_run import _component_script, _multi_config
+from tests.support.components import _component_script, _multi_config
 
 
 @pytest.fixture(autouse=True)

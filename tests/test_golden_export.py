@@ -25,8 +25,8 @@ from storage import repo
 from storage.db import Database
 from tests.support import toy
 from tests.support.harness import run_optimizer, toy_config
-from tests.test_batching import merging_script
-from tests.test_engine_run import _component_script, _multi_config
+from tests.support.merge_scripts import merging_script
+from tests.support.components import _component_script, _multi_config
 
 GOLDEN = Path(__file__).parent / "golden"
 TIMING = {"created_at", "started_at", "finished_at", "ended_at", "applied_at", "seconds", "predicted_speedup",

@@ -15,7 +15,7 @@ from engine import cli
 from engine.records.export import export_run, import_run
 from storage.db import Database
 from tests.support.synthetic import generate_run
-from tests.test_bad_inputs import _snapshot
+from tests.support.snapshot import _snapshot
 
 
 @pytest.fixture(scope="module")

@@ -104,7 +104,7 @@ def test_siblings_that_changed_different_lines_merge_with_no_lm_call(db, tmp_pat
 
 
 def test_siblings_that_changed_the_same_line_fall_to_the_lm(sqlite_db, tmp_path):
-    from tests.test_batching import merging_script  # the toy's words are on one line: every merge conflicts
+    from tests.support.merge_scripts import merging_script  # the toy's words are on one line: every merge conflicts
 
     cfg = toy_config(8, search={"parents_per_step": 1, "proposals_per_parent": 3, "merge_siblings": True},
                      budget={"max_steps": 1, "stop_at_score": None})

@@ -13,7 +13,7 @@ from engine.jobs import JobRunner
 from engine.lm.params import evaluator_lm
 from storage import repo
 from tests.support.studio import open_page, studio_database
-from tests.test_lm_check import _Server, _closed_port
+from tests.support.lm_server import _Server, _closed_port
 from ui import form_carry, keys as K, lm_form, run_form
 
 

@@ -15,7 +15,7 @@ from engine.lm.client import NO_KEY, LMClient
 from engine.lm.keys import SETTING, bases_for, key_refusal
 from tests.support.fault_server import FaultServer
 from tests.support.harness import toy_project
-from tests.test_bad_inputs import _snapshot
+from tests.support.snapshot import _snapshot
 
 DB_SECRET = "postgresql+psycopg://refract:db-password-never-sent@db.internal/refract"
 KEY_SECRET = "sk-spy-key-5e1f"

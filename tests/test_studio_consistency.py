@@ -24,7 +24,7 @@ from tests.support.scripted_lm import install_script
 from storage import repo
 from tests.support import toy
 from tests.support.harness import run_optimizer, toy_config
-from tests.test_batching import merging_script
+from tests.support.merge_scripts import merging_script
 from tests.support.studio import open_page
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

@@ -10,7 +10,7 @@ import pytest
 
 from engine.cli import main
 from engine.commands import send_command
-from tests.test_review import reviewed  # noqa: F401  (the fixture)
+from tests.support.reviewed_run import reviewed  # noqa: F401  (the fixture)
 
 from .conftest import ARTIFACTS, VIEWPORT
 
