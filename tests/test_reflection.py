@@ -359,3 +359,13 @@ class TestSmallModelFences:
     def test_a_lone_change_block_is_still_no_new_version(self):
         a = parse_answer("```\nChange: nothing else follows.\n```\n", r"\d+")
         assert a.text is None and a.reason == CHANGE_ONLY
+
+
+def test_each_reflection_on_the_local_model_samples_with_its_own_seed():
+    """The slot k as the seed made every step's first proposal sample alike on the local model."""
+    from engine.search.proposal import sample_index
+
+    seeds = {sample_index("local/qwen2.5-coder-1.5b", 0, f"c{i}", a) for i in range(50) for a in (0, 1)}
+    assert len(seeds) == 100  # every proposal and attempt its own
+    assert sample_index("local/qwen2.5-coder-1.5b", 0, "c1") == sample_index("local/qwen2.5-coder-1.5b", 0, "c1")
+    assert sample_index("openai/gpt-4.1-mini", 1, "c1", 1) == 1  # others keep the slot (a scripted LM reads it)

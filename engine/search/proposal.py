@@ -7,6 +7,7 @@ budget refusal all end as a ``failed`` child row with the reason, which is linea
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass
 
 from storage import lm_calls, repo
@@ -35,6 +36,19 @@ class Outcome:
 def proposal_temperature(base: float, k: int) -> float:
     """Per-proposal variation so the K proposals of one parent differ (and cache apart)."""
     return min(base + 0.15 * k, 1.5)
+
+
+def sample_index(model: str, k: int, child_id: str, attempt: int = 0) -> int:
+    """The sample index of a reflection (part of its cache key; the sampling seed of the LMs that
+    take one). On the local model its own for every proposal and attempt of every run, and the same
+    when a step is replayed on resume (a child's id comes from the run, the step and the slot): with
+    the slot ``k`` as the seed, the first proposal of every step sampled alike, and the 1.5B model
+    answered a prompt much like the last one word for word (a real-LM run on a prompt task proposed
+    the same two texts for 9 steps, then stopped for want of progress, while GEPA's calls, without
+    a seed, sampled anew). Other models keep ``k`` (a scripted test LM reads it)."""
+    if not is_local(model):
+        return k
+    return zlib.crc32(f"{child_id}:{attempt}".encode()) & 0x7FFFFFFF
 
 
 def feedback_for(ctx: RunContext, results: dict[str, Scored]) -> list[ExampleFeedback]:
@@ -99,7 +113,8 @@ def _other_components(ctx: RunContext, parent: Candidate, child: Candidate, k: i
         if not ctx.budget.may_call_lm():
             _fail(ctx, child, "budget: no room left for another LM call", Cause.BUDGET)
             return None
-        res, _ = ctx.call_lm(reflection_lm(ctx, parent.content[comp]), prompt.messages, "reflection", child.id, sample_index=k,
+        res, _ = ctx.call_lm(reflection_lm(ctx, parent.content[comp]), prompt.messages, "reflection", child.id,
+                             sample_index=sample_index(cfg.reflection_lm.model, k, f"{child.id}:{comp}"),
                              temperature=proposal_temperature(cfg.reflection_lm.temperature, k))
         if res.error:
             if res.error_kind == INTERRUPTED:
@@ -172,7 +187,8 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
     for attempt in range(ATTEMPTS):  # one retry, told what was wrong: unchanged, invalid, or a repeat
         if attempt:  # a retry is a reflection too: counted
             repo.bump_run(ctx.db, ctx.run_id, proposals_retried=1)
-        res, call_id = ctx.call_lm(lm, messages, "reflection", child.id, sample_index=k, temperature=temperature)
+        res, call_id = ctx.call_lm(lm, messages, "reflection", child.id, temperature=temperature,
+                                   sample_index=sample_index(lm.model, k, child.id, attempt))
         child.lm_call_id = call_id
         if res.error_kind == INTERRUPTED:
             return _fail(ctx, child, res.error, Cause.INTERRUPTED)
