@@ -3,7 +3,7 @@
 ``streamlit run app.py`` finds the ``app = st.App(...)`` below and serves this same file as
 the Streamlit script through it, so the server's lifespan hook can supervise the engine
 worker: started with the server, restarted if it dies, stopped with the server (see
-``engine.supervisor``). Set ``REFRACT_WORKER=0`` to serve the studio without starting a worker
+``engine.worker.supervisor``). Set ``REFRACT_WORKER=0`` to serve the studio without starting a worker
 (tests on synthetic runs, or when workers run elsewhere).
 
 Sign-in: with an ``[auth]`` table in ``.streamlit/secrets.toml`` every page waits for
@@ -52,7 +52,7 @@ else:
     @asynccontextmanager
     async def lifespan(_app):
         from storage.db import DEFAULT_DATA_DIR, default_url
-        from engine.supervisor import WorkerSupervisor
+        from engine.worker.supervisor import WorkerSupervisor
 
         if os.environ.get("REFRACT_WORKER", "1") == "0":
             logging.getLogger("refract").info("REFRACT_WORKER=0: not starting an engine worker")

@@ -2,7 +2,7 @@
 action passes on the server side.
 
 The check lives here and is called by the command layer itself (``engine.commands``,
-``engine.runs.submit_run``, ``engine.jobs.request_job``), the code path the studio and the
+``engine.runs.submit_run``, ``engine.worker.jobs.request_job``), the code path the studio and the
 CLI share, so hiding a button is never the only guard: a request forged in a browser reaches the
 same check and is refused, and the refusal is recorded (``storage.access``).
 

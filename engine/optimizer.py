@@ -36,13 +36,12 @@ from engine.lm.starting import StartingLM
 from engine.search.merge import try_merge
 from engine.search.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
-from engine.stoppers import stop_reason
+from engine.stopping import evaluator_failing, lm_pause_reason, stop_reason
 from engine.lm.providers import is_local, one_at_a_time
 from engine.held_out_pass import held_out_pass
 from engine.schedules.base import LOST, Decision, Schedule, StepRecord
 from engine.schedules.synchronous import SyncSchedule
-from engine.schedules.validation import step_rng, validate_child
-from engine.stop_reasons import evaluator_failing, lm_pause_reason
+from engine.search.validation import step_rng, validate_child
 
 log = logging.getLogger("refract.engine")
 MAX_CONSECUTIVE_LM_FAILURES = 5
@@ -67,7 +66,7 @@ class Optimizer:
         self.lm = lm
         self.executor_factory = executor_factory
         self.on_step = on_step
-        self.stop_check = stop_check  # a Python caller's stop_callbacks (engine.api.stopping): why to stop, or None
+        self.stop_check = stop_check  # a Python caller's stop_callbacks (engine.stopping): why to stop, or None
         self.stop_event = threading.Event()  # set by the worker when the lease is lost
         self._watching = threading.Event()  # set: the interrupt watcher ends
         self._ctx: Optional[RunContext] = None  # the running run's context, once it is built

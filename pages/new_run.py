@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.jobs import PREVIEW_EXAMPLES, TRY_EXAMPLES
+from engine.worker.jobs import PREVIEW_EXAMPLES, TRY_EXAMPLES
 from storage.db import DEFAULT_DATA_DIR
 from ui import (branching, form_carry, form_checks, form_drafts, identity, jobs, keys as K, lm_section, paste_limit,
                 prompt_form, prompt_section, run_form, speedup, start)

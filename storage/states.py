@@ -57,7 +57,7 @@ CANDIDATE_TRANSITIONS: dict[CandidateStatus, frozenset[CandidateStatus]] = {
 
 class Cause(StrEnum):
     """Why a candidate failed or was rejected, for the reasons a run's "no progress" counts
-    (``engine.stop_reasons``); empty for any other reason (its text says it)."""
+    (``engine.stopping``); empty for any other reason (its text says it)."""
 
     LM_FAILED = "lm_failed"  # the reflection LM's call failed
     NO_FENCE = "no_fence"  # an answer without a fenced block

@@ -7,7 +7,7 @@ import pytest
 
 from engine.access import Actor, Refused, Role, RoleMap, local_actor
 from engine.commands import AlreadySent, CommandError, send_command
-from engine.jobs import TRY_EVALUATOR, request_job
+from engine.worker.jobs import TRY_EVALUATOR, request_job
 from engine.runs import submit_run
 from storage import access as store, repo
 from storage.errors import NotFound

@@ -12,7 +12,7 @@ from engine.analyze.degenerate import BELOW_REFERENCE, CONSTANT, TRIVIAL_WINS, d
 from engine.analyze.diagnosis import parse
 from engine.analyze.finding import SEVERE
 from engine.config import load_config
-from engine.jobs import ANALYZE, JobRunner, request_job
+from engine.worker.jobs import ANALYZE, JobRunner, request_job
 from engine.access import local_actor
 from storage import jobs, repo
 from storage.analyze_queries import last_diagnosis

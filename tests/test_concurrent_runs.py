@@ -1,4 +1,4 @@
-"""Several runs at once in one worker process (engine/worker.py), their evaluations shared
+"""Several runs at once in one worker process (engine/worker/__init__.py), their evaluations shared
 fairly (engine/fair_share.py), and the runs list saying why a run waits."""
 
 from __future__ import annotations

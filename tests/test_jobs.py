@@ -8,7 +8,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from engine.runs import examples_of
-from engine.jobs import CHECK_LM, TRY_EVALUATOR, JobRunner
+from engine.worker.jobs import CHECK_LM, TRY_EVALUATOR, JobRunner
 from engine.worker import Worker
 from storage import jobs
 from tests.support.harness import toy_config

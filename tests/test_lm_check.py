@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from engine.config import ConfigError, LMConfig
-from engine.jobs import JobRunner, request_job
+from engine.worker.jobs import JobRunner, request_job
 from engine.access import local_actor
 from engine.lm.check import run_lm_problems
 from engine.lm.client import LMClient

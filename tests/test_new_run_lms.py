@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import engine  # noqa: F401  first: offline price map
-from engine.jobs import JobRunner
+from engine.worker.jobs import JobRunner
 from engine.lm.params import evaluator_lm
 from storage import repo
 from tests.support.studio import open_page, studio_database

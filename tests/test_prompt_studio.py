@@ -9,7 +9,7 @@ import pytest
 
 import engine  # noqa: F401  first: offline price map, and the runtime modules importable
 from engine.config import parse_config
-from engine.jobs import JobRunner
+from engine.worker.jobs import JobRunner
 from engine.runs import submit_run
 from storage import queries, repo
 from tests.support.harness import run_optimizer

@@ -15,7 +15,7 @@ from engine.runs import submit_run
 from engine.state import SINGLE, content_hash
 from engine.schedules.synchronous import choose_children, plan_slots
 from tests.support.scripted_lm import install_script, uninstall_script
-from engine.schedules.validation import Validator
+from engine.search.validation import Validator
 from storage import repo
 from storage.errors import InvalidTransition
 from storage.models import Candidate

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from engine.jobs import JobRunner
+from engine.worker.jobs import JobRunner
 from storage import jobs, repo
 from storage.models import Job
 from tests.support.scripted_lm import install_script

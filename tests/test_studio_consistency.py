@@ -199,7 +199,7 @@ def status_shown(db, run_id: str) -> dict:
     import io
     import re
 
-    from engine.run_cli import print_summary
+    from engine.cli.run import print_summary
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -273,7 +273,7 @@ def test_drafts_round_trip(tmp_path):
 
 
 def test_supervisor_restarts_and_stops_the_worker(tmp_path):
-    from engine.supervisor import WorkerSupervisor
+    from engine.worker.supervisor import WorkerSupervisor
 
     sup = WorkerSupervisor("sqlite:///x.db", tmp_path, command=[sys.executable, "-c", "import time; time.sleep(60)"],
                            min_backoff=0.1, stop_timeout=5)

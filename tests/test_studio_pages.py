@@ -71,7 +71,7 @@ def test_a_proposal_still_waiting_for_its_reflection_is_not_counted_as_a_failed_
     rates are over the answered ones and the dashboard says how many are still reflecting."""
     import streamlit as st
 
-    from engine.run_cli import print_summary
+    from engine.cli.run import print_summary
     from storage import lm_calls, repo
     from storage.models import LMCall
 

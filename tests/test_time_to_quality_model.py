@@ -13,7 +13,7 @@ import statistics
 from bench.time_to_quality import _override, best_of, disagreements
 from engine.runtime.model import (Latencies, Shape, improvements_to_quality, lm_spread_of, predict_run_seconds,
                                   predict_time_to_quality, run_prediction, slowest_lm)
-from engine.run_cli import print_summary
+from engine.cli.run import print_summary
 from engine.runtime.sim import Gains, simulate_async
 from storage import repo
 from storage.db import Database

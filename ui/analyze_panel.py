@@ -18,7 +18,7 @@ from engine.analyze import analyze
 from engine.analyze.diagnosis import CITE, TITLE_END, parse
 from engine.analyze.report_text import action_command
 from engine.branch import branch_run
-from engine.jobs import ANALYZE
+from engine.worker.jobs import ANALYZE
 from storage import analyze_queries
 from storage.states import ACTIVE, FINISHED
 from ui import data, identity, interventions as iv, keys as K, nav, submission

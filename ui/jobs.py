@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.access import Refused, local_actor
-from engine.jobs import CHECK_LM, TRY_EVALUATOR, TRY_EXAMPLES, request_job
+from engine.worker.jobs import CHECK_LM, TRY_EVALUATOR, TRY_EXAMPLES, request_job
 from storage import jobs
 from storage.states import JobStatus
 from ui import data, identity, keys as K
@@ -31,7 +31,7 @@ def start_try(cfg, rows: Optional[list] = None, examples: int = TRY_EXAMPLES) ->
     """Queue a try of the evaluator on the seed of a validated config, on the first ``examples``
     of ``rows`` (the dataset as pasted, so that the results are labelled as the preview numbers
     them; a prompt's Preview: ``PREVIEW_EXAMPLES``). An editor's, within their hourly limit:
-    ``engine.jobs.request_job`` checks; a refusal is shown here."""
+    ``engine.worker.jobs.request_job`` checks; a refusal is shown here."""
     payload = {"config": cfg.stored(), "examples": examples, **({"rows": rows[:examples]} if rows else {})}
     request_into(TRY_EVALUATOR, payload, K.NEW_TRY_RESULT)
 

@@ -17,7 +17,7 @@ import streamlit as st
 
 from engine.access import Refused
 from engine.config import ConfigError, RunConfig
-from engine.jobs import CHECK_LM, request_job
+from engine.worker.jobs import CHECK_LM, request_job
 from engine.lm.providers import is_local
 from engine.sandbox import EvaluatorCompileError
 from storage import jobs as job_store

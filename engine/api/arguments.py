@@ -40,7 +40,7 @@ def plan_call(seed_candidate: Any, config: Any, dataset: Optional[list], reflect
     """The call's plan: GEPA's config translated, the arguments' own settings winning where both
     are given only when they agree."""
     from engine.api.callable_lm import model_for
-    from engine.api.stopping import callbacks_of
+    from engine.stopping import callbacks_of
 
     if pool not in POOLS:
         raise ConfigError(f"pool: {pool!r} is not one of {', '.join(POOLS)}")

@@ -298,7 +298,7 @@ def _lm_settings(ref: Any, cfg: Any) -> dict:
 
 
 def _stoppers(stop_callbacks: Any, run_dir: Optional[str]) -> list[Callable]:
-    from engine.api.stopping import callbacks_of
+    from engine.stopping import callbacks_of
 
     stoppers = callbacks_of(stop_callbacks)
     if run_dir:  # as GEPA does: touching RUN_DIR/gepa.stop ends the run

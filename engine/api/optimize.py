@@ -29,7 +29,7 @@ from engine.api.in_process import InProcessExecutor
 from engine.lm.providers import load_plugins
 from engine.optimizer import Optimizer
 from engine.api.result import OptimizeResult, build_result
-from engine.api.stopping import StopCheck
+from engine.stopping import StopCheck
 from engine.runs import examples_of
 
 LEASE_SECONDS = 15.0
@@ -59,7 +59,7 @@ def optimize_anything(seed_candidate: Union[str, dict, None] = None, *, evaluato
     ``reflection_lm``: a litellm model string, or a callable ``(prompt) -> str`` as in GEPA
     (``engine.api.callable_lm``; give it again to resume such a run).
     ``stop_callbacks``: a callable ``(state) -> bool`` or a list of them, called before every step
-    (every proposal with the asynchronous schedule); True ends the run (``engine.api.stopping``:
+    (every proposal with the asynchronous schedule); True ends the run (``engine.stopping``:
     GEPA's own stoppers work unchanged). One that raises ends the run too, and the call raises its error.
     ``branch_from=(run_id, candidate_id)`` (or a list of candidate ids, or a run id for its best)
     starts a branch of that run from those candidates instead of a seed, with its settings and

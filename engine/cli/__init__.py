@@ -18,7 +18,7 @@ from storage.attached import waiting_note
 from storage.db import open_db
 from storage.errors import StorageError
 
-from engine.run_cli import cmd_run, print_summary, say_default_model
+from engine.cli.run import cmd_run, print_summary, say_default_model
 
 
 def _db(args):
@@ -70,8 +70,8 @@ def cmd_worker(args) -> int:
     import signal
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if args.parent:  # started by a studio: end with it (engine.supervisor)
-        from engine.supervisor import end_with_parent
+    if args.parent:  # started by a studio: end with it (engine.worker.supervisor)
+        from engine.worker.supervisor import end_with_parent
 
         end_with_parent(args.parent, stop)
     print(f"worker {worker.id} on {_db(args).safe_url}", file=sys.stderr, flush=True)
@@ -96,7 +96,7 @@ def cmd_export(args) -> int:
     from engine.records.export import export_run
 
     if args.approved:  # just the approved candidate's text
-        from engine.review_cli import approved_text, write
+        from engine.cli.review import approved_text, write
 
         write(args.out, approved_text(_db(args), args.run))
         print(f"wrote {args.out}")
@@ -282,13 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("run")
     sp.add_argument("--out", required=True)
     sp.add_argument("--approved", action="store_true", help="write only the approved candidate's text")
-    from engine.review_cli import add_review
+    from engine.cli.review import add_review
 
     add_review(add, lambda fn: lambda args: fn(args, _db(args)))
-    from engine.branch_cli import add_branch
+    from engine.cli.branch import add_branch
 
     add_branch(add, lambda fn: lambda args: fn(args, _db(args)))
-    from engine.admin_cli import add_admin
+    from engine.cli.admin import add_admin
 
     add_admin(add, lambda fn: lambda args: fn(args, _db(args)))
     from engine.health import add_health

@@ -22,7 +22,7 @@ def _short(value) -> str:
 def cmd_branch(args, db: Database) -> int:
     from engine.lm.check import check_run_lms
     from engine.reuse import reuse_bases
-    from engine.run_cli import run_foreground, say_default_model
+    from engine.cli.run import run_foreground, say_default_model
     from engine.runs import submit_run
 
     cfg = branch_config(db, args.run, args.candidate, parse_overrides(args.set or []),

@@ -161,7 +161,7 @@ EXIT_LM_PAUSED = 3  # not 0: a script must tell "the LM kept failing" from succe
 def exit_code(run) -> int:
     """0 completed, stopped or paused by a person; 1 failed; EXIT_LM_PAUSED when the engine paused
     the run because the reflection LM kept failing (fix it, then ``python -m engine resume RUN``)."""
-    from engine.stop_reasons import paused_for_lm
+    from engine.stopping import paused_for_lm
 
     if paused_for_lm(run):
         return EXIT_LM_PAUSED

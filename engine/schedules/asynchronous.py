@@ -72,7 +72,7 @@ from engine.search.selection import make_selector, select_parents
 from engine.schedules.base import AfterStep, Decision, Gate, close_step
 from engine.schedules.onto_best import QUORUM, OntoBest
 from engine.state import deterministic_id
-from engine.schedules.validation import step_rng, validate_child
+from engine.search.validation import step_rng, validate_child
 
 log = logging.getLogger("refract.engine")
 

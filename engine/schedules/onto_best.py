@@ -26,7 +26,7 @@ from engine.context import RunContext
 from engine.search.lineage import ancestors
 from engine.search.sibling_merge import MAX_SIBLINGS, Sibling, combine, sibling_from_minibatch, sibling_from_validation
 from engine.state import deterministic_id
-from engine.schedules.validation import reject, validate_child
+from engine.search.validation import reject, validate_child
 
 
 QUORUM = 2  # children waiting that start a turn (see OntoBest)

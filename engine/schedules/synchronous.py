@@ -36,8 +36,8 @@ from engine.schedules.claim_order import ClaimOrder
 from engine.search.selection import make_selector, select_parents
 from engine.search.sibling_merge import combine, sibling_from_minibatch
 from engine.state import deterministic_id
-from engine.stop_reasons import no_progress
-from engine.schedules.validation import reject, step_rng, validate_child
+from engine.stopping import no_progress
+from engine.search.validation import reject, step_rng, validate_child
 
 
 class SyncSchedule:

@@ -20,7 +20,7 @@ from engine.search.frontier import mean_scores
 from engine.search.lineage import ancestors
 from engine.search.textmerge import merge_contents
 from engine.state import content_hash, deterministic_id
-from engine.schedules.validation import validate_child
+from engine.search.validation import validate_child
 
 
 def merged_content(a: dict, i: dict, j: dict) -> Optional[dict]:

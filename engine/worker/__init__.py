@@ -36,7 +36,7 @@ from storage.db import Database
 
 from engine.config import ExecutorConfig
 from engine.fair_share import FairShare, machine_capacity
-from engine.jobs import JobRunner
+from engine.worker.jobs import JobRunner
 from engine.lm.starting import warm_lm_in_background
 from engine.optimizer import Optimizer
 
@@ -87,7 +87,7 @@ class Worker:
 
     def run_forever(self, stop: threading.Event, once: bool = False) -> None:
         """Claim and run runs until ``stop`` is set (or, with ``once``, until nothing is left).
-        The studio's jobs (``engine.jobs``) run meanwhile in a thread of their own, so a long
+        The studio's jobs (``engine.worker.jobs``) run meanwhile in a thread of their own, so a long
         run never delays them."""
         jobs_done = threading.Event()
         runner = threading.Thread(target=JobRunner(self.db, self.id).loop, args=(jobs_done,), daemon=True, name="jobs")
