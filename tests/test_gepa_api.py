@@ -253,6 +253,26 @@ def test_gepas_in_process_code_execution_time_limit_works_in_an_evaluator(sqlite
     assert ev.error is None and ev.side_info["error"].startswith("TimeLimitError") and ev.seconds < 10
 
 
+def test_gepas_code_execution_kills_every_child_of_its_caller_by_default(tmp_path):
+    """What the README warns of: on a timeout, GEPA's execute_code (kill_child_processes=True)
+    kills the calling process's other children too. Run in a child process of its own."""
+    pytest.importorskip("gepa.utils.code_execution")
+    script = textwrap.dedent("""
+        import subprocess, sys
+        from gepa.utils import code_execution
+        bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        code_execution.execute_code("import time\\ntime.sleep(30)", timeout=0.5)
+        try:
+            bystander.wait(timeout=10)
+            print("killed", bystander.returncode)
+        except subprocess.TimeoutExpired:
+            bystander.kill()
+            print("alive")
+    """)
+    out = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, timeout=60, env=subprocess_env(tmp_path))
+    assert out.stdout.strip().startswith("killed"), (out.stdout, out.stderr[-2000:])
+
+
 def test_oa_log_key_collision_get_log_context_outside_and_the_seedless_prompt(sqlite_db):
     def evaluate(candidate, example):
         oa.log("captured")
