@@ -17,6 +17,7 @@ from engine.config import LMConfig, RunConfig
 from engine.evaluation import EvaluationService, Timeline
 from engine.interrupt import INTERRUPTED, Interrupt
 from engine.lm.journal import RunJournal
+from engine.lm.protocol import LM
 from engine.state import PoolState
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class RunContext:
     db: Database
     run_id: str
     cfg: RunConfig
-    lm: "object"  # engine.lm.client.LMClient
+    lm: LM  # engine.lm.client.LMClient
     evals: EvaluationService
     state: PoolState
     budget: Budget

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol, TypedDict, Union
 
 
 @dataclass
@@ -50,10 +50,20 @@ class EvalOutcome:
     lm_tokens_out: int = 0
 
 
+class LMAnswer(TypedDict):
+    """An evaluator's ``lm()`` answer with what it cost: the pool adds cost and tokens to the
+    evaluation that made the call."""
+
+    text: str
+    cost_usd: float
+    tokens_in: int
+    tokens_out: int
+
+
 # Called by the executor (in the engine process, any thread) when an evaluator calls lm():
-# (messages, model_or_None, params, task) -> answer text. Raises on failure; the message is
-# passed back to the evaluator as an exception.
-LMHandler = Callable[[list, Optional[str], dict, EvalTask], str]
+# (messages, model_or_None, params, task) -> the answer text, or an LMAnswer (the optimizer's
+# handler). Raises on failure; the message is passed back to the evaluator as an exception.
+LMHandler = Callable[[list, Optional[str], dict, EvalTask], Union[str, LMAnswer]]
 
 
 class Executor(Protocol):

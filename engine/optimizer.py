@@ -27,7 +27,7 @@ from engine.config import RunConfig
 from engine.context import RunContext
 from engine.evaluation import EvaluationService, Timeline
 from engine.search.frontier_types import missing_objectives
-from engine.executor import EvalTask, Executor, LazyExecutor
+from engine.executor import EvalTask, Executor, LazyExecutor, LMAnswer
 from engine.fair_share import FairExecutor, FairShare
 from engine.interrupt import INTERRUPTED, stopping_status, watch
 from engine.reuse import base_evaluations
@@ -36,7 +36,7 @@ from engine.lm.starting import StartingLM
 from engine.search.merge import try_merge
 from engine.search.reflection import parse_answer, seed_prompt
 from engine.state import SINGLE, PoolState, content_hash, deterministic_id
-from engine.stopping import evaluator_failing, lm_pause_reason, stop_reason
+from engine.stopping import StopRule, evaluator_failing, lm_pause_reason, stop_reason
 from engine.lm.providers import is_local, one_at_a_time
 from engine.held_out_pass import held_out_pass
 from engine.schedules.base import LOST, Decision, Schedule, StepRecord
@@ -59,7 +59,7 @@ def min_step_calls(cfg) -> int:
 class Optimizer:
     def __init__(self, db: Database, run_id: str, lm=None, executor_factory: Optional[Callable[..., Executor]] = None,
                  on_step: Optional[Callable[[RunContext], None]] = None, share: Optional[FairShare] = None,
-                 stock=None, stop_check: Optional[Callable[[], Optional[str]]] = None) -> None:
+                 stock=None, stop_check: Optional[StopRule] = None) -> None:
         self.db, self.run_id = db, run_id
         self.stock = stock  # the worker's engine.sandbox.warm.WarmStock, if it keeps one
         self.share = share  # the worker's evaluation share, when it runs several runs at once
@@ -113,7 +113,7 @@ class Optimizer:
         """The evaluator's ``lm()``: the engine makes the call with its key, records it, and
         charges it to the run and to that evaluation."""
 
-        def handle(messages: list, model: Optional[str], params: dict, task: EvalTask) -> str:
+        def handle(messages: list, model: Optional[str], params: dict, task: EvalTask) -> LMAnswer:
             lm_cfg, purpose = evaluator_lm(ctx.cfg, model, params)
             testing = task.kind == "test"  # the held-out audit: outside the search's budgets
             if not testing and not ctx.budget.may_call_lm("task"):
@@ -125,7 +125,7 @@ class Optimizer:
             if res.error:
                 raise RuntimeError(f"{purpose} LM failed: {res.error}")
             # the pool adds cost and tokens to the evaluation that made the call (attribution)
-            return {"text": res.text, "cost_usd": res.cost_usd, "tokens_in": res.tokens_in, "tokens_out": res.tokens_out}
+            return LMAnswer(text=res.text, cost_usd=res.cost_usd, tokens_in=res.tokens_in, tokens_out=res.tokens_out)
 
         return handle
 

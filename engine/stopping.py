@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from engine.config import ConfigError
 from engine.search.frontier import mean_scores
@@ -183,6 +183,14 @@ def stop_state(db: Database, run_id: str) -> StopState:
 
 def name_of(fn: Callable) -> str:
     return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+class StopRule(Protocol):
+    """A rule the optimizer asks before each unit of work (a step; with the asynchronous schedule, a
+    proposal): why the run must stop now, in words, or None. ``StopCheck`` is the Python API's."""
+
+    def __call__(self) -> Optional[str]:
+        ...
 
 
 class StopCheck:
