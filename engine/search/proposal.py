@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import zlib
 from dataclasses import dataclass
+from typing import Optional
 
 from storage import lm_calls, repo
 from storage.models import Candidate, utcnow
@@ -208,27 +209,10 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
             if not parsed_once:
                 parsed_once = True
                 repo.bump_run(ctx.db, ctx.run_id, proposals_parsed=1)
-            content = dict(base)
-            content[component] = parsed.text
-            chash = content_hash(content)
-            # validated before it is claimed: an invalid text is not "taken" for this parent, so
-            # an LM that repeats it on the retry (or a sibling that proposes it) fails as invalid
-            problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
-            child.content, child.content_hash = content, chash  # kept as lineage if the retry fails too
-            if problem is None and ctx.claim_turn is not None:
-                ctx.claim_turn.wait(attempt)
-            if problem is None and ctx.state.claim(parent.id, chash):
-                repo.bump_run(ctx.db, ctx.run_id, proposals_valid=1)
+            refused = _claim(ctx, parent, child, base, parsed.text, attempt)
+            if refused is None:
                 return ctx.save(child)
-            if problem is None:
-                # what became of it, if an earlier step tested it (a sibling's fate depends on timing)
-                earlier = dict(ctx.state.tried_outcomes(parent.id, ctx.step_index)).get(parsed.text, "")
-                failure, cause, retry = "repeats an earlier proposal for this parent", Cause.REPEAT, \
-                    "That exact version was already proposed for this parent and tried." + \
-                    (f" Result: {earlier}" if earlier else "")
-            else:
-                failure, cause = f"invalid candidate (validate): {problem}", Cause.INVALID
-                retry = f"That version is invalid: {problem}"
+            failure, cause, retry = refused
         if ctx.claim_turn is not None:  # claimed in vain, or never tried: the next turn need not wait for the retry
             ctx.claim_turn.passed(attempt)
         if attempt == 0:
@@ -239,6 +223,29 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
     if not child.content:
         child.content_hash = ""
     return _fail(ctx, child, failure, cause)
+
+
+def _claim(ctx: RunContext, parent: Candidate, child: Candidate, base: dict, text: str,
+           attempt: int) -> Optional[tuple[str, Cause, str]]:
+    """``text`` as the child's new component, validated, then claimed for ``parent`` (no sibling or
+    earlier step proposed it). None when claimed, else (why not, its cause, what the retry is told)."""
+    content = dict(base)
+    content[child.component] = text
+    # validated before it is claimed: an invalid text is not "taken" for this parent, so
+    # an LM that repeats it on the retry (or a sibling that proposes it) fails as invalid
+    problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
+    child.content, child.content_hash = content, content_hash(content)  # kept as lineage if the retry fails too
+    if problem is not None:
+        return f"invalid candidate (validate): {problem}", Cause.INVALID, f"That version is invalid: {problem}"
+    if ctx.claim_turn is not None:
+        ctx.claim_turn.wait(attempt)
+    if ctx.state.claim(parent.id, child.content_hash):
+        repo.bump_run(ctx.db, ctx.run_id, proposals_valid=1)
+        return None
+    # what became of it, if an earlier step tested it (a sibling's fate depends on timing)
+    earlier = dict(ctx.state.tried_outcomes(parent.id, ctx.step_index)).get(text, "")
+    return ("repeats an earlier proposal for this parent", Cause.REPEAT,
+            "That exact version was already proposed for this parent and tried." + (f" Result: {earlier}" if earlier else ""))
 
 
 def _unusable(parsed_reason: str) -> Cause:
