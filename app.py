@@ -17,8 +17,6 @@ it only builds the ``st.App``.
 
 from __future__ import annotations
 
-import os
-
 import streamlit as st
 
 
@@ -51,10 +49,11 @@ else:
 
     @asynccontextmanager
     async def lifespan(_app):
+        from storage import settings
         from storage.db import DEFAULT_DATA_DIR, default_url
         from engine.worker.supervisor import WorkerSupervisor
 
-        if os.environ.get("REFRACT_WORKER", "1") == "0":
+        if settings.value("REFRACT_WORKER") is False:
             logging.getLogger("refract").info("REFRACT_WORKER=0: not starting an engine worker")
             yield {}
             return

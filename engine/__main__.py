@@ -4,7 +4,12 @@ import sys
 
 from engine.cli import main
 from engine.lm.providers import check_plugins
+from storage import settings
 
+for problem in settings.problems():  # a bad REFRACT_* value: said once, before anything reads it
+    print(f"error: {problem}", file=sys.stderr)
+if settings.problems():
+    sys.exit(2)
 try:
     check_plugins()  # imported with the LM client: commands that call no LM never import litellm
 except ValueError as exc:

@@ -12,7 +12,6 @@ the Approve dialog show the same interval for the same run.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -23,6 +22,7 @@ from storage.compare_queries import first_seed, pair_evaluations
 from storage.db import Database
 
 from engine.state import deterministic_id
+from storage import settings
 
 RESAMPLES = 4000
 CONFIDENCE = 0.95
@@ -115,11 +115,8 @@ def min_held_out_gain(config: dict) -> tuple[Optional[float], str]:
     own = ((config or {}).get("review") or {}).get("min_held_out_gain")
     if own is not None:
         return float(own), "run"
-    team = os.environ.get(TEAM_MIN_GAIN_ENV, "").strip()
-    try:
-        return (float(team), "team") if team else (None, "")
-    except ValueError:
-        return None, ""
+    team = settings.value(TEAM_MIN_GAIN_ENV)
+    return (team, "team") if team is not None else (None, "")
 
 
 def seed_of(db: Database, run_id: str) -> Optional[str]:

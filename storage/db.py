@@ -35,6 +35,7 @@ from sqlmodel import Session, create_engine
 
 from storage.errors import Conflict, ReadOnly, StorageError, TimedOut, Unavailable
 from storage.schema import create_or_upgrade
+from storage import settings
 
 STUDIO_TIME_LIMIT_ENV = "REFRACT_STUDIO_QUERY_SECONDS"
 STUDIO_TIME_LIMIT_DEFAULT = 10.0
@@ -62,14 +63,8 @@ def default_url() -> str:
 def studio_time_limit() -> float:
     """Seconds one statement of a studio read may run (REFRACT_STUDIO_QUERY_SECONDS, default 10;
     0 means no limit), so that one heavy page cannot hold a database connection for long."""
-    raw = os.environ.get(STUDIO_TIME_LIMIT_ENV, "")
-    try:
-        value = float(raw) if raw.strip() else STUDIO_TIME_LIMIT_DEFAULT
-    except ValueError:
-        raise ValueError(f"{STUDIO_TIME_LIMIT_ENV}: {raw!r} is not a number of seconds") from None
-    if value < 0:
-        raise ValueError(f"{STUDIO_TIME_LIMIT_ENV}: {raw!r} must be 0 (no limit) or a positive number of seconds")
-    return value
+    value = settings.value(STUDIO_TIME_LIMIT_ENV)
+    return STUDIO_TIME_LIMIT_DEFAULT if value is None else value
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:

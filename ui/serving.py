@@ -10,6 +10,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Optional
 
+from storage import settings
+
 FORCE_ENV = "REFRACT_ALLOW_NO_SIGN_IN"
 
 
@@ -39,14 +41,17 @@ def refusal(address: Optional[str], sign_in: bool, forced: bool) -> Optional[str
 def check_or_exit() -> None:
     """Exit the server with the reason when ``refusal`` says so (reads Streamlit's config and secrets)."""
     import logging
-    import os
     import sys
 
     from streamlit import config
 
     from ui.identity import auth_configured
 
-    reason = refusal(config.get_option("server.address"), auth_configured(), os.environ.get(FORCE_ENV) == "1")
+    bad = settings.problems()  # a bad REFRACT_* value: said once, before anything reads it
+    if bad:
+        print("\n".join(f"error: {b}" for b in bad), file=sys.stderr, flush=True)
+        raise SystemExit(2)
+    reason = refusal(config.get_option("server.address"), auth_configured(), bool(settings.value(FORCE_ENV)))
     if reason:
         print(f"error: {reason}", file=sys.stderr, flush=True)
         raise SystemExit(2)

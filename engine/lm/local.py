@@ -34,6 +34,7 @@ from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 from litellm.types.utils import ModelResponse, Usage
 
 from engine.lm.local_model import LocalModelError, QWEN_CODER_1_5B, available_memory_bytes, ensure_model_file
+from storage import settings
 
 MODEL_NAME = "qwen2.5-coder-1.5b"
 DEFAULT_CONTEXT = 8192
@@ -53,10 +54,8 @@ LOOP_GUARD = {"dry_multiplier": 0.8, "dry_base": 1.75, "dry_allowed_length": 2, 
 def configured_context() -> int:
     """Context window in tokens: ``REFRACT_LOCAL_CTX`` or 8192 (room for a ~6k-token prompt
     and a 2k-token answer; the model itself supports 32k at ~1 GB of extra memory)."""
-    try:
-        return max(512, int(os.environ.get("REFRACT_LOCAL_CTX", DEFAULT_CONTEXT)))
-    except ValueError:
-        return DEFAULT_CONTEXT
+    ctx = settings.value("REFRACT_LOCAL_CTX")  # at least 512, or a SettingError naming the variable
+    return DEFAULT_CONTEXT if ctx is None else ctx
 
 
 def _cpu_count() -> int:

@@ -39,6 +39,7 @@ from engine.fair_share import FairShare, machine_capacity
 from engine.worker.jobs import JobRunner
 from engine.lm.starting import warm_lm_in_background
 from engine.optimizer import Optimizer
+from storage import settings
 
 log = logging.getLogger("refract.worker")
 RUNS_ENV = "REFRACT_WORKER_RUNS"
@@ -51,10 +52,8 @@ LEAVE_GRACE = 3.0
 def default_max_runs() -> int:
     """Runs one worker process runs at once: ``REFRACT_WORKER_RUNS``, else half the cores (at
     least 2: LM calls wait on the network, so two runs rarely slow each other much)."""
-    try:
-        return max(1, int(os.environ[RUNS_ENV]))
-    except (KeyError, ValueError):
-        return max(2, machine_capacity() // 2)
+    runs = settings.value(RUNS_ENV)
+    return runs if runs is not None else max(2, machine_capacity() // 2)
 
 
 class Worker:
