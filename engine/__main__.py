@@ -6,9 +6,10 @@ from engine.cli import main
 from engine.lm.providers import check_plugins
 from storage import settings
 
-for problem in settings.problems():  # a bad REFRACT_* value: said once, before anything reads it
+bad = settings.problems()  # a bad REFRACT_* value: said once, before anything reads it
+for problem in bad:
     print(f"error: {problem}", file=sys.stderr)
-if settings.problems():
+if bad:
     sys.exit(2)
 try:
     check_plugins()  # imported with the LM client: commands that call no LM never import litellm

@@ -19,7 +19,7 @@ from engine.config_sections import BranchConfig, ReviewConfig, branch_problem
 from engine.lm.providers import one_at_a_time
 from engine.prompt_evaluator import PromptEvaluatorConfig, check_placeholders, generate_source
 from engine.user_errors import refuse_bool_number
-from engine.config_checks import ConfigWarning, config_warnings, default_shape  # noqa: F401  (re-exported)
+from engine.config_checks import ConfigWarning, config_warnings, default_shape, narrow_for_one_at_a_time  # noqa: F401  (re-exported)
 
 LOCAL_MODEL = "local/qwen2.5-coder-1.5b"
 
@@ -218,19 +218,7 @@ class RunConfig(_Strict):
         if problem:
             raise ValueError(problem)
         if one_at_a_time(self.reflection_lm):
-            # an LM that answers one request at a time (the local model) queues a step's reflections: one
-            # proposal per step builds on each improvement at once, for the same LM time per proposal, and
-            # the next one reflects on a new minibatch (the second of a 1x2 step read the same feedback)
-            given = set(self.search.model_fields_set)  # a copy: setting a field adds it to the live set
-            if "parents_per_step" not in given:
-                self.search.parents_per_step = 1
-            if not given & {"proposals_per_parent", "parents_per_step"} and self.search.schedule == "sync":
-                s = self.search
-                wide = default_shape(s.batch_size, s.schedule)
-                s.proposals_per_parent = 1
-                if {k: getattr(s, k) for k in wide} == wide:  # the shape of the wide default: one proposal's
-                    for key, value in default_shape(1, s.schedule).items():  # (with one, neither setting acts)
-                        setattr(s, key, value)
+            narrow_for_one_at_a_time(self.search)
         if self.search.skip_perfect_score and self.search.max_score is None:
             raise ValueError("search.skip_perfect_score: needs search.max_score (the perfect score of one example)")
         self._schedule_supports_search()

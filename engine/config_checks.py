@@ -18,6 +18,23 @@ def default_shape(batch_size: int, schedule: str) -> dict:
     return {"accept": "best" if schedule == "sync" else "all", "merge_siblings": True}
 
 
+def narrow_for_one_at_a_time(search) -> None:
+    """The batch a ``SearchConfig`` gets when its reflection LM answers one request at a time (the
+    local model) and the config does not choose one: one parent per step, and 1x1 for a synchronous
+    run that sets neither P nor K. Such an LM queues a step's reflections: one proposal per step
+    builds on each improvement at once, for the same LM time per proposal, and the next one reflects
+    on a new minibatch (the second of a 1x2 step read the same feedback)."""
+    given = set(search.model_fields_set)  # a copy: setting a field adds it to the live set
+    if "parents_per_step" not in given:
+        search.parents_per_step = 1
+    if not given & {"proposals_per_parent", "parents_per_step"} and search.schedule == "sync":
+        wide = default_shape(search.batch_size, search.schedule)
+        search.proposals_per_parent = 1
+        if {k: getattr(search, k) for k in wide} == wide:  # the shape of the wide default: one proposal's
+            for key, value in default_shape(1, search.schedule).items():  # (with one, neither setting acts)
+                setattr(search, key, value)
+
+
 class ConfigWarning(UserWarning):
     """A config that is valid but probably not what the user meant."""
 
