@@ -54,6 +54,10 @@ class PoolState:
     objectives: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # id -> key -> side_info["scores"]
     frontier_type: str = "instance"  # [search] frontier: what selection's frontier is kept over
     top_score: Optional[float] = None  # the highest validation score of any candidate (minibatch.top_score)
+    # and the lowest: with only the highest, a run whose seed scored 0 everywhere and whose first
+    # child scored 1 on every example of its minibatch had no known "right" (the top score needs a
+    # lower one seen), so that child's minibatches were never drawn again when it aced them
+    low_score: Optional[float] = None
 
     @classmethod
     def load(cls, db: Database, run_id: str, val_keys: list[str], before_step: int) -> "PoolState":
@@ -71,6 +75,7 @@ class PoolState:
             if key in valset:
                 state.scores.setdefault(ev.candidate_id, {})[key] = ev.score
                 state.top_score = ev.score if state.top_score is None else max(state.top_score, ev.score)
+                state.low_score = ev.score if state.low_score is None else min(state.low_score, ev.score)
                 if objective_scores(ev.side_info):
                     state.objectives.setdefault(ev.candidate_id, {})[key] = objective_scores(ev.side_info)
         for c in accepted:
@@ -149,8 +154,9 @@ class PoolState:
             self.candidates[cand.id] = cand
             self.scores[cand.id] = dict(scores)
             if scores:
-                top = max(scores.values())
+                top, low = max(scores.values()), min(scores.values())
                 self.top_score = top if self.top_score is None else max(self.top_score, top)
+                self.low_score = low if self.low_score is None else min(self.low_score, low)
             self.objectives[cand.id] = {k: v for k, v in (objectives or {}).items() if v}
             if len(scores) == len(self.val_keys):
                 self.full.add(cand.id)

@@ -179,6 +179,14 @@ with tabs[4]:
         if call.get("error"):
             st.error("The LM call failed or its answer could not be used:")
             show_text(call["error"])
+        if detail["earlier_answers"]:
+            st.info(f"The reflection LM was asked {len(detail['earlier_answers']) + 1} times for this proposal: its "
+                    "first answer could not be used (unchanged, a repeat, no fenced block or invalid), so it was asked "
+                    "once more. The retry is told what was wrong, except on the built-in local model, whose unchanged "
+                    "or repeated answer is sampled again from the same prompt with another seed (shown its own "
+                    "answer, it gave it again).", icon=":material/replay:")
+            with st.expander("The earlier answer"):
+                show_text(detail["earlier_answers"][-1] or "(empty answer)", height=240)
         st.markdown("**Prompt**")
         show_text(messages_text(call["messages"]), height=420)
         st.markdown("**Raw answer**")

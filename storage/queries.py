@@ -213,9 +213,10 @@ def step_rows(db: Database, run_id: str) -> pd.DataFrame:
 
 
 def candidate_detail(db: Database, candidate_id: str) -> Optional[dict]:
-    """Everything the candidate page shows, as plain data. Five statements.
+    """Everything the candidate page shows, as plain data. Six statements.
 
     Keys: ``candidate`` (full row), ``parents`` [{id, content}], ``lm_call`` (dict or None),
+    ``earlier_answers`` [answer text] (the reflections of this proposal before the one that wrote it),
     ``evaluations`` [{example, split, payload, score, side_info, error, seconds, cost_usd, cached}]
     in dataset order, ``comments`` [{author, text, kind, created_at}].
     """
@@ -228,6 +229,11 @@ def candidate_detail(db: Database, candidate_id: str) -> Optional[dict]:
                    s.execute(select(Candidate.id, Candidate.content).where(Candidate.id.in_(c["parent_ids"] or [""]))).all()]
         parents.sort(key=lambda p: c["parent_ids"].index(p["id"]))
         call = s.get(LMCall, c["lm_call_id"]) if c["lm_call_id"] is not None else None
+        # the answers of this proposal's earlier reflections (a retry's first answer), oldest first
+        earlier = s.execute(select(LMCall.answer).where(LMCall.candidate_id == candidate_id,
+                                                        LMCall.purpose == "reflection", LMCall.error.is_(None),
+                                                        LMCall.id != (c["lm_call_id"] or -1))
+                            .order_by(LMCall.id)).scalars().all()
         evs = s.execute(
             select(Example.key, Example.split, Example.payload, Evaluation.score, Evaluation.side_info, Evaluation.error,
                    Evaluation.seconds, Evaluation.cost_usd, Evaluation.cached)
@@ -241,6 +247,7 @@ def candidate_detail(db: Database, candidate_id: str) -> Optional[dict]:
         "candidate": c,
         "parents": parents,
         "lm_call": call.model_dump() if call is not None else None,
+        "earlier_answers": list(earlier),
         "evaluations": [dict(example=r[0] or "task", split=r[1] or "val", payload=r[2], score=r[3], side_info=r[4] or {},
                              error=r[5], seconds=r[6], cost_usd=r[7], cached=r[8]) for r in evs],
         "comments": [dict(author=r[0], text=r[1], kind=r[2], created_at=utc(r[3])) for r in comments],

@@ -683,3 +683,27 @@ def test_a_repeated_answer_gets_one_retry_that_is_told_so(sqlite_db, tmp_path):
     assert len(stats.calls) == 2
     run = repo.get_run(sqlite_db, run_id)
     assert (run.proposals_total, run.proposals_parsed, run.proposals_valid, run.proposals_retried) == (1, 1, 1, 1)
+
+
+def test_the_local_model_is_shown_no_earlier_texts_and_a_repeat_is_sampled_anew(sqlite_db, tmp_path, monkeypatch):
+    """Shown the texts already tried, the local 1.5B model copied them; told of its repeat with its
+    answer in the prompt, it repeated it again. On the local model (``is_local``; the scripted LM
+    stands in for it here) no "Already tried" section, and the retry of a repeat is the same
+    messages with another seed, hotter."""
+    import engine.search.proposal as proposal
+
+    monkeypatch.setattr(proposal, "is_local", lambda model: True)
+    cfg = toy_config(4, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                     budget={"max_steps": 2, "stop_at_score": None})
+    run_id, stats = run_toy(sqlite_db, tmp_path, cfg, script=_stubborn)
+    assert [c.reason for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"] == [
+        "no improvement on the minibatch (0 vs parent 0)", "repeats an earlier proposal for this parent"]
+    (first, p1), (again, p2), (retry, p3) = stats.calls
+    assert not any("Already tried" in m["content"] for m in again)
+    assert retry == again  # no assistant turn: sampled anew
+    assert p3["sample_index"] != p2["sample_index"] and p3["temperature"] > p2["temperature"]
+    # the candidate page says the LM was asked twice and shows the first answer
+    from storage import queries
+
+    repeat = next(c for c in repo.list_candidates(sqlite_db, run_id) if c.status == "failed")
+    assert queries.candidate_detail(sqlite_db, repeat.id)["earlier_answers"] == ["```\nstart extra\n```"]

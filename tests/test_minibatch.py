@@ -73,3 +73,36 @@ def test_two_slots_of_one_parent_take_different_known_failures(sqlite_db, tmp_pa
         if len({c.parent_ids[0] for c in both}) == 1 and all("known to fail" in c.minibatch_reason for c in both):
             firsts = [c.minibatch_reason.split("(")[1].split(")")[0] for c in both]
             assert firsts[0] != firsts[1], firsts
+
+
+def test_a_run_whose_seed_scored_nothing_still_draws_again_a_slice_its_first_child_aces():
+    """The top score needs a lower one seen; the run's state kept only its highest validation score,
+    so once the seed (0 everywhere) had a child scoring 1 on its whole minibatch, no score seen was
+    lower: no "right" was known and that child's aced slices were never drawn again (on a prompt
+    task every later child was then judged "2 vs parent 3")."""
+    import threading
+    from types import SimpleNamespace
+
+    from engine.search.minibatch import Drawer
+    from engine.state import PoolState
+
+    state = PoolState(val_keys=["v0", "v1"])
+    seed, child = SimpleNamespace(id="seed", parent_ids=[]), SimpleNamespace(id="child", parent_ids=["seed"])
+    state.add_scored(SimpleNamespace(id="seed"), {"v0": 0.0, "v1": 0.0})
+    state.add_scored(SimpleNamespace(id="child"), {"v0": 1.0, "v1": 1.0})
+    assert (state.low_score, state.top_score) == (0.0, 1.0)
+    first = EpochSampler(KEYS, 3, 0).batch(0)
+    fails = [k for k in KEYS if k not in first]  # the child aces its first slice, fails everything else
+    scores = {k: 0.0 if k in fails else 1.0 for k in KEYS}
+    calls: list = []
+    evaluate = _evaluator(scores, calls)
+    ctx = SimpleNamespace(state=SimpleNamespace(lock=threading.RLock(), candidates={"seed": seed, "child": child},
+                                                top_score=state.top_score, low_score=state.low_score),
+                          cfg=SimpleNamespace(search=SimpleNamespace(max_score=None)), train_keys=KEYS,
+                          evals=SimpleNamespace(known=lambda parent, keys: {},
+                                                evaluate=lambda parent, keys, kind: evaluate(keys)))
+    sampler = EpochSampler(KEYS, 3, 0)
+    drawer = Drawer(ctx, sampler)
+    mb = drawer.draw(drawer.plan(child, 0))
+    assert calls[:3] == first and len(calls) > 3 and "drawn again" in mb.reason
+    assert any(k in fails for k in mb.keys) and not mb.aced

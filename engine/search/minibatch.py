@@ -66,8 +66,8 @@ def draw(evaluate, known: dict[str, Scored], sampler: EpochSampler, n: int, top_
     """The minibatch of the parent whose epoch slice is ``sampler.batch(n)``.
 
     ``evaluate(keys) -> {key: Scored}`` scores the parent (known results cost nothing);
-    ``known`` its recorded training results; ``top_seen`` the run's scores so far (for the top
-    score when ``max_score`` is None); ``uses`` how often each example was in a minibatch of
+    ``known`` its recorded training results; ``top_seen`` the run's highest and lowest validation
+    scores so far (for the top score when ``max_score`` is None); ``uses`` how often each example was in a minibatch of
     this parent's children (or is in one of another slot of this step)."""
     size = sampler.size
     top = top_score(max_score, list(top_seen) + [r.score for r in known.values()])
@@ -116,7 +116,7 @@ class Drawer:
                 if parent.id in c.parent_ids:
                     for k in c.minibatch_keys or []:
                         uses[k] = uses.get(k, 0) + 1
-            seen = [ctx.state.top_score] if ctx.state.top_score is not None else []
+            seen = [x for x in (ctx.state.top_score, ctx.state.low_score) if x is not None]
         top = top_score(ctx.cfg.search.max_score, seen + [r.score for r in known.values()])
         taken = self._taken.setdefault(parent.id, {})
         for k in failing_first(known, top, uses, self.sampler.size // 2) + self.sampler.batch(n):

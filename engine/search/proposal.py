@@ -134,9 +134,19 @@ def _prompt(ctx: RunContext, parent: Candidate, component: str, parent_results):
     return build_prompt(kind=cfg.artifact_kind, objective=cfg.objective, background=cfg.background,
                         component=component, components=ctx.components, current_text=parent.content[component],
                         feedback=feedback_for(ctx, parent_results), human_feedback=human_feedback(ctx, parent.id),
-                        tried=ctx.state.tried_outcomes(parent.id, ctx.step_index), max_chars=ctx.prompt_char_budget(cfg.reflection_lm),
+                        tried=tried_shown(ctx, parent), max_chars=ctx.prompt_char_budget(cfg.reflection_lm),
                         template=cfg.reflection_lm.prompt_template, vision=supports_vision(cfg.reflection_lm.model),
                         compact=is_local(cfg.reflection_lm.model))
+
+
+def tried_shown(ctx: RunContext, parent: Candidate) -> list[tuple[str, str]]:
+    """The earlier texts for ``parent`` that its next reflection lists under "Already tried": none
+    on the local model. Shown them, the 1.5B model copied one as its answer (on real-LM runs a
+    third of its proposals on a prompt task were repeats, and a retry told of the repeat repeated it
+    again about half the time); GEPA shows none. A repeat is still caught, and sampled again."""
+    if is_local(ctx.cfg.reflection_lm.model):
+        return []
+    return ctx.state.tried_outcomes(parent.id, ctx.step_index)
 
 
 def reflection_lm(ctx: RunContext, current_text: str) -> LMConfig:
@@ -205,6 +215,7 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
                          _unusable(parsed.reason))
         if parsed.text is None:
             failure, cause, retry = f"unusable answer: {parsed.reason}", _unusable(parsed.reason), RETRIED[parsed.reason]
+            resample = parsed.reason == UNCHANGED
         else:
             if not parsed_once:
                 parsed_once = True
@@ -213,13 +224,16 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
             if refused is None:
                 return ctx.save(child)
             failure, cause, retry = refused
+            resample = cause == Cause.REPEAT
         if ctx.claim_turn is not None:  # claimed in vain, or never tried: the next turn need not wait for the retry
             ctx.claim_turn.passed(attempt)
         if attempt == 0:
             if not ctx.budget.may_call_lm():  # the retry is one more paid call: reserved like the first
                 failure += "; no room in the budget for a retry"
                 break
-            messages, temperature = _retry(messages, res.text, retry), min(temperature + 0.3, 1.5)
+            if not (resample and is_local(lm.model)):
+                messages = _retry(messages, res.text, retry)
+            temperature = min(temperature + 0.3, 1.5)
     if not child.content:
         child.content_hash = ""
     return _fail(ctx, child, failure, cause)
@@ -262,9 +276,11 @@ RETRIED = {UNCHANGED: "That is the current version, unchanged.",
 
 
 def _retry(messages: list[dict], answer: str, what_was_wrong: str) -> list[dict]:
-    """The first call's messages, its answer and what was wrong with it: small models repeat
-    themselves, so the retry is told (and sampled a little hotter). The whole first exchange is
-    the retry's prefix, which a local runtime has already processed."""
+    """The first call's messages, its answer and what was wrong with it, so the retry is told (and
+    sampled a little hotter). The whole first exchange is the retry's prefix, which a local runtime
+    has already processed. Not for the local model's unchanged or repeated answer: shown its own
+    answer again, it gave the same one again; it gets the same messages sampled anew (its own seed,
+    hotter), whose prefix the runtime has processed too."""
     return messages + [{"role": "assistant", "content": answer},
                        {"role": "user", "content": f"{what_was_wrong}\nMake a different, concrete change that fixes "
                                                    "the failing examples, and answer again with one fenced code block."}]
