@@ -89,6 +89,8 @@ class RunContext:
             self.budget.add_cost(res.cost_usd, purpose)
         if purpose in ("reflection", "merge", "seed") and res.error_kind != INTERRUPTED:
             self.lm_failures.record(bool(res.error))
+        if purpose == "reflection" and res.ok and not res.cached:  # what a second look may spend
+            self.evals.pace.note_lm(time.monotonic() - t0)
         return res, call_id
 
     def prompt_char_budget(self, cfg: LMConfig) -> Optional[int]:

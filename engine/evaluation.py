@@ -27,6 +27,7 @@ from engine.executor import EvalOutcome, EvalTask, Executor
 from engine.interrupt import Interrupt
 from engine.opt_state import BestEvals
 from engine.reuse import BaseEvaluations
+from engine.search.second_look import Pace
 from engine.state import to_evaluator
 
 
@@ -79,6 +80,7 @@ class EvaluationService:
         # tests that stand between a proposal and its next LM call then wait behind a wave or
         # two, not behind whole validation passes (asynchronous runs overlap them).
         self._validation_slots = threading.Semaphore(2 * executor.workers)
+        self.pace = Pace()  # seconds per metric call (and, from RunContext.call_lm, per reflection)
 
     def close(self) -> None:
         self._recorder.close()
@@ -177,6 +179,7 @@ class EvaluationService:
                     out = EvalOutcome(score=0.0, side_info={}, error=f"executor error: {exc}")
                 end = time.monotonic()
                 self.timeline.add(kind, max(t_submit, end - out.seconds), end, cand.id, example=key)
+                self.pace.note_eval(out.seconds)
                 self.best_evals.add(key, out.score, out.side_info)
                 row = self._row(cand, self.examples[key], out.score, out.side_info, out.error, out.seconds,
                                 out.lm_cost_usd, cached=False)

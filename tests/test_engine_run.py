@@ -707,3 +707,37 @@ def test_the_local_model_is_shown_no_earlier_texts_and_a_repeat_is_sampled_anew(
 
     repeat = next(c for c in repo.list_candidates(sqlite_db, run_id) if c.status == "failed")
     assert queries.candidate_detail(sqlite_db, repeat.id)["earlier_answers"] == ["```\nstart extra\n```"]
+
+
+def _elsewhere(messages, params):
+    """Adds the word of an example the minibatch does not show: a fix the minibatch cannot see."""
+    prompt = messages[1]["content"]
+    current, shown = toy.current_version(prompt), set(toy.missing_words(prompt))
+    word = next(w for w in toy.WORDS if w not in shown and w not in current.split())
+    return f"Adding {word}.\n```\n{current} {word}\n```"
+
+
+def test_a_child_that_ties_its_minibatch_gets_a_second_look_when_reflections_are_slow(sqlite_db, tmp_path):
+    """A child that fixes an example outside its minibatch ties "0 vs parent 0" there; with a
+    reflection of seconds and evaluations of milliseconds it is judged on more training examples
+    too, and passes, with the second look in its reason and its minibatch's."""
+    cfg = toy_config(8, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=_elsewhere, latency=2.1)
+    child = next(c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection")
+    assert child.reason == "improved on a second look" and child.status == "accepted"
+    assert len(child.minibatch_keys) == 8  # the minibatch of 3, then the 5 other training examples
+    assert (child.parent_minibatch_score, child.minibatch_score) == (0, 1)
+    assert child.minibatch_reason.endswith("then 5 more training examples after a tie on the first 3 (0 vs parent 0): "
+                                           "a second look")
+    assert_consistent_totals(sqlite_db, run_id)
+
+
+def test_a_quick_reflection_gets_no_second_look(sqlite_db, tmp_path):
+    """The same child with an instant LM: the next proposal settles a tie as cheaply, so the
+    minibatch alone decides, as in GEPA."""
+    cfg = toy_config(8, search={"parents_per_step": 1, "proposals_per_parent": 1},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=_elsewhere)
+    child = next(c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection")
+    assert child.reason == "no improvement on the minibatch (0 vs parent 0)" and len(child.minibatch_keys) == 3

@@ -23,6 +23,7 @@ from engine.lm.images import supports_vision
 from engine.lm.providers import is_local
 from engine.schedules.claim_order import ATTEMPTS
 from engine.search.minibatch import Minibatch
+from engine.search.second_look import extra_keys, looks_again
 from engine.search.reflection import CHANGE_ONLY, NO_FENCE, UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, parse_answer
 from engine.state import content_hash, deterministic_id, to_evaluator
 
@@ -297,22 +298,47 @@ def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, min
     if not keys:
         _fail(ctx, child, "budget: no metric calls left to test it", Cause.BUDGET)
         return Outcome(child.id, False, 0.0)
+    strict = ctx.cfg.search.improvement == "strict"
+    tie = strict and looks_again(parent_results, results, keys) and not ctx.interrupt.is_set()
+    tied_at = (sum(results[k].score for k in keys), len(keys))
+    if tie:  # judged again on more training examples (engine.search.second_look)
+        parent_results, results, keys = _second_look(ctx, parent, child, keys, parent_results, results)
     p_total = sum(parent_results[k].score for k in keys)
     c_total = sum(results[k].score for k in keys)
-    strict = ctx.cfg.search.improvement == "strict"
     improved = c_total > p_total + 1e-12 if strict else c_total >= p_total - 1e-12
     child.parent_minibatch_score, child.minibatch_score = p_total, c_total
+    if len(keys) > tied_at[1]:
+        more = len(keys) - tied_at[1]
+        child.minibatch_reason = ((child.minibatch_reason + "; " if child.minibatch_reason else "")
+                                  + f"then {more} more training example{'s' * (more != 1)} after a tie on the "
+                                  f"first {tied_at[1]} ({tied_at[0]:.4g} vs parent {tied_at[0]:.4g}): a second look")
     child.minibatch_keys = keys
     child.finished_at = utcnow()
     child.improved = improved
     if improved:
-        child.reason = "improved"
+        child.reason = "improved" + (" on a second look" if len(keys) > tied_at[1] else "")
         repo.bump_run(ctx.db, ctx.run_id, proposals_improved=1)
         ctx.save(child)
     else:
-        ctx.set_status(child, CandidateStatus.REJECTED, f"no improvement on the minibatch ({c_total:.4g} vs parent "
-                       f"{p_total:.4g})" + worst_regression(parent_results, results, keys), cause=Cause.NO_IMPROVEMENT)
+        looked = " with a second look" if len(keys) > tied_at[1] else ""
+        ctx.set_status(child, CandidateStatus.REJECTED, f"no improvement on the minibatch{looked} ({c_total:.4g} vs "
+                       f"parent {p_total:.4g})" + worst_regression(parent_results, results, keys), cause=Cause.NO_IMPROVEMENT)
     return Outcome(child.id, improved, c_total - p_total)
+
+
+def _second_look(ctx: RunContext, parent: Candidate, child: Candidate, keys: list[str], parent_results, results):
+    """The parent's and the child's scores on ``keys`` and on the training examples of a second
+    look (``second_look.extra_keys``: those a share of a reflection's time pays for), and the keys
+    both were scored on; as they were when none is affordable."""
+    known = set(ctx.evals.known(parent, ctx.train_keys))
+    extra = extra_keys(child.id, ctx.train_keys, keys, known, ctx.evals.pace, ctx.evals.executor.workers)
+    if not extra:
+        return parent_results, results, keys
+    p_more = ctx.evals.evaluate(parent, extra, kind="minibatch")
+    c_more = ctx.evals.evaluate(child, [k for k in extra if k in p_more], kind="minibatch")
+    more = [k for k in extra if k in p_more and k in c_more]
+    return ({**parent_results, **{k: p_more[k] for k in more}}, {**results, **{k: c_more[k] for k in more}},
+            keys + more)
 
 
 ERROR_FIELDS = ("error", "Error", "exception", "traceback")
