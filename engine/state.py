@@ -16,7 +16,7 @@ from typing import Any, Optional
 from storage import repo
 from storage.db import Database
 from storage.models import Candidate
-from storage.states import CandidateStatus, Origin
+from storage.states import CandidateStatus, Cause, Origin
 
 from engine.search.frontier import Frontier, compute_frontier, mean, mean_scores
 from engine.search.lineage import ancestors
@@ -103,7 +103,23 @@ class PoolState:
             seed = min(seeds, key=lambda c: (mean(self.scores[c.id].values()), c.content_hash), default=None)
             return PoolView(scores=eligible, order=order, pinned=pinned, last_chosen=dict(self.last_chosen), step=step,
                             objectives=objectives, frontier_type=self.frontier_type,
-                            seed_scores=dict(self.scores[seed.id]) if seed else {}, misses=self._misses(step))
+                            seed_scores=dict(self.scores[seed.id]) if seed else {}, misses=self._misses(step),
+                            heirs=self._heirs(eligible))
+
+    def _heirs(self, eligible) -> dict[str, str]:
+        """Per eligible candidate its nearest eligible ancestor along first parents (the seed for
+        a first child): where a rut's weight goes (``selection.ParetoSelector``)."""
+        out = {}
+        for cid in eligible:
+            seen, c = {cid}, self.candidates.get(cid)
+            while c is not None and c.parent_ids and c.parent_ids[0] not in seen:
+                pid = c.parent_ids[0]
+                if pid in eligible:
+                    out[cid] = pid
+                    break
+                seen.add(pid)
+                c = self.candidates.get(pid)
+        return out
 
     def frontier(self) -> Frontier:
         with self.lock:
@@ -123,10 +139,13 @@ class PoolState:
     def _misses(self, before_step: int) -> dict[str, int]:
         """Per parent, how many of its latest reflective children (of steps before ``before_step``,
         by step) did not improve, counted back to its last child that did: for the selection's rut
-        weight (``selection.rut_weight``). Skipped proposals (no LM call) do not count."""
+        weight (``selection.rut_weight``). Skipped proposals (no LM call) do not count; an answer
+        that was no new version (unchanged, no fence) does: on a real-LM prompt task the local model
+        answered one parent's prompt unchanged 24 times in a row, and that parent kept every slot."""
         children: dict[str, list[Candidate]] = {}
         for c in self.candidates.values():
-            if c.origin == Origin.REFLECTION and c.step < before_step and c.parent_ids and c.content:
+            answered = c.content or (c.lm_call_id is not None and c.cause in (Cause.UNUSABLE, Cause.NO_FENCE))
+            if c.origin == Origin.REFLECTION and c.step < before_step and c.parent_ids and answered:
                 children.setdefault(c.parent_ids[0], []).append(c)
         out = {}
         for pid, kids in children.items():

@@ -301,3 +301,47 @@ def test_misses_count_a_parents_latest_children_that_did_not_improve():
         state.candidates[c.id] = c
     assert state._misses(before_step=3) == {"p": 2}  # c3 and c2, back to c1 that improved; c4 had no text
     assert state._misses(before_step=4) == {"p": 3}
+
+
+def test_a_rut_lends_the_weight_it_loses_to_the_nearest_ancestor_even_off_the_frontier():
+    """One frontier member whose every answer came back unchanged: the seed it descends from is
+    dominated (off the frontier), yet takes the weight the member lost, so the run proposes from
+    elsewhere instead of stopping for want of progress; the reason says why."""
+    scores = {"seed": {"x": 0.0, "y": 0.0}, "child": {"x": 1.0, "y": 0.0}}
+    alone = PoolView(scores=scores, heirs={"child": "seed"})
+    assert {select_parents(ParetoSelector(), alone, 1, random.Random(i), pin_every=3)[0][0] for i in range(50)} == {"child"}
+    stuck = PoolView(scores=scores, heirs={"child": "seed"}, misses={"child": 6})
+    picks = [select_parents(ParetoSelector(), stuck, 1, random.Random(i), pin_every=3)[0] for i in range(400)]
+    counts = Counter(p for p, _ in picks)
+    assert 250 < counts["seed"] < 350  # three quarters of the weight
+    assert next(r for p, r in picks if p == "seed") == (
+        "ancestor of child, which had 6 proposals in a row without improvement: part of its weight")
+
+
+def test_an_answer_that_was_no_new_version_counts_as_a_miss():
+    from engine.state import PoolState
+    from storage.models import Candidate
+
+    def child(cid, step, cause, call):
+        return Candidate(id=cid, run_id="r", content={}, content_hash="", origin="reflection", parent_ids=["p"],
+                         step=step, status="failed", cause=cause, lm_call_id=call)
+
+    state = PoolState(val_keys=["x"])
+    for c in (child("c1", 0, "unusable", 1), child("c2", 1, "no_fence", 2), child("c3", 2, "lm_failed", 3),
+              child("c4", 3, "budget", None)):
+        state.candidates[c.id] = c
+    assert state._misses(before_step=4) == {"p": 2}  # the LM's failure and the budget's are not the parent's
+
+
+def test_the_heir_of_a_candidate_is_its_nearest_eligible_ancestor():
+    from engine.state import PoolState
+    from storage.models import Candidate
+
+    def cand(cid, parents):
+        return Candidate(id=cid, run_id="r", content={"t": cid}, content_hash=cid, origin="reflection",
+                         parent_ids=parents, status="accepted")
+
+    state = PoolState(val_keys=["x"])
+    for c in (cand("s", []), cand("a", ["s"]), cand("b", ["a"]), cand("c", ["b"])):
+        state.candidates[c.id] = c
+    assert state._heirs({"s": {}, "a": {}, "c": {}}) == {"a": "s", "c": "a"}  # b is not eligible: c's heir is a

@@ -32,6 +32,7 @@ class PoolView:
     frontier_type: str = "instance"
     seed_scores: dict[str, float] = field(default_factory=dict)  # the seed's validation scores (below_seed)
     misses: dict[str, int] = field(default_factory=dict)  # candidate id -> its latest proposals that did not improve (in a row)
+    heirs: dict[str, str] = field(default_factory=dict)  # candidate id -> its nearest eligible ancestor
 
     def key(self, cid: str) -> tuple:
         return (self.order.get(cid, (0, "")), cid)
@@ -64,7 +65,11 @@ def _frequencies(view: PoolView) -> dict[str, int]:
 
 # A parent's weight halves for every MISSES proposals from it in a row that did not improve: with
 # a small model, a frontier member it cannot improve otherwise took most parent slots while another
-# member waited (a rut), and GEPA's weights never change with what the proposals did.
+# member waited (a rut), and GEPA's weights never change with what the proposals did. The half it
+# loses goes to its nearest eligible ancestor, even one off the frontier: a run whose frontier is
+# one member the model cannot improve (every answer its prompt unchanged) otherwise proposed from
+# it until "no progress" stopped the run with a fifth of its time unused; its ancestor's feedback
+# differs, and so do the texts written from it.
 MISSES = 3
 
 
@@ -80,11 +85,28 @@ class ParetoSelector:
         freq = _frequencies(view)
         if not freq:
             freq = {cid: 1 for cid in view.scores}
-        weights = {cid: f * rut_weight(view.misses.get(cid, 0)) for cid, f in freq.items()}
-        return [(cid, f"frontier sample (best on {freq.get(cid, 0)} {NOUNS[view.frontier_type]}"
-                      + (f"; weight ×{rut_weight(view.misses[cid]):g} after {view.misses[cid]} proposals in a row "
-                         "without improvement" if rut_weight(view.misses.get(cid, 0)) < 1 else "") + ")")
-                for cid in _weighted_distinct(weights, n, rng, view)]
+        weights, given = dict.fromkeys(freq, 0.0), {}
+        for cid, f in freq.items():
+            kept = rut_weight(view.misses.get(cid, 0))
+            weights[cid] += f * kept
+            heir = view.heirs.get(cid)
+            if kept < 1 and heir is not None:
+                weights[heir] = weights.get(heir, 0.0) + f * (1 - kept) * rut_weight(view.misses.get(heir, 0))
+                given.setdefault(heir, cid)
+        return [(cid, self._reason(cid, freq, given, view)) for cid in _weighted_distinct(weights, n, rng, view)]
+
+    @staticmethod
+    def _reason(cid: str, freq: dict, given: dict, view) -> str:
+        misses = view.misses.get(cid, 0)
+        own = (f"frontier sample (best on {freq[cid]} {NOUNS[view.frontier_type]}"
+               + (f"; weight ×{rut_weight(misses):g} after {misses} proposals in a row without improvement"
+                  if rut_weight(misses) < 1 else "") + ")") if cid in freq else ""
+        if cid not in given:
+            return own
+        tired = given[cid]
+        lent = (f"ancestor of {tired}, which had {view.misses.get(tired, 0)} proposals in a row without improvement: "
+                "part of its weight")
+        return f"{own}; {lent}" if own else lent
 
 
 class BestSelector:
