@@ -665,9 +665,14 @@ def test_a_text_validate_refused_is_not_listed_as_tried(sqlite_db, tmp_path):
     assert "w0 42" not in prompts[3] and "```\nstart extra\n```\nResult: no improvement" in prompts[3]
 
 
-def test_a_repeated_answer_gets_one_retry_that_is_told_so(sqlite_db, tmp_path):
+@pytest.mark.parametrize("local", [False, True])
+def test_a_repeated_answer_gets_one_retry_that_is_told_so(sqlite_db, tmp_path, monkeypatch, local):
     """A small model repeats itself: the first answer repeats the parent, the retry (which is
-    told so) proposes something new, and the proposal goes on to its minibatch test."""
+    told so) proposes something new, and the proposal goes on to its minibatch test. The local
+    model too is told (a resample of the same prompt changed its unchanged answer less often)."""
+    import engine.search.proposal as proposal
+
+    monkeypatch.setattr(proposal, "is_local", lambda model: local)
     def stubborn_then_new(messages, params):
         current = toy.current_version(messages[1]["content"])
         if len(messages) == 2:
