@@ -194,3 +194,16 @@ def test_a_database_of_a_release_that_kept_no_frontier(db, tmp_path):
     send_command(db, run_id, "resume")
     assert run_optimizer(db, run_id, tmp_path) == "completed"
     assert_kept_is_computed(db, run_id)  # the lowest and highest scores of the old candidates included
+
+
+def test_an_imported_run_has_its_frontier_kept(db, tmp_path):
+    """An exported run imported again: no engine runs it, so the import writes its frontier."""
+    from engine.records.export import export_run, import_run
+    from storage.admin import delete_run
+
+    run_id = submit_run(db, toy_config(6, budget={"max_steps": 3, "stop_at_score": None}))
+    run_optimizer(db, run_id, tmp_path)
+    doc = export_run(db, run_id)
+    delete_run(db, run_id, "ana", "imported again below")
+    assert import_run(db, doc) == run_id
+    assert_kept_is_computed(db, run_id)

@@ -188,3 +188,23 @@ class KeptFrontier:
         out = Changes(snap, {c: self.counts(c) for c in cids}, self._full)
         self._dirty, self._dirty_counts, self._full = set(), set(), False
         return out
+
+
+def keep_from_records(db, run_id: str) -> None:
+    """Write a run's kept frontier, and its candidates' lowest and highest validation scores, from
+    its records, as a resumed engine writes them at its start: for a run that no engine runs (an
+    imported one), so that the studio reads it as it reads the others."""
+    from engine.state import PoolState
+    from storage import frontier as frontier_rows, repo
+
+    run = repo.get_run(db, run_id)
+    examples = repo.get_examples(db, run_id)
+    val_keys = [e.key for e in examples if e.split == "val"] or [e.key for e in examples if e.split == "train"]
+    state = PoolState.load(db, run_id, val_keys, before_step=10 ** 9)  # a finished run: every candidate counts
+    # the studio's reading of a config without the key (a stored config always has it)
+    state.frontier_type = ((run.config or {}).get("search") or {}).get("frontier", "instance")
+    state.keep_frontier()
+    frontier_rows.set_val_range(db, {cid: (min(s.values()), max(s.values())) for cid, s in state.scores.items()
+                                     if s and state.candidates[cid].val_min is None})
+    changes, version = state.frontier_changes()
+    frontier_rows.write_frontier(db, run_id, changes.entries, changes.counts, version, changes.full)
