@@ -51,7 +51,7 @@ if detail is None:
     st.error("This candidate disappeared from the database.")
     st.stop()
 c = detail["candidate"]
-front = data.frontier_view(url, run_id, data.frontier_token(run))
+front = data.frontier_of(url, run)
 
 # ------------------------------------------------------------------ header: live state, pin, veto
 steer.live_state(run, cand_id)

@@ -21,7 +21,7 @@ st.title(f"Lineage · {md(run['name'])}")
 if cands.empty:
     st.info("No candidates yet.")
     st.stop()
-front = data.frontier_view(url, run_id, data.frontier_token(run))
+front = data.frontier_of(url, run)
 hidden = int(cands["status"].isin(["rejected", "failed"]).sum())
 c1, c2 = st.columns([3, 2], vertical_alignment="center")
 with c1:

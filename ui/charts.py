@@ -18,6 +18,10 @@ from ui.analysis import FrontierView
 X_LABELS = {"metric_calls": "metric calls", "cost_usd": "dollars spent", "seconds": "seconds since start"}
 KIND_COLOURS = {"lm": "#7c3aed", "minibatch": "#0ea5e9", "validation": "#16a34a", "test": "#6b7280"}  # Step.events kinds
 MAX_HEATMAP_ROWS = 60
+# examples a heatmap draws at most: at 500 a cell was 2 pixels wide and its star unreadable (and 18,000
+# stars took the browser seconds to draw); beyond this the examples held by the fewest candidates are
+# drawn, where the frontier is made of specialists, and the caption says so
+MAX_HEATMAP_COLUMNS = 100
 
 
 def _layout(fig: go.Figure, height: int = 320, **kw) -> go.Figure:
@@ -44,26 +48,45 @@ def score_progress_figure(progress: pd.DataFrame, x: str = "metric_calls") -> go
     return _layout(fig)
 
 
-def frontier_heatmap(view: FrontierView, val_means: pd.Series, include_all: bool = False,
-                     pinned: Iterable[str] = ()) -> go.Figure:
-    """Candidates × validation examples; a cell is the score, outlined where the candidate
-    holds the best score on that example. Rows: frontier members (most examples first), then
-    pinned candidates (they never disappear from views), then with ``include_all`` the best
-    other candidates, up to MAX_HEATMAP_ROWS (pinned rows are kept within it)."""
-    fig = go.Figure()
-    if view.matrix.empty:
-        return _layout(fig)
-    pins = {c for c in pinned if c in view.matrix.index}
+def heatmap_rows(view: FrontierView, val_means: pd.Series, include_all: bool = False,
+                 pinned: Iterable[str] = ()) -> list[str]:
+    """The candidates a frontier heatmap shows, in order: frontier members (most examples first),
+    then pinned candidates (they never disappear from views), then with ``include_all`` the best
+    other candidates by ``val_means``, up to MAX_HEATMAP_ROWS (pinned rows are kept within it)."""
+    pins = set(pinned)
     rows, room = [], MAX_HEATMAP_ROWS - len(pins)
     for cid in list(view.members) + sorted(pins - set(view.members)):
         if cid in pins or room > 0:
             rows.append(cid)
             room -= cid not in pins
     if include_all:
-        others = val_means.reindex(view.matrix.index).drop(rows, errors="ignore").sort_values(ascending=False)
-        rows += list(others.index)
-    rows = rows[:MAX_HEATMAP_ROWS]
-    m = view.matrix.loc[rows]
+        others = val_means.drop(rows, errors="ignore").sort_values(ascending=False, na_position="last")
+        rows += list(others.index[:MAX_HEATMAP_ROWS])
+    return rows[:MAX_HEATMAP_ROWS]
+
+
+def heatmap_columns(view: FrontierView) -> list[str]:
+    """The examples a heatmap draws, in their order: all of them, or beyond MAX_HEATMAP_COLUMNS
+    those held by the fewest candidates (contested ones first)."""
+    examples = list(view.best.index)
+    if len(examples) <= MAX_HEATMAP_COLUMNS:
+        return examples
+    rank = pd.DataFrame({"open": ~view.contested.reindex(examples).fillna(False).astype(bool),
+                         "holders": view.holders.reindex(examples).fillna(0)}, index=examples)
+    chosen = set(rank.sort_values(["open", "holders"], kind="stable").index[:MAX_HEATMAP_COLUMNS])
+    return [e for e in examples if e in chosen]
+
+
+def frontier_heatmap(view: FrontierView, m: pd.DataFrame, pinned: Iterable[str] = ()) -> go.Figure:
+    """Candidates × validation examples (``m``: the rows ``heatmap_rows`` chose, their scores;
+    the columns ``heatmap_columns`` chose); a cell is the score, starred where the candidate holds
+    the best score on that example."""
+    fig = go.Figure()
+    if m.empty:
+        return _layout(fig)
+    pins = set(pinned)
+    rows = list(m.index)
+    m = m.reindex(columns=heatmap_columns(view))
     best = view.best.reindex(m.columns)
     # a star marks who holds the best score where candidates differ: on an example where every
     # candidate ties (all 0, say) a star would say nothing
@@ -77,7 +100,12 @@ def frontier_heatmap(view: FrontierView, val_means: pd.Series, include_all: bool
                              hovertemplate="%{customdata}<br>%{x}: %{z:.3f}<extra></extra>", xgap=1, ygap=1))
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=10))
     fig.update_xaxes(tickfont=dict(size=9), tickangle=-60)
-    return _layout(fig, height=max(260, 60 + 18 * len(rows)))
+    fig = _layout(fig, height=max(260, 80 + 18 * len(rows)))
+    if len(m.columns) < len(view.best):
+        fig.update_layout(margin=dict(t=50), title=dict(
+            text=f"{len(m.columns)} of {len(view.best)} examples drawn: those held by the fewest candidates",
+            font=dict(size=12), x=0.01, y=0.99))
+    return fig
 
 
 def objectives_scatter(points: pd.DataFrame, x: str, y: str, frontier_ids: set[str]) -> go.Figure:
