@@ -95,15 +95,20 @@ def kept_frontier(db: Database, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame
     return out, agg
 
 
-def scores_of(db: Database, run_id: str, candidate_ids: Iterable[str]) -> pd.DataFrame:
+def scores_of(db: Database, run_id: str, candidate_ids: Iterable[str],
+              examples: Optional[Iterable[str]] = None) -> pd.DataFrame:
     """Long table (candidate_id, example, score) of the validation scores of ``candidate_ids``
-    only (the rows a heatmap shows). One statement per 500 ids."""
+    only (the rows a heatmap shows), on ``examples`` only when given (its columns). One
+    statement per 500 ids."""
     e, x = Evaluation.__table__, Example.__table__
     ids = list(dict.fromkeys(candidate_ids))
+    keys = list(examples) if examples is not None else None
     rows: list = []
     for i in range(0, len(ids), CHUNK):
         q = (select(e.c.candidate_id, x.c.key, e.c.score).join(x, x.c.pk == e.c.example_pk)
              .where(e.c.run_id == run_id, e.c.candidate_id.in_(ids[i:i + CHUNK]), x.c.split == _validation_split(run_id)))
+        if keys is not None and len(keys) <= CHUNK:
+            q = q.where(x.c.key.in_(keys))
         rows += _fetch_raw(db, q)
     return pd.DataFrame(rows, columns=["candidate_id", "example", "score"])
 
