@@ -83,9 +83,15 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame, serial_lm: bool =
                    None if gain is None else f"{gain:+.3f} vs seed",
                    delta_color="off" if flat else "normal", delta_arrow="off" if flat else "auto",
                    help="mean score over the validation examples of the best fully validated candidate")
-    cols[1].metric("Improved", f"{counts.improved} / {counts.answered}",  # a longer label is cut at six columns
-                   f"+{counts.waiting} reflecting" if counts.waiting else None, delta_color="off", delta_arrow="off",
-                   help="improved / answered: proposals that beat their parent on its minibatch (those validated "
+    # a longer label is cut at six columns, and so was "5011 / 9999": from 1,000 answers on, the count
+    # of those improved, and of how many under it
+    value, below = f"{counts.improved} / {counts.answered}", []
+    if counts.answered >= 1000:
+        value, below = compact(counts.improved), [f"of {compact(counts.answered)}"]
+    below += [f"+{counts.waiting} reflecting"] if counts.waiting else []
+    cols[1].metric("Improved", value, " · ".join(below) or None, delta_color="off", delta_arrow="off",
+                   help=f"{counts.improved:,} / {counts.answered:,} improved / answered: proposals that beat their "
+                        "parent on its minibatch (those validated "
                         "are then accepted), out of every proposal whose reflection LM has answered; "
                         "\"reflecting\": proposals still waiting for their answer")
     cols[2].metric("Metric calls", compact(run["metric_calls"]), help=f"{run['metric_calls']:,} evaluations")

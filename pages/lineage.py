@@ -28,7 +28,7 @@ with c1:
     show = st.toggle(f"Show rejected and failed proposals ({hidden})", value=False, key=keys.LIN_SHOW_REJECTED)
 with c2:
     nav.link("dashboard", "Run dashboard", run=run_id, icon=":material/monitoring:")
-st.caption(f"{len(cands)} candidates · {len(front.members)} on the frontier · x = step, one row per lineage branch; "
+st.caption(f"{len(cands):,} candidates · {len(front.members):,} on the frontier · x = step, one row per lineage branch; "
            "★ best, ◆ frontier, ■ merge, ▲ human edit (an orange □ / purple △ ring when another mark, e.g. frontier, takes the symbol), "
            "red ring pinned (never collapsed), grey ⊗ vetoed, × rejected / failed. "
            "Click a node to open it; scroll to zoom, drag to pan.")

@@ -33,7 +33,9 @@ def score_progress_figure(progress: pd.DataFrame, x: str = "metric_calls") -> go
     fig = go.Figure()
     if not progress.empty:
         when = progress["when"].to_numpy(dtype=object)
-        fig.add_trace(go.Scatter(x=progress[x], y=progress["best"], mode="lines+markers", name="best",
+        # a marker per point until they would touch (2,500 steps): the line alone then, every point on it
+        mode = "lines+markers" if len(progress) <= 300 else "lines"
+        fig.add_trace(go.Scatter(x=progress[x], y=progress["best"], mode=mode, name="best",
                                  line=dict(shape="hv", width=3), customdata=when,
                                  hovertemplate="%{customdata}<br>best %{y:.3f}<extra></extra>"))
         fig.add_trace(go.Scatter(x=progress[x], y=progress["mean"], mode="lines", name="pool mean",
@@ -153,14 +155,34 @@ def timeline_figure(events: pd.DataFrame) -> go.Figure:
     return _layout(fig, height=max(240, 40 + 14 * len(lanes)), barmode="overlay")
 
 
+MAX_BARS = 200  # bars a per-step chart draws: 2,500 bars of a pixel's width merged into one block
+
+
 def utilisation_figure(steps: pd.DataFrame) -> go.Figure:
+    """The workers' utilisation per step; beyond MAX_BARS steps, the mean of each run of
+    consecutive steps (one bar each; the title says so)."""
     fig = go.Figure()
+    title = None
     if not steps.empty:
-        fig.add_trace(go.Bar(x=steps["index"], y=steps["worker_utilisation"], name="workers busy",
-                             hovertemplate="step %{x}: %{y:.0%} busy<extra></extra>"))
+        x, y, text = steps["index"], steps["worker_utilisation"], "step %{x}: %{y:.0%} busy"
+        if len(steps) > MAX_BARS:
+            width = -(-len(steps) // MAX_BARS)
+            group = np.arange(len(steps)) // width
+            binned = steps.groupby(group).agg(first=("index", "min"), last=("index", "max"),
+                                              busy=("worker_utilisation", "mean"))
+            x, y = (binned["first"] + binned["last"]) / 2, binned["busy"]
+            text = "steps %{customdata[0]}–%{customdata[1]}: %{y:.0%} busy on average"
+            fig.add_trace(go.Bar(x=x, y=y, width=width, customdata=binned[["first", "last"]].to_numpy(), name="workers busy",
+                                 hovertemplate=text + "<extra></extra>"))
+            title = f"mean of every {width} steps ({len(binned)} bars for {len(steps):,} steps)"
+        else:
+            fig.add_trace(go.Bar(x=x, y=y, name="workers busy", hovertemplate=text + "<extra></extra>"))
     fig.update_yaxes(title="workers busy", tickformat=".0%", range=[0, 1])
     fig.update_xaxes(title="step")
-    return _layout(fig, height=220)
+    fig = _layout(fig, height=220)
+    if title:
+        fig.update_layout(margin=dict(t=40), title=dict(text=title, font=dict(size=12), x=0.01, y=0.97))
+    return fig
 
 
 def compare_figure(data: pd.DataFrame, names: dict[str, str], x: str) -> go.Figure:

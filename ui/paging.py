@@ -15,6 +15,7 @@ def page(rows: pd.DataFrame, size: int, key: str, what: str = "rows") -> tuple[p
     pages = -(-len(rows) // size)
     if pages <= 1:
         return rows, ""
-    n = int(st.number_input(f"Page (of {pages}, {size} {what} each)", 1, pages, 1, key=key))
+    box, _ = st.columns([1, 3])  # a page number needs no page's width
+    n = int(box.number_input(f"Page (of {pages}, {size} {what} each)", 1, pages, 1, key=key))
     first = (min(n, pages) - 1) * size
     return rows.iloc[first:first + size], f" · {what} {first + 1:,}–{min(first + size, len(rows)):,} of {len(rows):,} shown"
