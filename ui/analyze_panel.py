@@ -30,8 +30,9 @@ from ui.step_links import explain_url
 
 REFRESH_S = 5.0
 # metric calls above which the findings are computed when asked, not with the page: they read every
-# evaluation of the run (0.6 s at 214,000, docs/benchmarks-analyze.md; seconds at 2.5 M)
-ON_DEMAND_ABOVE = 300_000
+# evaluation of the run (0.6-0.8 s at 2,000 candidates and 214,000 of them, docs/benchmarks-analyze.md,
+# again at each validation pass of a live run; seconds at 2.5 M)
+ON_DEMAND_ABOVE = 100_000
 ICON = {"severe": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 SHOWN_LINKS = 6
 
