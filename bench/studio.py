@@ -61,7 +61,8 @@ def main() -> None:
 
     from storage import repo
     from storage.db import open_db
-    from tests.support.synthetic import add_validated, generate_run
+    from tests.support.synthetic import generate_run
+    from tests.support.synthetic_live import add_validated
     from ui import analysis, charts, data
 
     db = open_db(url)

@@ -331,7 +331,7 @@ def test_the_frontier_is_read_incrementally_and_matches_a_whole_read(db):
     read again); what it then shows is what a whole read shows."""
     import streamlit as st
 
-    from tests.support.synthetic import add_validated
+    from tests.support.synthetic_live import add_validated
     from ui import data
 
     run_id = generate_run(db, n_candidates=40, n_val=12, n_train=20)

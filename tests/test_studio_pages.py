@@ -9,7 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.config import LOCAL_MODEL
-from tests.support.synthetic import apply_veto, generate_run
+from tests.support.synthetic import generate_run
+from tests.support.synthetic_live import apply_veto
 from tests.support.studio import open_page, studio_database
 from ui import keys as K, start
 

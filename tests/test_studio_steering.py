@@ -18,7 +18,8 @@ from engine.access import local_actor
 from storage import leases, queries, repo
 from storage.db import Database
 from storage.models import Candidate, Evaluation
-from tests.support.synthetic import generate_run, rescored
+from tests.support.synthetic import generate_run
+from tests.support.synthetic_live import rescored
 from tests.support.studio import open_page, studio_database
 from ui import interventions as iv, keys as K, submission
 

@@ -4,7 +4,8 @@
 tables the engine fills: examples, candidates (accepted, rejected, failed; seed, reflection,
 merge and human origins; pinned and vetoed ones), evaluations with side information (text,
 sub-scores for two objectives, the odd image and error), reflection LM calls, steps with
-timeline events, commands and comments. Everything is drawn from ``random.Random(seed)``
+timeline events, commands and comments, and the frontier the engine keeps
+(``tests.support.synthetic_live``, which also advances such a run). Everything is drawn from ``random.Random(seed)``
 (42 by default) and ids are derived from the run id, so two calls with the same arguments
 produce the same rows. It never runs an evaluator or an LM.
 """
@@ -254,31 +255,10 @@ def generate_run(db: Database, n_candidates: int = 60, n_val: int = 20, n_train:
             c["val_min"], c["val_max"] = min(val_scores[c["id"]].values()), max(val_scores[c["id"]].values())
     _write(db, run, examples, cands, evals, calls, steps)
     _write_interventions(db, run_id, pinned, vetoed, best["id"])
-    _keep_frontier(db, run_id, accepted_ids, val_scores, vetoed if vetoed != best["id"] else None,
-                   run["frontier_version"])
+    from tests.support.synthetic_live import keep_frontier  # the engine's kept frontier, as it would have written it
+
+    keep_frontier(db, run_id, accepted_ids, val_scores, vetoed if vetoed != best["id"] else None, run["frontier_version"])
     return run_id
-
-
-# the kept frontier of each generated run (by database url and run id), so that ``add_validated``
-# updates it as the engine's pool would, without reading every score back
-KEPT: dict[tuple[str, str], "KeptFrontier"] = {}
-
-
-def _keep_frontier(db: Database, run_id: str, accepted: list[str], scores: dict[str, dict[str, float]],
-                   vetoed: str | None, version: int) -> None:
-    """The frontier the engine would have kept (``engine.search.kept_frontier``): every accepted
-    candidate added in the order it was validated, the vetoed one removed; written whole."""
-    from engine.search.kept_frontier import KeptFrontier
-    from storage.frontier import write_frontier
-
-    kept = KeptFrontier("instance", scores)
-    for cid in accepted:
-        kept.add(cid)
-    if vetoed:
-        kept.remove(vetoed)
-    changes = kept.take_changes()
-    write_frontier(db, run_id, changes.entries, changes.counts, version, full=True)
-    KEPT[(db.url, run_id)] = kept
 
 
 def _write(db: Database, run: dict, examples: list, cands: list, evals: list, calls: list, steps: list) -> None:
@@ -322,98 +302,3 @@ def _write_interventions(db: Database, run_id: str, pinned: str | None, vetoed: 
                       text="Best so far. <b>Not bold</b>: comments are text."))
         s.add(Comment(run_id=run_id, candidate_id=best, author="ben", kind="feedback", created_at=t,
                       text="Too verbose; keep the JSON format."))
-
-
-def add_validated(db: Database, run_id: str, seed: int = 0) -> str:
-    """What a live run records when a validation pass ends: one more accepted candidate (a child
-    of the best) with a score on every validation example, the run's metric calls bumped, and
-    the kept frontier updated and written with the next ``frontier_version``, as the engine's
-    pool does (``engine.search.kept_frontier``). Returns its id."""
-    import random
-
-    from storage import repo
-    from storage.frontier import write_frontier
-
-    rng = random.Random(f"{run_id}:{seed}:{repo.get_run(db, run_id).metric_calls}")
-    run = repo.get_run(db, run_id)
-    with db.write() as s:
-        keys = list(s.execute(Example.__table__.select().with_only_columns(Example.key, Example.pk)
-                              .where(Example.run_id == run_id, Example.split == "val")))
-    scores = {key: round(rng.random(), 3) for key, _ in keys}
-    cid = f"c{rng.getrandbits(60):015x}"[:16]
-    content = {"system_prompt": f"live {cid}"}
-    cand = Candidate(id=cid, run_id=run_id, content=content, content_hash=_content_hash(content), origin="reflection",
-                     parent_ids=[run.best_candidate_id], status="accepted", step=run.steps_done,
-                     val_mean=sum(scores.values()) / len(scores), val_count=len(scores), val_min=min(scores.values()),
-                     val_max=max(scores.values()), reason="improved")
-    with db.write() as s:
-        s.add(cand)
-        s.flush()
-        s.execute(insert(Evaluation), [dict(run_id=run_id, candidate_id=cid, example_pk=pk, score=scores[key],
-                                            side_info={}, content_hash=cand.content_hash, seconds=0.01)
-                                       for key, pk in keys])
-    repo.bump_run(db, run_id, metric_calls=len(keys))
-    kept = KEPT.get((db.url, run_id)) or _kept_from_database(db, run_id, [key for key, _ in keys])
-    kept.scores[cid] = scores
-    kept.add(cid)
-    changes = kept.take_changes()
-    write_frontier(db, run_id, changes.entries, changes.counts, run.frontier_version + 1)
-    return cid
-
-
-def _kept_from_database(db: Database, run_id: str, val_keys: list[str]):
-    """The kept frontier of a run this process did not generate, rebuilt from its scores as a
-    resumed engine does (read raw: the engine's load of 2.5 M evaluations takes minutes)."""
-    from engine.search.kept_frontier import KeptFrontier
-    from storage import queries
-
-    cands = queries.candidate_rows(db, run_id)
-    accepted = cands[cands["status"] == "accepted"]
-    scores: dict[str, dict[str, float]] = {}
-    long = queries.val_scores(db, run_id)
-    for cid, key, score in zip(long["candidate_id"].tolist(), long["example"].tolist(), long["score"].tolist()):
-        scores.setdefault(cid, {})[key] = score
-    scores = {c: s for c, s in scores.items() if c in set(accepted["id"])}
-    kept = KeptFrontier("instance", scores)
-    kept.rebuild([c for c in accepted.loc[~accepted["vetoed"], "id"] if c in scores], {})
-    kept.take_changes()
-    KEPT[(db.url, run_id)] = kept
-    return kept
-
-
-def apply_veto(db: Database, run_id: str, candidate_id: str, vetoed: bool = True) -> None:
-    """What the engine writes when it applies a veto (or an unveto) to a synthetic run: the
-    candidate's flag, and the kept frontier without it (with it) under the next frontier version."""
-    from storage import repo
-    from storage.frontier import write_frontier
-
-    run = repo.get_run(db, run_id)
-    repo.update_candidate(db, candidate_id, vetoed=vetoed)
-    with db.write() as s:
-        keys = [k for (k,) in s.execute(Example.__table__.select().with_only_columns(Example.key)
-                                        .where(Example.run_id == run_id, Example.split == "val"))]
-    kept = KEPT.get((db.url, run_id)) or _kept_from_database(db, run_id, keys)
-    kept.add(candidate_id) if not vetoed else kept.remove(candidate_id)
-    changes = kept.take_changes()
-    write_frontier(db, run_id, changes.entries, changes.counts, run.frontier_version + 1)
-
-
-def rescored(db: Database, run_id: str) -> None:
-    """After a test rewrote evaluations of a synthetic run by hand: each candidate's validation
-    mean, lowest and highest score again, and the kept frontier rebuilt from the scores and written
-    whole under the next frontier version, as the engine records them."""
-    from storage import repo
-    from storage.frontier import write_frontier
-
-    with db.write() as s:
-        keys = [k for (k,) in s.execute(Example.__table__.select().with_only_columns(Example.key)
-                                        .where(Example.run_id == run_id, Example.split == "val"))]
-    KEPT.pop((db.url, run_id), None)
-    kept = _kept_from_database(db, run_id, keys)
-    for cid, scores in kept.scores.items():
-        if scores:
-            repo.update_candidate(db, cid, val_mean=sum(scores.values()) / len(scores), val_min=min(scores.values()),
-                                  val_max=max(scores.values()))
-    kept.rebuild(list(kept.eligible), {})
-    changes = kept.take_changes()
-    write_frontier(db, run_id, changes.entries, changes.counts, repo.get_run(db, run_id).frontier_version + 1, full=True)
