@@ -212,3 +212,40 @@ def test_a_retry_waits_for_no_other_slot_and_no_slot_waits_for_a_retry(ctx):
     assert first.content[SINGLE] == "start gamma" and second.content[SINGLE] == "start beta"
     tested = second.finished_at.replace(tzinfo=second.finished_at.tzinfo or timezone.utc)
     assert tested < datetime.fromtimestamp(retry_answered[0], timezone.utc)
+
+
+def test_no_retry_for_a_minibatch_a_sibling_has_already_aced(ctx):
+    """Two proposals for one parent share its minibatch; the first child gets every example of it
+    right, and the second's first answer, arriving after that, is the text unchanged: it is not
+    asked again (the retry's child could at best tie there), and its reason says why."""
+    from concurrent.futures import ThreadPoolExecutor
+    import time
+
+    from engine.schedules.claim_order import ClaimOrder
+    from engine.schedules.synchronous import _ParentMinibatches, _slot
+
+    parent = _candidate(ctx, "start")
+    _validator(ctx).validate(parent)
+    minibatch = ctx.train_keys[:2]
+    words = " ".join(ctx.examples[k].payload["word"] for k in minibatch)
+    retries: list[int] = []
+
+    def script(messages, params):
+        if len(messages) > 2:
+            retries.append(params["sample_index"])
+            return "Another.\n```\nstart retried\n```"
+        if params["sample_index"] == 0:
+            return f"Both.\n```\nstart {words}\n```"  # right on the whole minibatch
+        time.sleep(0.8)  # after the first child's test
+        return "Same.\n```\nstart\n```"
+
+    install_script(script)
+    order = ClaimOrder([(parent.id, (0, 0)), (parent.id, (0, 1))], ctx.interrupt)
+    parents = _ParentMinibatches(ctx, [parent.id], sampler=None, first=0)
+    parents._results = {0: Minibatch(minibatch, ctx.evals.evaluate(parent, minibatch, kind="minibatch"))}
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(_slot, ctx, parents, 0, k, order) for k in (0, 1)]
+        first, second = (repo.get_candidate(ctx.db, f.result().child_id) for f in futures)
+    assert first.improved and first.minibatch_score == len(minibatch)
+    assert retries == [] and second.status == "failed"
+    assert f"no retry: {first.id} already got every example of this minibatch right" in second.reason
