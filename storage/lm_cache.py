@@ -14,7 +14,9 @@ What this cache does NOT guarantee:
 - Exactly-once calls: two threads or processes that miss at the same moment both call the LM and
   both store (the last write wins; both answers are valid, only one is remembered).
 - Durability: a crash during a write may lose that entry (never corrupt another one); a missing
-  entry only costs a new call.
+  entry only costs a new call. Entries are written by a thread of their own, after the answer
+  went back to its caller (``put`` returns at once; ``get`` in the same process sees the entry at
+  once); the process writes what is left at exit (``atexit``), unless it leaves by ``os._exit``.
 - Determinism of providers: a hit replays one earlier answer; it does not make the LM deterministic.
 - Confidentiality of prompts: messages and answers are stored in clear text on local disk, guarded
   only by the directory's permissions.
@@ -22,9 +24,12 @@ What this cache does NOT guarantee:
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
+import queue
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +74,19 @@ class LMCache:
         # mkdir's mode is masked by the umask and ignored for an existing directory: enforce it.
         os.chmod(self.directory, 0o700)
         self._cache = Cache(str(self.directory), disk=JSONDisk, size_limit=size_limit_bytes)
+        # Writing an entry took 10 ms and more when the answers of a wide step arrived together
+        # (the store's SQLite writers sleep when they meet), between each answer and its child's
+        # minibatch test: entries are written by one thread of their own, in the order put.
+        self._pending: dict[str, dict] = {}
+        self._lock = threading.Lock()
+        self._writes: "queue.Queue[str]" = queue.Queue()
+        self._writer: threading.Thread | None = None
 
     def get(self, key: str) -> dict | None:
+        with self._lock:
+            pending = self._pending.get(key)
+        if pending is not None:
+            return pending
         try:
             value = self._cache.get(key)
         except Exception:  # corrupt entry or locked database: behave as a miss
@@ -79,16 +95,46 @@ class LMCache:
 
     def put(self, key: str, value: dict) -> None:
         try:
-            self._cache.set(key, {**value, "v": _FORMAT})
-        except Exception:  # a cache that cannot store must not fail a paid-for answer
-            pass
+            entry = json.loads(json.dumps({**value, "v": _FORMAT}))  # what the store keeps, and keeps JSON
+        except (TypeError, ValueError):
+            return
+        with self._lock:
+            self._pending[key] = entry
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_forever, daemon=True, name="lm-cache-writer")
+                self._writer.start()
+                atexit.register(self.flush)
+        self._writes.put(key)
+
+    def _write_forever(self) -> None:
+        while True:
+            key = self._writes.get()
+            with self._lock:
+                entry = self._pending.get(key)
+            try:
+                if entry is not None:
+                    self._cache.set(key, entry)
+            except Exception:  # a cache that cannot store must not fail a paid-for answer
+                pass
+            finally:
+                with self._lock:
+                    if self._pending.get(key) is entry:
+                        del self._pending[key]
+                self._writes.task_done()
+
+    def flush(self) -> None:
+        """Wait until every entry put is written."""
+        self._writes.join()
 
     def clear(self) -> int:
         """Remove every entry; returns how many were removed."""
+        self.flush()
         return self._cache.clear()
 
     def __len__(self) -> int:
+        self.flush()
         return len(self._cache)
 
     def close(self) -> None:
+        self.flush()
         self._cache.close()
