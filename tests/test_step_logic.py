@@ -102,6 +102,24 @@ def test_a_validation_pass_stops_early_when_the_child_cannot_matter(ctx):
     assert saved.val_count < 8 and saved.val_cut_short.startswith("stopped early after")
 
 
+def test_recorded_results_are_read_again_from_memory(ctx, monkeypatch):
+    """A step read its parents' minibatch results from the database three or four times (its
+    plan, each slot's draw, the slot, the merge); a candidate's results, recorded or read once,
+    come from memory after that, the same as the database holds them."""
+    cand = _candidate(ctx, "start alpha")
+    keys = ctx.train_keys[:4]
+    first = ctx.evals.evaluate(cand, keys, kind="minibatch")
+    reads: list[str] = []
+    real = repo.known_evaluations
+    monkeypatch.setattr(repo, "known_evaluations", lambda *a, **k: reads.append(a[2]) or real(*a, **k))
+    again = ctx.evals.evaluate(cand, keys, kind="minibatch")
+    assert reads == [] and {k: r.score for k, r in again.items()} == {k: r.score for k, r in first.items()}
+    ctx.evals.known(cand, ctx.train_keys[:6])  # two more keys: only those are looked up
+    assert reads == [cand.id]
+    stored = {e.example_pk: e.score for e in repo.evaluations_for(ctx.db, ctx.run_id, [cand.id])}
+    assert {ctx.examples[k].pk: r.score for k, r in again.items()} == stored
+
+
 def test_one_proposal_improves_on_its_parents_minibatch(ctx):
     parent = _candidate(ctx, "start")
     _validator(ctx).validate(parent)
