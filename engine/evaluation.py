@@ -77,9 +77,8 @@ class EvaluationService:
         self._inflight: dict[tuple[str, str], tuple[str, Future, Future]] = {}
         self._lock = threading.Lock()
         self.remembered = KnownResults()  # what the database holds, for the recent candidates
-        keys_by_pk = {e.pk: k for k, e in examples.items()}
-        self._recorder = _Recorder(db, budget, lambda row: self.remembered.add(
-            row.candidate_id, {keys_by_pk[row.example_pk]: Scored(row.score, row.side_info, row.error)}))
+        self._keys_by_pk = {e.pk: k for k, e in examples.items()}
+        self._recorder = _Recorder(db, budget, self._remember)
         # At most 2·W validation evaluations queued or running, over all passes: the minibatch
         # tests that stand between a proposal and its next LM call then wait behind a wave or
         # two, not behind whole validation passes (asynchronous runs overlap them).
@@ -159,6 +158,11 @@ class EvaluationService:
         found = {pks[pk]: Scored(e.score, e.side_info, e.error) for pk, e in own.items()}
         self.remembered.add(cand.id, found)
         return {**remembered, **found}
+
+    def _remember(self, row: Evaluation) -> None:
+        key = self._keys_by_pk.get(row.example_pk)
+        if key is not None:
+            self.remembered.add(row.candidate_id, {key: Scored(row.score, row.side_info, row.error)})
 
     def _dispatch(self, cand: Candidate, key: str, kind: str, charge: bool) -> Optional[Future]:
         """Send one evaluation to the pool (or join the one in flight). None if the budget
