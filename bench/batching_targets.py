@@ -1,0 +1,103 @@
+"""The targets of issue 35 on docs/benchmarks-batching.md, computed from the results of
+``bench/batching.py`` (never asserted): on the incremental and the keywords task, the best 4-wide
+shape reaches the 1×1 quality ≥ 2× sooner on every seed (moonshot: 3× with 8 workers), and the
+default shape for P = 4 keeps ≥ 0.95× of the 1×1 best at equal budget. Ratios are taken seed by
+seed, within one run of the benchmark."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Optional
+
+FOUR_WIDE = ["2×2 all", "4×1 all", "4×1 best", "4×1 top_k=2", "4×1 merge", "4×1 default", "async C=4",
+             "async C=4 merge", "async C=4 rebase"]
+TASKS = {"lines": "incremental", "keywords": "keywords"}
+DEFAULT = "4×1 default"  # only P set: engine.config_checks.default_shape
+
+
+def _rows(results: list[dict], task: str, name: str) -> dict[int, dict]:
+    return {r["seed"]: r for r in results if r["config"] == name and r.get("task", "lines") == task}
+
+
+def seed_ratios(results: list[dict], task: str, name: str, base: str = "1×1") -> Optional[list[Optional[float]]]:
+    """Per seed of ``base``: its time to quality over ``name``'s (None where either did not
+    reach the quality); None when ``name`` has no rows for the task."""
+    rows, ref = _rows(results, task, name), _rows(results, task, base)
+    if not rows:
+        return None
+    return [ref[s]["ttq"] / rows[s]["ttq"] if s in rows and rows[s].get("ttq") and ref[s].get("ttq") else None
+            for s in sorted(ref)]
+
+
+def _fmt(ratios: list[Optional[float]]) -> str:
+    return " / ".join("—" if x is None else f"{x:.2f}×" for x in ratios)
+
+
+def _best(results: list[dict], task: str, names: list[str], base: str = "1×1"):
+    """(name, its per-seed ratios) of the shape whose worst seed is best; every shape's ratios."""
+    every = {n: r for n in names if (r := seed_ratios(results, task, n, base)) is not None}
+    if not every:
+        return None, None, {}
+    worst = {n: min((x or 0.0) for x in r) for n, r in every.items()}
+    name = max(worst, key=worst.get)
+    return name, every[name], every
+
+
+def sooner(results: list[dict], task: str, names: list[str], goal: float, label: str,
+           other_base: Optional[str] = None) -> str:
+    name, ratios, every = _best(results, task, names)
+    if name is None:
+        return f"- ({label}, {TASKS[task]} task: no rows)"
+    met = all(x is not None and x >= goal for x in ratios)
+    worst = min((x or 0.0) for x in ratios)
+    line = (f"- **{label}, {TASKS[task]} task, ≥ {goal:g}× sooner than 1×1 on every seed: {'met' if met else 'missed'}.** "
+            f"The best shape, {name}, reached 0.95 × the 1×1 run's final best {_fmt(ratios)} sooner than 1×1 "
+            f"(seeds 0 / 1 / 2; — where it did not reach it)")
+    if not met:
+        line += f": its worst seed is {worst:.2f}×, {goal - worst:.2f}× short" if worst else ": not on every seed"
+    line += ". Every shape: " + "; ".join(f"{n} {_fmt(r)}" for n, r in every.items())
+    if other_base:
+        at_equal = {n: seed_ratios(results, task, n, other_base) for n in every}
+        line += f". Against {other_base} (the same workers): " + "; ".join(
+            f"{n} {_fmt(r)}" for n, r in at_equal.items() if r is not None)
+    return line + "."
+
+
+def keeps_quality(results: list[dict], task: str) -> str:
+    mine, ref = _rows(results, task, DEFAULT), _rows(results, task, "1×1")
+    if not mine or not ref:
+        return f"- ({DEFAULT}, {TASKS[task]} task: no rows)"
+    a = statistics.mean(r["best_val"] or 0 for r in mine.values())
+    b = statistics.mean(r["best_val"] or 0 for r in ref.values())
+    per = " / ".join(f"{(mine[s]['best_val'] or 0):.3f} vs {(ref[s]['best_val'] or 0):.3f}" for s in sorted(mine) if s in ref)
+    return (f"- **The default shape for P = 4 ({DEFAULT}: `merge_siblings = true`, `accept = \"best\"`), "
+            f"{TASKS[task]} task, ≥ 0.95× the 1×1 best at equal budget: {'met' if a >= 0.95 * b else 'missed'}.** "
+            f"Mean best validation score {a:.3f} against {b:.3f}: {a / b:.2f}× (per seed {per}).")
+
+
+def gepa_beside(results: list[dict], task: str) -> str:
+    names = [n for n in ("GEPA 1×1", "GEPA 4×1", "GEPA 8×1") if _rows(results, task, n)]
+    if not names:
+        return ""
+    parts = []
+    for n in names:
+        rows = _rows(results, task, n)
+        ratios = seed_ratios(results, task, n)
+        parts.append(f"{n}: best val {statistics.mean(r['best_val'] or 0 for r in rows.values()):.3f}, "
+                     f"the 1×1 quality {_fmt(ratios)} sooner than Refract's 1×1")
+    return f"- GEPA 0.1.4 in the same run, {TASKS[task]} task: " + "; ".join(parts) + "."
+
+
+def targets(results: list[dict]) -> list[str]:
+    out = []
+    for task in TASKS:
+        out.append(sooner(results, task, FOUR_WIDE, 2.0, "Best 4-wide shape"))
+        wide8 = [f"{n} W=8" for n in FOUR_WIDE]
+        out.append(sooner(results, task, wide8, 3.0, "Moonshot, 8 workers", other_base="1×1 W=8"))
+        out.append(keeps_quality(results, task))
+        gepa = gepa_beside(results, task)
+        if gepa:
+            out.append(gepa)
+    out.append("- **A 4-wide step's engine overhead ≤ 0.1 s**: measured apart, by `bench/engine_overhead.py` "
+               "([engine overhead](benchmarks-engine.md)).")
+    return out
