@@ -31,7 +31,6 @@ import tempfile
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -42,9 +41,11 @@ sys.path.insert(0, str(ROOT))
 from engine.lm.client import LMClient, warm_up  # noqa: E402  (first: offline price map)
 
 from bench import incremental_task as task  # noqa: E402
+from bench.batching_configs import (BUDGET, CONFIGS, DOLLAR_CONFIGS, KEYWORD_CONFIGS, MINIBATCH,  # noqa: E402
+                                    MOONSHOT_CONFIGS, OVERLAP_CONFIGS, SHAPES, W, Config)
 from bench.time_to_quality import (GepaRecorder, add_predictions, add_time_to_quality, prediction_table,  # noqa: E402
                                    refract_trajectory, ttq_table)
-from engine.config import ConfigWarning, SearchConfig, parse_config  # noqa: E402
+from engine.config import ConfigWarning, parse_config  # noqa: E402
 from engine.optimizer import Optimizer  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
 from engine.runtime.model import Latencies, latencies_from, predict_run_seconds, shape_of  # noqa: E402
@@ -54,7 +55,6 @@ from storage import leases, repo  # noqa: E402
 from storage.db import Database  # noqa: E402
 from storage.models import utcnow  # noqa: E402
 
-W, BUDGET, MINIBATCH = 4, 240, 3
 # latencies of the simulated LM and evaluator; overridable only to explore quality quickly
 LM_SECONDS = float(os.environ.get("BENCH_LM_SECONDS", 1.0))
 EVAL_SECONDS = float(os.environ.get("BENCH_EVAL_SECONDS", 0.05))
@@ -66,68 +66,6 @@ SPREAD_DOC = ROOT / "docs" / "benchmarks-batching-spread.md"
 SPREAD_RAW = ROOT / "docs" / "benchmarks-batching-spread.json"
 # what --lm-spread runs unless --only says otherwise: the shapes that matter for time to quality
 SPREAD_CONFIGS = ("1×1", "4×1 all", "4×1 merge", "async C=4", "async C=4 merge")
-
-
-@dataclass
-class Config:
-    name: str
-    search: dict = field(default_factory=dict)
-    gepa: Optional[tuple[int, int]] = None  # (P, N) of GEPA's PxNSampling
-    budget: dict = field(default_factory=dict)
-    price: float = 0.0
-    task: str = "lines"  # the incremental task's layout: "lines", or "grouped" (fixes overlap: merges conflict)
-    workers: int = W  # sandboxed workers (Refract) or evaluation threads (GEPA)
-
-
-def _shape(p: int, k: int, **extra) -> dict:
-    return {"parents_per_step": p, "proposals_per_parent": k, **extra}
-
-
-# every shape names accept and merge_siblings but "4×1 default" (only P set: what a user gets,
-# engine.config.default_shape: the siblings merged, else the best validated)
-CONFIGS = [
-    Config("1×1", _shape(1, 1)),
-    Config("2×2 all", _shape(2, 2, accept="all", merge_siblings=False)),
-    Config("4×1 all", _shape(4, 1, accept="all", merge_siblings=False)),
-    Config("8×1 all", _shape(8, 1, accept="all", merge_siblings=False)),
-    Config("4×1 best", _shape(4, 1, accept="best", merge_siblings=False)),
-    Config("4×1 top_k=2", _shape(4, 1, accept="top_k", top_k=2, merge_siblings=False)),
-    Config("4×1 merge", _shape(4, 1, accept="all", merge_siblings=True)),
-    Config("4×1 default", _shape(4, 1)),
-    Config("async C=4", _shape(4, 1, schedule="async", merge_siblings=False)),
-    Config("async C=8", _shape(8, 1, schedule="async", merge_siblings=False)),
-    Config("async C=4 merge", _shape(4, 1, schedule="async", merge_siblings=True)),
-    Config("async C=8 merge", _shape(8, 1, schedule="async", merge_siblings=True)),
-    Config("async C=4 rebase", _shape(4, 1, schedule="async", merge=True, max_merges=1000)),
-    Config("GEPA 1×1", gepa=(1, 1)),
-    Config("GEPA 4×1", gepa=(4, 1)),
-    Config("GEPA 8×1", gepa=(8, 1)),
-]
-# The overlapping task: the same, with the rules grouped on one line per action (time to quality only).
-OVERLAP_CONFIGS = [Config(c.name, c.search, task="grouped") for c in CONFIGS
-                   if c.name in ("1×1", "4×1 all", "4×1 merge", "async C=4", "async C=4 merge", "async C=4 rebase")]
-# The keywords task (bench/incremental_task.py KEYWORDS): time to quality and best at equal budget,
-# GEPA beside.
-KEYWORD_CONFIGS = [Config(c.name, c.search, gepa=c.gepa, task="keywords") for c in CONFIGS
-                   if c.name in ("1×1", "4×1 all", "4×1 merge", "4×1 default", "async C=4 merge", "async C=8 merge",
-                                 "GEPA 1×1", "GEPA 4×1", "GEPA 8×1")]
-# 8 workers (issue 35's moonshot: the 1×1 quality 3× sooner), on both tasks; 1×1 with 8 workers too,
-# so that the ratio can be taken at equal workers.
-WIDE_WORKERS = 8
-MOONSHOT_CONFIGS = [Config(f"{c.name} W={WIDE_WORKERS}", c.search, task=t, workers=WIDE_WORKERS)
-                    for t in ("lines", "keywords") for c in CONFIGS
-                    if c.name in ("1×1", "4×1 merge", "4×1 default", "async C=4 merge")]
-# The runtime model's shape of each Refract configuration (its time-to-quality prediction).
-SHAPES = {c.name: shape_of(SearchConfig(minibatch_size=MINIBATCH, **c.search))
-          for c in CONFIGS + MOONSHOT_CONFIGS if c.gepa is None}
-# Dollar caps: the cost budget binds (metric calls are plentiful), LM priced per token.
-DOLLAR_CONFIGS = [
-    Config("$ cap, 4×1 all", _shape(4, 1, accept="all", merge_siblings=False),
-           budget={"max_metric_calls": 100_000, "max_cost_usd": 0.25}, price=2e-5),
-    Config("$ cap, async C=8", _shape(8, 1, schedule="async", merge_siblings=False),
-           budget={"max_metric_calls": 100_000, "max_cost_usd": 0.25},
-           price=2e-5),
-]
 
 
 # -- one Refract run ------------------------------------------------------------------------------
@@ -411,13 +349,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     if dollars:
         print("\n".join(dollar_table(dollars)))
     if not args.no_write and LM_SPREAD[0]:  # its own page: the main one stays the fixed-latency task's
-        from bench.batching_report import write_spread_doc
+        from bench.batching_spread import write_spread_doc
 
         SPREAD_RAW.write_text(json.dumps({"results": results, "lm_spread": LM_SPREAD[0]}, indent=1))
         write_spread_doc(SPREAD_DOC, results, LM_SPREAD[0], LM_SECONDS, table(main_rows))
     elif not args.no_write:
         RAW.write_text(json.dumps({"results": results, "dollars": dollars}, indent=1))
-        from bench.batching_report import SETUP, analysis, write_doc
+        from bench.batching_analysis import analysis
+        from bench.batching_report import SETUP, write_doc
 
         try:
             plot(main_rows)
