@@ -22,9 +22,10 @@ import streamlit as st
 
 def main() -> None:
     from storage.errors import StorageError
-    from ui import identity, nav, sidebar
+    from ui import data, identity, nav, sidebar
     from ui.errors import show_storage_error
 
+    data.forget_reused()
     st.set_page_config(page_title="Refract", page_icon=":material/flare:", layout="wide")
     page = st.navigation([*nav.pages().values(), nav.runs_alias()],
                          position="hidden" if identity.signed_out() else "sidebar")

@@ -234,6 +234,11 @@ class CommandApplier:
                 raise ValueError("refused: it is the last candidate that can be a parent")
             setattr(cand, field, value)
             ctx.save(cand)
+            if field == "vetoed":  # the kept frontier follows at once (engine.search.kept_frontier)
+                from engine.search.validation import write_frontier
+
+                ctx.state.set_eligible(cand.id, not value)
+                write_frontier(ctx)
             note = ""
             if cmd.kind == CommandKind.PIN and cand.id not in ctx.state.scores:
                 # a rejected proposal was never validated: validate it now, so that it can be a

@@ -13,13 +13,13 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from engine.config_sections import BranchConfig, ReviewConfig, branch_problem
-from engine.lm.providers import one_at_a_time
+from engine.lm.providers import is_local, one_at_a_time
 from engine.prompt_evaluator import PromptEvaluatorConfig, check_placeholders, generate_source
 from engine.user_errors import refuse_bool_number
-from engine.config_checks import ConfigWarning, config_warnings, default_shape, narrow_for_one_at_a_time  # noqa: F401  (re-exported)
+from engine.config_checks import ConfigWarning, config_warnings, default_proposals, default_shape, narrow_for_one_at_a_time  # noqa: F401  (re-exported)
 
 LOCAL_MODEL = "local/qwen2.5-coder-1.5b"
 
@@ -65,6 +65,7 @@ class SearchConfig(_Strict):
     require_fence: bool = Field(True, description="an answer without a fenced block is a failed proposal; false takes the whole answer")
     best_example_evals_k: int = Field(30, ge=0, le=1000, description="evaluations per example an evaluator's opt_state holds (GEPA's name)")
     seed: int = 0
+    _given: set = PrivateAttr(default_factory=set)
 
     @model_validator(mode="after")
     def _renamed(self) -> "SearchConfig":
@@ -79,10 +80,21 @@ class SearchConfig(_Strict):
         budget on near-copies of one fix (docs/benchmarks-batching.md). A value the config sets
         is kept, and the stored config holds the values used: a resumed run keeps its shape."""
         given = self.model_fields_set
+        self._given = set(given)  # what the config itself set, before the defaults below add to it
         if not given & {"accept", "merge_siblings"} and not (self.schedule == "async" and self.merge):
             for key, value in default_shape(self.batch_size, self.schedule).items():
                 setattr(self, key, value)
         return self
+
+    def __eq__(self, other: object) -> bool:
+        """Equal values are equal configs, however they were written (``_given`` differs between a
+        config and the stored copy of it, which sets every field)."""
+        return isinstance(other, SearchConfig) and self.model_dump() == other.model_dump()
+
+    @property
+    def given(self) -> set[str]:
+        """The fields the config itself set (not the defaults a validator filled in)."""
+        return self._given
 
     @property
     def batch_size(self) -> int:
@@ -218,7 +230,7 @@ class RunConfig(_Strict):
         if problem:
             raise ValueError(problem)
         if one_at_a_time(self.reflection_lm):
-            narrow_for_one_at_a_time(self.search)
+            narrow_for_one_at_a_time(self.search, is_local(self.reflection_lm.model))
         if self.search.skip_perfect_score and self.search.max_score is None:
             raise ValueError("search.skip_perfect_score: needs search.max_score (the perfect score of one example)")
         self._schedule_supports_search()

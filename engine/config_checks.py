@@ -11,28 +11,45 @@ if TYPE_CHECKING:
     from engine.config import RunConfig
 
 
-def default_shape(batch_size: int, schedule: str) -> dict:
-    """``accept`` and ``merge_siblings`` of a config that sets neither (``SearchConfig._batched_default``)."""
+def default_shape(batch_size: int, schedule: str, reuses_prompt: bool = False) -> dict:
+    """``accept`` and ``merge_siblings`` of a config that sets neither (``SearchConfig._batched_default``,
+    then ``narrow_for_one_at_a_time``). ``reuses_prompt``: the reflection LM is the local model, where
+    a sibling merge on a conflict is one more reflection-sized call of a prompt it has not read."""
     if batch_size <= 1:
         return {"accept": "all", "merge_siblings": False}
+    if schedule == "sync" and reuses_prompt:
+        return {"accept": "best", "merge_siblings": False}
     return {"accept": "best" if schedule == "sync" else "all", "merge_siblings": True}
 
 
-def narrow_for_one_at_a_time(search) -> None:
-    """The batch a ``SearchConfig`` gets when its reflection LM answers one request at a time (the
-    local model) and the config does not choose one: one parent per step, and 1x1 for a synchronous
-    run that sets neither P nor K. Such an LM queues a step's reflections: one proposal per step
-    builds on each improvement at once, for the same LM time per proposal, and the next one reflects
-    on a new minibatch (the second of a 1x2 step read the same feedback)."""
-    given = set(search.model_fields_set)  # a copy: setting a field adds it to the live set
+# Proposals of one step on the local model: samples of one reflection prompt. The runtime reads a
+# prompt once (its processed prefix is kept), so each sample after the first costs its answer
+# only: on one core a first reflection took 8-16 s and each further sample 2-5 s. On the four
+# development tasks 1x3 steps found more than 1x1 steps in the same time on every task
+# (docs/benchmarks-real-lm.md).
+SAMPLES = 3
+
+
+def default_proposals(reuses_prompt: bool) -> int:
+    """K of a synchronous run on an LM that answers one request at a time, when the config sets
+    neither P nor K: ``SAMPLES`` on the local model, else one proposal per step."""
+    return SAMPLES if reuses_prompt else 1
+
+
+def narrow_for_one_at_a_time(search, reuses_prompt: bool) -> None:
+    """The batch a ``SearchConfig`` gets when its reflection LM answers one request at a time and
+    the config does not choose one: one parent per step; for a synchronous run that sets neither P
+    nor K, ``default_proposals``; and the sibling rule ``default_shape`` gives that LM (on the local
+    model the best improvement is validated and siblings are not merged: a merge on a conflict
+    cost more than a step there). A value the config sets is kept."""
+    given = search.given
     if "parents_per_step" not in given:
         search.parents_per_step = 1
     if not given & {"proposals_per_parent", "parents_per_step"} and search.schedule == "sync":
-        wide = default_shape(search.batch_size, search.schedule)
-        search.proposals_per_parent = 1
-        if {k: getattr(search, k) for k in wide} == wide:  # the shape of the wide default: one proposal's
-            for key, value in default_shape(1, search.schedule).items():  # (with one, neither setting acts)
-                setattr(search, key, value)
+        search.proposals_per_parent = default_proposals(reuses_prompt)
+    if not given & {"accept", "merge_siblings"} and not (search.schedule == "async" and search.merge):
+        for key, value in default_shape(search.batch_size, search.schedule, reuses_prompt).items():
+            setattr(search, key, value)
 
 
 class ConfigWarning(UserWarning):

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from storage import repo
+from storage import frontier as frontier_rows, repo
 from storage.db import Database
 from storage.models import Candidate, utcnow
 from storage.states import CandidateStatus, Origin, RunStatus
@@ -41,7 +41,7 @@ from engine.lm.providers import is_local, one_at_a_time
 from engine.held_out_pass import held_out_pass
 from engine.schedules.base import LOST, Decision, Schedule, StepRecord
 from engine.schedules.synchronous import SyncSchedule
-from engine.search.validation import step_rng, validate_child
+from engine.search.validation import step_rng, validate_child, write_frontier
 
 log = logging.getLogger("refract.engine")
 MAX_CONSECUTIVE_LM_FAILURES = 5
@@ -107,6 +107,7 @@ class Optimizer:
                                       opt_state_k=cfg.search.best_example_evals_k if "opt_state" in cfg.evaluator else 0,
                                       interrupt=ctx.interrupt, base=base_evaluations(self.db, cfg, examples))
         state.frontier_type = cfg.search.frontier
+        keep_frontier(ctx)
         return ctx
 
     def _task_lm_handler(self, ctx: RunContext):
@@ -245,7 +246,6 @@ class Optimizer:
         ctx.step_index = record.index + 1
         repo.set_run_fields(self.db, self.run_id, steps_done=ctx.step_index, seconds=ctx.budget.seconds,
                             seconds_at=utcnow(), best_candidate_id=best_id, best_val_mean=best_mean,
-                            frontier_version=ctx.state.frontier_version,
                             consecutive_lm_failures=ctx.consecutive_lm_failures)
         if repo.get_run(self.db, self.run_id).step_mode:
             repo.transition_run(self.db, self.run_id, RunStatus.PAUSED, "paused after one step (step mode)",
@@ -322,8 +322,7 @@ class Optimizer:
             best_id, best_mean = ctx.state.best()
             search_seconds = ctx.budget.seconds  # the test pass below is running time, not the search's
             repo.set_run_fields(self.db, self.run_id, seconds=search_seconds, seconds_at=utcnow())
-            fields.update(best_candidate_id=best_id, best_val_mean=best_mean, seconds=search_seconds,
-                          frontier_version=ctx.state.frontier_version)
+            fields.update(best_candidate_id=best_id, best_val_mean=best_mean, seconds=search_seconds)
             run = repo.get_run(self.db, self.run_id)
             cap, usd_cap = ctx.cfg.budget.max_metric_calls, ctx.cfg.budget.max_cost_usd
             fields["budget_overshoot"] = max(0, run.metric_calls - cap) if cap else 0
@@ -338,6 +337,19 @@ class Optimizer:
         repo.transition_run(self.db, self.run_id, status, reason, **fields)
         repo.close_run_commands(self.db, self.run_id, status)
         return RunStatus(status).value
+
+
+def keep_frontier(ctx: RunContext) -> None:
+    """Write the whole frontier of the pool as loaded (``PoolState.keep_frontier``): a run that
+    starts, or resumes, perhaps recorded by a release that kept none; from here on each validation
+    pass and veto writes what it changed. The lowest and highest validation score of candidates
+    validated before those were recorded are filled in on the way."""
+    state = ctx.state
+    state.keep_frontier()
+    ranges = {cid: (min(s.values()), max(s.values())) for cid, s in state.scores.items()
+              if s and state.candidates[cid].val_min is None}
+    frontier_rows.set_val_range(ctx.db, ranges)
+    write_frontier(ctx)
 
 
 def min_time_share(cfg) -> float:

@@ -19,6 +19,7 @@ from storage.models import Candidate
 from storage.states import CandidateStatus, Cause, Origin
 
 from engine.search.frontier import Frontier, compute_frontier, mean, mean_scores
+from engine.search.kept_frontier import Changes, KeptFrontier
 from engine.search.lineage import ancestors
 from engine.search.frontier_types import objective_scores
 from engine.search.selection import PoolView
@@ -58,6 +59,10 @@ class PoolState:
     # child scored 1 on every example of its minibatch had no known "right" (the top score needs a
     # lower one seen), so that child's minibatches were never drawn again when it aced them
     low_score: Optional[float] = None
+    # the frontier written for the studio (engine.search.kept_frontier), once ``keep_frontier``
+    # started it; and the lock that keeps its writes in the order of its changes
+    kept: Optional[KeptFrontier] = None
+    write_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def load(cls, db: Database, run_id: str, val_keys: list[str], before_step: int) -> "PoolState":
@@ -85,7 +90,34 @@ class PoolState:
         for step in repo.list_steps(db, run_id):
             for pid in step.parent_ids:
                 state.last_chosen[pid] = max(state.last_chosen.get(pid, -1), step.index)
+        state.frontier_version = repo.get_run(db, run_id).frontier_version  # it goes on counting
         return state
+
+    # -- the frontier kept for the studio ------------------------------------------------
+
+    def keep_frontier(self) -> None:
+        """Start keeping the frontier of ``frontier_type`` over the pool as it is (a run that
+        starts or resumes); its first ``frontier_changes`` are every entry."""
+        with self.lock:
+            self.kept = KeptFrontier(self.frontier_type, self.scores)
+            self.kept.rebuild([c for c in self.eligible_ids() if self.scores[c]], self.objectives)
+
+    def set_eligible(self, cid: str, eligible: bool) -> None:
+        """A veto (False) or an unveto (True) of ``cid`` was applied: the kept frontier follows,
+        and the frontier version moves when it can have changed."""
+        with self.lock:
+            if self.kept is not None and self.scores.get(cid):
+                if eligible:
+                    self.kept.add(cid, self.objectives.get(cid, {}))
+                else:
+                    self.kept.remove(cid)
+                self.frontier_version += 1
+
+    def frontier_changes(self) -> tuple[Changes, int]:
+        """What changed in the kept frontier since the last call, and the frontier version it
+        describes (call it holding ``write_lock`` and write what it returns before releasing it)."""
+        with self.lock:
+            return (self.kept.take_changes() if self.kept is not None else Changes({}, {})), self.frontier_version
 
     # -- derived views -------------------------------------------------------------------
 
@@ -179,6 +211,8 @@ class PoolState:
             self.objectives[cand.id] = {k: v for k, v in (objectives or {}).items() if v}
             if len(scores) == len(self.val_keys):
                 self.full.add(cand.id)
+            if self.kept is not None and scores and not cand.vetoed:
+                self.kept.add(cand.id, self.objectives[cand.id])
             self.frontier_version += 1
 
     def tried_texts(self, parent_id: str, before_step: int) -> list[str]:

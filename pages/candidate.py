@@ -38,9 +38,10 @@ if cand_id not in ids:
     st.query_params[keys.QP_CANDIDATE] = cand_id  # the URL names what is shown: a colleague opening it sees this one
 row_of = cands.set_index("id")
 n_val = data.validation_size(url, run_id)
-label = {c: f"{c} · step {row_of.at[c, 'step']} · {row_of.at[c, 'status']}" +
-         ("" if pd.isna(row_of.at[c, "val_mean"]) else f" · {row_of.at[c, 'val_mean']:.3f}"
-          + ("" if row_of.at[c, "val_count"] >= n_val else f" on {row_of.at[c, 'val_count']} of {n_val}")) for c in ids}
+# over the columns, not a lookup per cell: four .at per candidate took 0.4 s at 10,000 of them
+label = {c: f"{c} · step {s} · {st_}" + ("" if m != m else f" · {m:.3f}" + ("" if n >= n_val else f" on {n} of {n_val}"))
+         for c, s, st_, m, n in zip(cands["id"].tolist(), cands["step"].tolist(), cands["status"].tolist(),
+                                    cands["val_mean"].tolist(), cands["val_count"].tolist())}
 st.title(f"Candidate {cand_id}")
 picked = st.selectbox("Open another candidate of this run", ids, index=ids.index(cand_id), format_func=label.get, key=keys.CAND_SELECT)
 if picked != cand_id:
@@ -51,7 +52,7 @@ if detail is None:
     st.error("This candidate disappeared from the database.")
     st.stop()
 c = detail["candidate"]
-front = data.frontier_view(url, run_id, data.frontier_token(run))
+front = data.frontier_of(url, run)
 
 # ------------------------------------------------------------------ header: live state, pin, veto
 steer.live_state(run, cand_id)

@@ -17,7 +17,7 @@ from engine.held_out_pass import audit_line
 from storage.attached import waiting_note
 from storage.run_figures import proposal_counts, running_seconds
 from storage.states import ACTIVE
-from ui import (admin, analysis, analyze_panel, branching, charts, data, filters, gain_view, keys, lm_settings, nav, prompt_view, review,
+from ui import (admin, analysis, analyze_panel, branching, charts, data, filters, gain_view, keys, lm_settings, nav, paging, prompt_view, review,
                 steering, step_links)
 from ui.errors import shows_storage_errors
 from ui.lm_health import lm_failures_caption
@@ -83,9 +83,15 @@ def _kpis(run: dict, cands: pd.DataFrame, steps: pd.DataFrame, serial_lm: bool =
                    None if gain is None else f"{gain:+.3f} vs seed",
                    delta_color="off" if flat else "normal", delta_arrow="off" if flat else "auto",
                    help="mean score over the validation examples of the best fully validated candidate")
-    cols[1].metric("Improved", f"{counts.improved} / {counts.answered}",  # a longer label is cut at six columns
-                   f"+{counts.waiting} reflecting" if counts.waiting else None, delta_color="off", delta_arrow="off",
-                   help="improved / answered: proposals that beat their parent on its minibatch (those validated "
+    # a longer label is cut at six columns, and so was "5011 / 9999": from 1,000 answers on, the count
+    # of those improved, and of how many under it
+    value, below = f"{counts.improved} / {counts.answered}", []
+    if counts.answered >= 1000:
+        value, below = compact(counts.improved), [f"of {compact(counts.answered)}"]
+    below += [f"+{counts.waiting} reflecting"] if counts.waiting else []
+    cols[1].metric("Improved", value, " · ".join(below) or None, delta_color="off", delta_arrow="off",
+                   help=f"{counts.improved:,} / {counts.answered:,} improved / answered: proposals that beat their "
+                        "parent on its minibatch (those validated "
                         "are then accepted), out of every proposal whose reflection LM has answered; "
                         "\"reflecting\": proposals still waiting for their answer")
     cols[2].metric("Metric calls", compact(run["metric_calls"]), help=f"{run['metric_calls']:,} evaluations")
@@ -143,7 +149,7 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
                  | cands["pinned"].astype(bool)]
     view = analysis.ranked(view, data.validation_size(url, run_id))  # fully validated first: partial means rank nothing
     shown = len(view)
-    view, page_note = _page(view)
+    view, page_note = paging.page(view, PAGE_ROWS, keys.DASH_PAGE)
     table = pd.DataFrame({
         "open": [nav.url("candidate", run_id, c) for c in view["id"]],
         "id": view["id"], "status": view["status"], "origin": view["origin"], "step": view["step"],
@@ -152,7 +158,7 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
         "pinned": view["pinned"], "vetoed": view["vetoed"], "author": view["author"],
         "rewrote": view["component"].fillna(""),
     })
-    st.caption(f"{shown} of {len(cands)} candidates{page_note} · select a row to open it · pinned ones always shown, "
+    st.caption(f"{shown:,} of {len(cands):,} candidates{page_note} · select a row to open it · pinned ones always shown, "
                "vetoed ones greyed")
     event = st.dataframe(
         _grey_vetoed(table), hide_index=True, width="stretch", height=320, key=keys.DASH_TABLE, on_select="rerun",
@@ -171,17 +177,7 @@ def _candidate_table(run_id: str, cands: pd.DataFrame) -> None:
         nav.go("candidate", run=run_id, candidate=table.iloc[rows[0]]["id"])
 
 
-PAGE_ROWS = 500  # a page of the candidate table: 10,000 rows took seconds to send on every refresh
-
-
-def _page(view: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """One page of the sorted candidate table, and what the caption says of it ("" for one page)."""
-    pages = -(-len(view) // PAGE_ROWS)
-    if pages <= 1:
-        return view, ""
-    page = int(st.number_input(f"Page (of {pages}, {PAGE_ROWS} rows each)", 1, pages, 1, key=keys.DASH_PAGE))
-    first = (min(page, pages) - 1) * PAGE_ROWS
-    return view.iloc[first:first + PAGE_ROWS], f" · rows {first + 1}–{min(first + PAGE_ROWS, len(view))} shown"
+PAGE_ROWS = 200  # a page of the candidate table: 10,000 rows took seconds to send on every refresh
 
 
 def _grey_vetoed(table: pd.DataFrame):
@@ -260,14 +256,14 @@ def live(run_id: str) -> None:
 @st.fragment(run_every=FRONTIER_S if run["status"] in ACTIVE else None)
 @shows_storage_errors
 def frontier_panel(run_id: str) -> None:
-    run, cands, view = data.frontier_snapshot(run_id)
+    run, view = data.frontier_snapshot(run_id)
     if run is None:
         return
     st.subheader("Pareto frontier")
-    if view.matrix.empty:
+    if view.best.empty:
         st.caption("The frontier appears once candidates are validated.")
         return
-    n_ex = len(view.matrix.columns)
+    n_ex = len(view.best)
     members = view.best_on[view.best_on > 0]
     c1, c2, c3 = st.columns(3)
     c1.metric("Frontier size", len(members), help="candidates that hold the best score on at least one validation example "
@@ -276,18 +272,24 @@ def frontier_panel(run_id: str) -> None:
     c3.metric("Examples solved by no one", int((view.best <= 0).sum()))
     include = st.toggle("Also show the best non-frontier candidates", key=keys.DASH_HEATMAP_ALL)
     # the best non-frontier candidates by their full means (a pass cut short ranks nothing)
-    val_means = (analysis.ranked(cands, n_ex).set_index("id")["full_mean"] if not cands.empty
-                 else pd.Series(dtype="float64"))
-    pinned = list(cands.loc[cands["pinned"].astype(bool), "id"]) if not cands.empty else []
-    fig = charts.frontier_heatmap(view, val_means, include_all=include, pinned=pinned)
-    st.caption(f"★ = holds the best score on that example (none where every candidate ties). Showing up to {charts.MAX_HEATMAP_ROWS} rows, "
-               "frontier members with the most examples first, then pinned candidates.")
+    scored = view.aggregates[view.aggregates["val_count"] > 0]
+    val_means = analysis.ranked(scored, n_ex).set_index("id")["full_mean"]
+    pinned = list(scored.loc[scored["pinned"], "id"])
+    rows = charts.heatmap_rows(view, val_means, include_all=include, pinned=pinned)
+    fig = charts.frontier_heatmap(view, data.frontier_matrix_of(url, run, rows, charts.heatmap_columns(view)),
+                                  pinned=pinned)
+    shown = (f"the first {charts.MAX_HEATMAP_ROWS} of {len(members)} frontier members" if len(members) > charts.MAX_HEATMAP_ROWS
+             else f"up to {charts.MAX_HEATMAP_ROWS} rows")
+    columns = (f"; of the {n_ex} examples, the {charts.MAX_HEATMAP_COLUMNS} held by the fewest candidates (where "
+               "the frontier is made of specialists)" if n_ex > charts.MAX_HEATMAP_COLUMNS else "")
+    st.caption(f"★ = holds the best score on that example (none where every candidate ties). Showing {shown}, "
+               f"frontier members with the most examples first, then pinned candidates{columns}.")
     ev = st.plotly_chart(fig, key=keys.DASH_FRONTIER_CHART, width="stretch", on_select="rerun", selection_mode="points")
     pts = (ev.selection.points if ev else []) or []
     if pts and pts[0].get("customdata"):
         nav.go("candidate", run=run_id, candidate=pts[0]["customdata"])
     # degenerate members (docs/design.md §2) (e.g. "reject everything" regexes), one click from a veto
-    steering.degenerate_members(run_id, cands, list(members.index), run["status"] not in ACTIVE)
+    steering.degenerate_members(run_id, data.degenerate_of(url, run), run["status"] not in ACTIVE)
 
 
 @st.fragment(run_every=FRONTIER_S if run["status"] in ACTIVE else None)
@@ -316,7 +318,7 @@ def objectives_view(run: dict) -> None:
     cx, cy = st.columns(2)
     ox = cx.selectbox("x objective", names, index=0, key=keys.DASH_OBJ_X)
     oy = cy.selectbox("y objective", names, index=1, key=keys.DASH_OBJ_Y)
-    _, _, view = data.frontier_snapshot(run_id)
+    _, view = data.frontier_snapshot(run_id)
     front = set(view.members) if view is not None else set()
     st.plotly_chart(charts.objectives_scatter(objectives, ox, oy, front), key="dash_objectives", width="stretch")
 

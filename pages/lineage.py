@@ -21,14 +21,14 @@ st.title(f"Lineage · {md(run['name'])}")
 if cands.empty:
     st.info("No candidates yet.")
     st.stop()
-front = data.frontier_view(url, run_id, data.frontier_token(run))
+front = data.frontier_of(url, run)
 hidden = int(cands["status"].isin(["rejected", "failed"]).sum())
 c1, c2 = st.columns([3, 2], vertical_alignment="center")
 with c1:
     show = st.toggle(f"Show rejected and failed proposals ({hidden})", value=False, key=keys.LIN_SHOW_REJECTED)
 with c2:
     nav.link("dashboard", "Run dashboard", run=run_id, icon=":material/monitoring:")
-st.caption(f"{len(cands)} candidates · {len(front.members)} on the frontier · x = step, one row per lineage branch; "
+st.caption(f"{len(cands):,} candidates · {len(front.members):,} on the frontier · x = step, one row per lineage branch; "
            "★ best, ◆ frontier, ■ merge, ▲ human edit (an orange □ / purple △ ring when another mark, e.g. frontier, takes the symbol), "
            "red ring pinned (never collapsed), grey ⊗ vetoed, × rejected / failed. "
            "Click a node to open it; scroll to zoom, drag to pan.")

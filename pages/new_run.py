@@ -310,7 +310,7 @@ o2[1].toggle("Merge improving siblings", key=K.NEW_MERGE_SIBLINGS,
 for k in (K.NEW_SCHEDULE, K.NEW_MERGE_SIBLINGS):
     _errors(k)
 st.caption(speedup.shape_note(*(st.session_state[k] for k in (K.NEW_P, K.NEW_K, K.NEW_ACCEPT, K.NEW_MERGE_SIBLINGS,
-                                                                K.NEW_SCHEDULE))))
+                                                                K.NEW_SCHEDULE)), model=st.session_state.get(K.NEW_MODEL, "")))
 if st.session_state.get(K.NEW_CARRIED):
     st.caption("Also in this config, kept as they are (no field here: download the config as TOML below, edit it "
                "and upload it above): " + form_carry.summary(st.session_state[K.NEW_CARRIED]))

@@ -74,7 +74,14 @@ class Run(SQLModel, table=True):
     # The database column keeps its first name, so existing databases read unchanged.
     proposals_improved: int = Field(default=0, sa_column=Column("proposals_accepted", Integer, nullable=False, default=0))
     budget_overshoot: int = 0
+    # one more each time the frontier may have changed (a validation pass, a veto, an unveto): the
+    # studio reads the frontier again only when it moves
     frontier_version: int = 0
+    # the frontier_version that the run's ``frontier`` rows and its candidates' frontier counts
+    # describe (written with them, in one transaction, by the engine); -1 when the engine does not
+    # keep them (a run recorded by an older release): the studio then computes the frontier from
+    # the evaluations, as it did before
+    frontier_kept: int = Field(default=-1, sa_column_kwargs={"server_default": "-1"})
     consecutive_lm_failures: int = 0
     # LM attempts (every retry is one), those that failed, and those a crash cut off (see LMCall)
     lm_calls: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
@@ -130,7 +137,17 @@ class Candidate(SQLModel, table=True):
     minibatch_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     val_mean: Optional[float] = None
     val_count: int = 0
+    # its lowest and highest validation score (None: not validated, or recorded by an older release):
+    # with val_mean and val_count, what the studio tells degenerate frontier members by without
+    # reading every score (engine.analyze.degenerate.from_aggregates)
+    val_min: Optional[float] = None
+    val_max: Optional[float] = None
     val_cut_short: str = Field(default="", max_length=500)
+    # how many validation examples it holds the best score on (ties included), and how many entries
+    # of the run's frontier type ([search] frontier: the same number for "instance"); kept by the
+    # engine with the run's ``frontier`` rows, 0 while it is not on the frontier or is vetoed
+    frontier_examples: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    frontier_entries: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     frontier_version: int = 0  # the frontier version the proposal started from
     started_at: Optional[datetime] = None
     finished_at: Optional[datetime] = None
@@ -158,6 +175,24 @@ class Evaluation(SQLModel, table=True):
     # reusing its base run's, engine/reuse.py): that run's id. Cached too: it costs no metric call.
     reused_from: Optional[str] = Field(default=None, max_length=32)
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class Frontier(SQLModel, table=True):
+    """One entry of a run's frontier as the engine keeps it (``engine.search.kept_frontier``): per
+    validation example (``objective`` ""), and with a ``[search] frontier`` type other than
+    ``instance`` per objective (``example`` "": the candidates' means of it) or per (example,
+    objective) pair, the best value of the eligible candidates (accepted, not vetoed), the lowest
+    (the entry is *contested* when they differ) and how many candidates hold the best (ties
+    within 1e-9). A few hundred rows, where the scores they summarise are millions."""
+
+    __table_args__ = (UniqueConstraint("run_id", "example", "objective"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", index=True, max_length=32)
+    example: str = Field(default="", max_length=200)  # the example key; "" for an objective's mean
+    objective: str = Field(default="", max_length=200)  # a side_info["scores"] name; "" for the score
+    best: float
+    lowest: float
+    holders: int = 0
 
 
 # LMCall.error_kind values (engine.lm.errors.error_kind, plus an unusable answer and a crash)

@@ -97,6 +97,49 @@ def test_the_vectorised_rule_is_the_rule_as_written_on_random_score_tables():
         assert got == _rule_as_written(scores, reference), (scores, reference)
 
 
+def test_from_the_kept_frontier_and_aggregates_the_rule_finds_the_same_members():
+    """``degenerate_kept.from_aggregates`` (what the dashboard uses at any size) against
+    ``degenerate_members`` over every score, on random score tables: candidates validated on
+    part of the set, aggregates a release before them did not record, ties and constant rows."""
+    import random
+
+    from engine.analyze.degenerate_kept import Aggregate, from_aggregates
+
+    rng = random.Random(11)
+    tol = 1e-9
+    for _ in range(400):
+        n, m = rng.randint(1, 9), rng.randint(1, 6)
+        levels = [0.0, 0.5, 1.0] if rng.random() < 0.5 else [round(rng.random(), 2) for _ in range(4)]
+        scores = {f"c{i}": {f"e{j}": rng.choice(levels) for j in range(m) if rng.random() < 0.85} for i in range(n)}
+        for c in list(scores):
+            if rng.random() < 0.2:  # answers alike
+                scores[c] = {k: levels[0] for k in scores[c]}
+        scores = {c: p for c, p in scores.items() if p}
+        if not scores:
+            continue
+        reference = rng.choice(sorted(scores) + [None])
+        keys = {k for p in scores.values() for k in p}
+        best = {k: max(p[k] for p in scores.values() if k in p) for k in keys}
+        lowest = {k: min(p[k] for p in scores.values() if k in p) for k in keys}
+        aggs = {c: Aggregate(len(p), sum(p.values()) / len(p), *((None, None) if rng.random() < 0.1 else
+                                                                  (min(p.values()), max(p.values()))),
+                             sum(1 for k, v in p.items() if v >= best[k] - tol)) for c, p in scores.items()}
+        contested = {k for k in keys if lowest[k] < best[k] - tol}
+        reads = []
+
+        def rows(ids):
+            reads.append(list(ids))
+            return {c: scores[c] for c in ids}
+
+        def holding_above(ids, above):
+            return {c for c in ids if any(k in contested and best[k] > above + tol and v >= best[k] - tol
+                                          for k, v in scores[c].items())}
+
+        got = {c: d.rule for c, d in from_aggregates(aggs, best, contested, reference, rows, holding_above).items()}
+        want = {c: d.rule for c, d in degenerate_members(scores, reference=reference).items()}
+        assert got == want, (scores, reference)
+
+
 # ---------------------------------------------------------------- sick runs, real engine runs
 
 

@@ -227,7 +227,7 @@ def test_on_the_free_local_model_a_step_starts_when_half_of_one_fits():
     from engine.optimizer import min_time_share
 
     base = {"name": "x", "seed_candidate": "s", "evaluator": "def evaluate(c):\n    return 1.0\n"}
-    assert min_time_share(parse_config(base)) == 0.5  # the local model: 1x1, half a step
+    assert min_time_share(parse_config(base)) == 0.5 / 3  # the local model: 1x3, half of one proposal's share
     two = parse_config({**base, "search": {"parents_per_step": 2, "proposals_per_parent": 2}})
     assert min_time_share(two) == 0.125  # half of one proposal's share of a 2x2 step
     hosted = parse_config({**base, "reflection_lm": {"model": "openai/gpt-4.1-mini"}})

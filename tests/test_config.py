@@ -361,23 +361,25 @@ def test_valset_without_a_dataset_is_refused():
     assert _error(_minimal(dataset=None, valset=_rows("v", 3))).startswith("valset: a valset needs a dataset")
 
 
-def test_one_proposal_per_step_by_default_on_an_lm_that_answers_one_request_at_a_time():
+def test_samples_of_one_prompt_by_default_on_the_local_model_and_one_proposal_on_another_serial_lm():
     base = {"name": "x", "seed_candidate": "s", "evaluator": "def evaluate(c):\n    return 1.0\n"}
     local = parse_config(base).search  # the local model, the default reflection LM
-    assert (local.parents_per_step, local.proposals_per_parent, local.accept, local.merge_siblings) == (1, 1, "all", False)
+    assert (local.parents_per_step, local.proposals_per_parent, local.accept, local.merge_siblings) == (1, 3, "best", False)
+    serial = parse_config({**base, "reflection_lm": {"model": "openai/gpt-4.1-mini", "max_concurrency": 1}}).search
+    assert (serial.parents_per_step, serial.proposals_per_parent, serial.accept, serial.merge_siblings) == (1, 1, "all", False)
     hosted = parse_config({**base, "reflection_lm": {"model": "openai/gpt-4.1-mini"}}).search
     assert (hosted.parents_per_step, hosted.proposals_per_parent, hosted.accept, hosted.merge_siblings) == (2, 2, "best", True)
-    assert parse_config({**base, "search": {"proposals_per_parent": 3}}).search.batch_size == 3  # K given: P = 1
+    assert parse_config({**base, "search": {"proposals_per_parent": 2}}).search.batch_size == 2  # K given: P = 1
     two = parse_config({**base, "search": {"parents_per_step": 2}}).search  # P given: K keeps its default
-    assert (two.batch_size, two.accept, two.merge_siblings) == (4, "best", True)
-    kept = parse_config({**base, "search": {"accept": "top_k", "top_k": 1}}).search  # a shape given is kept
-    assert (kept.batch_size, kept.accept) == (1, "top_k")
-    assert parse_config({**base, "reflection_lm": {"model": "openai/gpt-4.1-mini", "max_concurrency": 1}}
-                        ).search.parents_per_step == 1
+    assert (two.batch_size, two.accept, two.merge_siblings) == (4, "best", False)  # no merge on the local model
+    kept = parse_config({**base, "search": {"accept": "top_k", "top_k": 1}}).search  # a rule given is kept
+    assert (kept.batch_size, kept.accept, kept.merge_siblings) == (3, "top_k", False)
+    merged = parse_config({**base, "search": {"merge_siblings": True}}).search  # even the wide default's value
+    assert (merged.batch_size, merged.accept, merged.merge_siblings) == (3, "all", True)
     assert parse_config({**base, "search": {"parents_per_step": 3}}).search.parents_per_step == 3  # given: kept
     stored = parse_config(base).stored()["search"]
     hosted = {**base, "search": stored, "reflection_lm": {"model": "openai/gpt-4.1-mini"}}
-    assert parse_config(hosted).search.parents_per_step == 1  # a stored config keeps the shape it ran with
+    assert parse_config(hosted).search.batch_size == 3  # a stored config keeps the shape it ran with
 
 
 def test_a_wide_step_defaults_to_the_shape_that_keeps_quality_unless_the_config_chooses(tmp_path):
@@ -418,9 +420,19 @@ def test_the_new_run_form_shows_the_shape_a_file_without_those_keys_runs():
     from ui.run_form import draft_from_config
     from ui.speedup import shape_note
 
-    d = draft_from_config({"search": {"parents_per_step": 4, "proposals_per_parent": 1}})
+    hosted = {"reflection_lm": {"model": "openai/gpt-4.1-mini"}}
+    d = draft_from_config({"search": {"parents_per_step": 4, "proposals_per_parent": 1}, **hosted})
     assert (d[K.NEW_ACCEPT], d[K.NEW_MERGE_SIBLINGS]) == ("best", True)
-    d = draft_from_config({"search": {"parents_per_step": 4, "proposals_per_parent": 1, "accept": "all"}})
+    d = draft_from_config({"search": {"parents_per_step": 4, "proposals_per_parent": 1, "accept": "all"}, **hosted})
     assert (d[K.NEW_ACCEPT], d[K.NEW_MERGE_SIBLINGS]) == ("all", False)
-    assert "the default for this P × K" in shape_note(4, 1, "best", True, "sync")
-    assert "the default" not in shape_note(4, 1, "all", False, "sync").split(". With")[0]
+    d = draft_from_config({"search": {"parents_per_step": 4, "proposals_per_parent": 1}})  # the local model
+    assert (d[K.NEW_ACCEPT], d[K.NEW_MERGE_SIBLINGS]) == ("best", False)
+    d = draft_from_config({})  # neither P nor K: samples of one prompt on the local model, 2x2 on a hosted one
+    assert (d[K.NEW_P], d[K.NEW_K], d[K.NEW_ACCEPT], d[K.NEW_MERGE_SIBLINGS]) == (1, 3, "best", False)
+    assert (draft_from_config(hosted)[K.NEW_P], draft_from_config(hosted)[K.NEW_K]) == (2, 2)
+    model = "openai/gpt-4.1-mini"
+    assert "the default for this P × K" in shape_note(4, 1, "best", True, "sync", model)
+    assert "the default" not in shape_note(4, 1, "all", False, "sync", model).split(". With")[0]
+    local = shape_note(1, 3, "best", False, "sync")
+    assert "the default for this P × K" in local and "samples of one prompt" in local
+    assert "the default" not in shape_note(1, 3, "best", True, "sync").split(". On")[0]

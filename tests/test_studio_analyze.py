@@ -108,3 +108,25 @@ def test_a_recorded_diagnosis_reads_its_cited_findings_back_from_its_prompt():
     out = recorded(call)
     assert out["findings"] == [{"id": "F1", "title": "No validated improvement for 3 steps (best 0.5)"}]
     assert out["items"][0]["cites"] == ["F1"]
+
+
+def test_a_big_runs_findings_are_computed_when_asked_and_kept_until_asked_again(live):
+    """Over ON_DEMAND_ABOVE metric calls the findings read every evaluation, seconds at 10,000
+    candidates × 500 examples: the page draws a button instead, and keeps what it found until
+    the run moved on and it is asked again."""
+    import streamlit as st
+
+    from ui.analyze_panel import ON_DEMAND_ABOVE
+
+    db, run_id = live
+    repo.bump_run(db, run_id, metric_calls=ON_DEMAND_ABOVE)
+    at = open_page("pages/dashboard.py", run=run_id)
+    assert "F1 · warning" not in _markdown(at)
+    assert any("computed when asked" in c.value for c in at.caption)
+    next(b for b in at.button if b.key == K.ANALYZE_ASK).click().run()
+    assert "degenerate frontier member" in _markdown(at)
+    repo.bump_run(db, run_id, steps_done=1)  # the run moved on: the findings stay, and can be asked again
+    st.cache_data.clear()
+    at.run()
+    assert "degenerate frontier member" in _markdown(at)
+    assert next(b for b in at.button if b.key == K.ANALYZE_ASK).label == "Analyze again"

@@ -331,7 +331,7 @@ def test_the_frontier_is_read_incrementally_and_matches_a_whole_read(db):
     read again); what it then shows is what a whole read shows."""
     import streamlit as st
 
-    from tests.support.synthetic import add_validated
+    from tests.support.synthetic_live import add_validated
     from ui import data
 
     run_id = generate_run(db, n_candidates=40, n_val=12, n_train=20)
@@ -358,3 +358,67 @@ def test_the_frontier_is_read_incrementally_and_matches_a_whole_read(db):
         assert incremental.members == full.members and incremental.best.equals(full.best)
     finally:
         st.cache_resource.clear()
+
+
+def test_the_steps_are_read_incrementally_and_match_a_whole_read(db):
+    """A live run's steps: those up to the last one seen ended are kept, the later ones read
+    again; what that shows is what a whole read shows (an open step that ended since included)."""
+    import streamlit as st
+    from datetime import datetime, timezone
+
+    from sqlmodel import select
+
+    from storage.models import Step
+    from ui import data
+
+    run_id = generate_run(db, n_candidates=40, n_val=6, n_train=10, status="running")
+    url = str(db.writer.url.render_as_string(hide_password=False))
+    with db.write() as s:  # the step in flight: not ended yet
+        s.add(Step(run_id=run_id, index=999, parent_ids=["x"], proposal_ids=[], accepted_ids=[], metric_calls=3))
+    try:
+        st.cache_resource.clear()
+        run = {**queries.run_overview(db, run_id), "status": "running"}
+        first = data.steps_of(url, run)
+        assert first["ended_at"].isna().sum() == 1
+        assert data._steps_of(url, run_id).ended_through == int(first["index"].iloc[-2])  # the last ended one
+        with db.write() as s:  # it ends, and the next one starts
+            step = s.exec(select(Step).where(Step.run_id == run_id, Step.index == 999)).one()
+            step.ended_at, step.metric_calls = datetime.now(timezone.utc), 7
+            s.add(step)
+            s.add(Step(run_id=run_id, index=1000, parent_ids=["y"], proposal_ids=[], accepted_ids=[]))
+        second = data.steps_of(url, {**run, "metric_calls": run["metric_calls"] + 1})
+        whole = queries.step_rows(db, run_id)
+        assert list(second["index"]) == list(whole["index"]) and list(second["metric_calls"]) == list(whole["metric_calls"])
+        assert second.loc[second["index"] == 999, "ended_at"].notna().all()
+    finally:
+        st.cache_resource.clear()
+
+
+def test_a_big_lineage_draws_the_best_the_pinned_and_the_strongest_members_with_their_ancestors():
+    from ui.lineage import drawn_part, lineage_figure
+
+    rows = [{"id": "s", "parent_ids": [], "status": "accepted", "origin": "seed", "step": 0, "val_mean": 0.1,
+             "pinned": False, "vetoed": False, "component": None, "author": "", "merge_path": ""}]
+    for i in range(1, 60):  # a chain s → c1 → … and a side branch of leaves under each
+        rows.append({**rows[0], "id": f"c{i}", "parent_ids": [f"c{i - 1}" if i > 1 else "s"], "origin": "reflection",
+                     "step": i, "val_mean": i / 100})
+        rows.append({**rows[0], "id": f"l{i}", "parent_ids": [f"c{i}"], "origin": "reflection", "step": i + 1,
+                     "val_mean": 0.0})
+    cands = pd.DataFrame(rows)
+    cands.loc[cands["id"] == "l30", "pinned"] = True
+    part, undrawn = drawn_part(cands, ["c59", "l30", "l5"], limit=70)
+    drawn = set(part["id"])
+    assert {"c59", "l30", "l5", "s", "c1", "c30"} <= drawn and len(drawn) <= 70
+    assert sum(undrawn.values()) == len(cands) - len(drawn)  # every other one is counted once, under an ancestor
+    assert drawn_part(cands, [], limit=500)[0] is cands  # small enough: all of it
+    fig = lineage_figure(cands.assign(frontier_examples=0), "c59", ["c58"])
+    assert "candidates drawn" not in (fig.layout.title.text or "")  # 119 nodes: every one
+
+
+def test_a_per_step_chart_of_many_steps_draws_the_mean_of_runs_of_steps():
+    from ui.charts import MAX_BARS, utilisation_figure
+
+    steps = pd.DataFrame({"index": range(1, 2501), "worker_utilisation": [0.5] * 2500})
+    fig = utilisation_figure(steps)
+    assert len(fig.data[0].x) <= MAX_BARS and "mean of every 13 steps" in fig.layout.title.text
+    assert list(utilisation_figure(steps.head(20)).data[0].x) == list(range(1, 21))

@@ -168,7 +168,8 @@ def test_no_star_where_every_candidate_ties():
     scores = pd.DataFrame({"candidate_id": ["a", "a", "b", "b"], "example": ["x", "y", "x", "y"],
                            "score": [0.0, 1.0, 0.0, 0.5]})
     view = analysis.frontier(scores, cands)
-    fig = charts.frontier_heatmap(view, pd.Series({"a": 0.5, "b": 0.25}))
+    rows = charts.heatmap_rows(view, pd.Series({"a": 0.5, "b": 0.25}))
+    fig = charts.frontier_heatmap(view, view.matrix.loc[rows])
     text = {(row.split(" ")[0], col): t for row, ts in zip(fig.data[0].y, fig.data[0].text)
             for col, t in zip(fig.data[0].x, ts)}
     assert text[("a", "y")] == "★" and text[("a", "x")] == "" and text[("b", "x")] == ""

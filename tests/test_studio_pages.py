@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine.config import LOCAL_MODEL
 from tests.support.synthetic import generate_run
+from tests.support.synthetic_live import apply_veto
 from tests.support.studio import open_page, studio_database
 from ui import keys as K, start
 
@@ -368,16 +369,14 @@ def test_a_vetoed_candidates_page_no_longer_says_it_is_on_the_frontier(studio):
     db, run_id = studio
     repo.transition_run(db, run_id, "running", "")  # a live run, steered
     st.cache_data.clear()
-    view = data.frontier_view(db.url, run_id, data.version_token(data.run_overview(db.url, run_id)))
+    view = data.frontier_of(db.url, data.run_overview(db.url, run_id))
     member = next(c for c in view.members if c != repo.get_run(db, run_id).best_candidate_id)
     at = _open("pages/candidate.py", run=run_id, candidate=member)
     badges = next(m.value for m in at.markdown if "-badge[" in m.value)
     assert f"frontier · best on {int(view.best_on[member])} of 12 examples" in badges
     cmd = send_command(db, run_id, "veto", {"candidate_id": member}, author="ana")
-    cand = repo.get_candidate(db, member)
-    cand.vetoed = True
-    repo.save_candidate(db, cand)
-    repo.finish_command(db, cmd, "applied", f"{member} vetoed", 9)  # as the engine applies it
+    apply_veto(db, run_id, member)  # as the engine applies it: the flag and the frontier without it
+    repo.finish_command(db, cmd, "applied", f"{member} vetoed", 9)
     st.cache_data.clear()
     at.run()
     badges = next(m.value for m in at.markdown if "-badge[" in m.value)

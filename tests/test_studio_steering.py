@@ -19,6 +19,7 @@ from storage import leases, queries, repo
 from storage.db import Database
 from storage.models import Candidate, Evaluation
 from tests.support.synthetic import generate_run
+from tests.support.synthetic_live import rescored
 from tests.support.studio import open_page, studio_database
 from ui import interventions as iv, keys as K, submission
 
@@ -365,6 +366,7 @@ def _lower_everywhere_but_one(db: Database, run_id: str, cand_id: str) -> None:
             if e.id != keep.id:
                 e.score = 0.0
                 s.add(e)
+    rescored(db, run_id)  # its mean and the frontier as the engine would have recorded them
 
 
 def test_a_queued_note_becomes_the_commands_fate_once_the_engine_applied_it(studio):

@@ -29,6 +29,10 @@ from ui.steering import show_outcome
 from ui.step_links import explain_url
 
 REFRESH_S = 5.0
+# metric calls above which the findings are computed when asked, not with the page: they read every
+# evaluation of the run (0.6-0.8 s at 2,000 candidates and 214,000 of them, docs/benchmarks-analyze.md,
+# again at each validation pass of a live run; seconds at 2.5 M)
+ON_DEMAND_ABOVE = 100_000
 ICON = {"severe": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 SHOWN_LINKS = 6
 
@@ -62,7 +66,12 @@ def _findings(run_id: str) -> None:
     run = data.run_overview(url, run_id)
     if run is None:
         return
-    found = findings(url, run_id, step_token(run))
+    token = step_token(run)
+    if (run.get("metric_calls") or 0) > ON_DEMAND_ABOVE:
+        token = _asked(run, token)
+        if token is None:
+            return
+    found = findings(url, run_id, token)
     _settled_actions(url, run_id, found)
     if not found:
         st.success("Nothing to report: no finding about this run.", icon=":material/check_circle:")
@@ -80,6 +89,24 @@ def _findings(run_id: str) -> None:
                 st.markdown(links)
             for i, action in enumerate(f["actions"]):
                 _action(run, f, i, action)
+
+
+def _asked(run: dict, now: str) -> str | None:
+    """For a big run: the token of the run as it was when this session asked for its findings
+    (they stay as they were then, and a button offers to compute them again once the run moved
+    on), or None while nothing was asked (a button asks)."""
+    key = K.ANALYZE_ASKED.format(run=run["id"])
+    asked = st.session_state.get(key)
+    if asked is None or asked != now:
+        label = "Analyze this run" if asked is None else "Analyze again"
+        note = (f"This run has {run['metric_calls']:,} evaluations: its findings read every one of them (seconds at "
+                "this size), so they are computed when asked, not with the page." if asked is None else
+                "These findings are of the run as it was when asked; it has moved on since.")
+        c1, c2 = st.columns([1, 4], vertical_alignment="center")
+        if c1.button(label, key=K.ANALYZE_ASK, icon=":material/troubleshoot:"):
+            st.session_state[key] = asked = now
+        c2.caption(note)
+    return asked
 
 
 def _settled_actions(url: str, run_id: str, found: list[dict]) -> None:

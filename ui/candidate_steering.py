@@ -44,7 +44,7 @@ def _standing(run_id: str, cand_id: str) -> tuple[bool, str | None]:
     run = data.run_overview(url, run_id)
     if run is None:
         return False, None
-    front = data.frontier_view(url, run_id, data.version_token(run))
+    front = data.frontier_of(url, run)  # read again when the frontier moves, not at every metric call
     return run.get("best_candidate_id") == cand_id, front.best_on_text(cand_id) if cand_id in front.members else None
 
 

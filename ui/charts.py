@@ -18,6 +18,10 @@ from ui.analysis import FrontierView
 X_LABELS = {"metric_calls": "metric calls", "cost_usd": "dollars spent", "seconds": "seconds since start"}
 KIND_COLOURS = {"lm": "#7c3aed", "minibatch": "#0ea5e9", "validation": "#16a34a", "test": "#6b7280"}  # Step.events kinds
 MAX_HEATMAP_ROWS = 60
+# examples a heatmap draws at most: at 500 a cell was 2 pixels wide and its star unreadable (and 18,000
+# stars took the browser seconds to draw); beyond this the examples held by the fewest candidates are
+# drawn, where the frontier is made of specialists, and the caption says so
+MAX_HEATMAP_COLUMNS = 100
 
 
 def _layout(fig: go.Figure, height: int = 320, **kw) -> go.Figure:
@@ -29,7 +33,9 @@ def score_progress_figure(progress: pd.DataFrame, x: str = "metric_calls") -> go
     fig = go.Figure()
     if not progress.empty:
         when = progress["when"].to_numpy(dtype=object)
-        fig.add_trace(go.Scatter(x=progress[x], y=progress["best"], mode="lines+markers", name="best",
+        # a marker per point until they would touch (2,500 steps): the line alone then, every point on it
+        mode = "lines+markers" if len(progress) <= 300 else "lines"
+        fig.add_trace(go.Scatter(x=progress[x], y=progress["best"], mode=mode, name="best",
                                  line=dict(shape="hv", width=3), customdata=when,
                                  hovertemplate="%{customdata}<br>best %{y:.3f}<extra></extra>"))
         fig.add_trace(go.Scatter(x=progress[x], y=progress["mean"], mode="lines", name="pool mean",
@@ -44,26 +50,45 @@ def score_progress_figure(progress: pd.DataFrame, x: str = "metric_calls") -> go
     return _layout(fig)
 
 
-def frontier_heatmap(view: FrontierView, val_means: pd.Series, include_all: bool = False,
-                     pinned: Iterable[str] = ()) -> go.Figure:
-    """Candidates × validation examples; a cell is the score, outlined where the candidate
-    holds the best score on that example. Rows: frontier members (most examples first), then
-    pinned candidates (they never disappear from views), then with ``include_all`` the best
-    other candidates, up to MAX_HEATMAP_ROWS (pinned rows are kept within it)."""
-    fig = go.Figure()
-    if view.matrix.empty:
-        return _layout(fig)
-    pins = {c for c in pinned if c in view.matrix.index}
+def heatmap_rows(view: FrontierView, val_means: pd.Series, include_all: bool = False,
+                 pinned: Iterable[str] = ()) -> list[str]:
+    """The candidates a frontier heatmap shows, in order: frontier members (most examples first),
+    then pinned candidates (they never disappear from views), then with ``include_all`` the best
+    other candidates by ``val_means``, up to MAX_HEATMAP_ROWS (pinned rows are kept within it)."""
+    pins = set(pinned)
     rows, room = [], MAX_HEATMAP_ROWS - len(pins)
     for cid in list(view.members) + sorted(pins - set(view.members)):
         if cid in pins or room > 0:
             rows.append(cid)
             room -= cid not in pins
     if include_all:
-        others = val_means.reindex(view.matrix.index).drop(rows, errors="ignore").sort_values(ascending=False)
-        rows += list(others.index)
-    rows = rows[:MAX_HEATMAP_ROWS]
-    m = view.matrix.loc[rows]
+        others = val_means.drop(rows, errors="ignore").sort_values(ascending=False, na_position="last")
+        rows += list(others.index[:MAX_HEATMAP_ROWS])
+    return rows[:MAX_HEATMAP_ROWS]
+
+
+def heatmap_columns(view: FrontierView) -> list[str]:
+    """The examples a heatmap draws, in their order: all of them, or beyond MAX_HEATMAP_COLUMNS
+    those held by the fewest candidates (contested ones first)."""
+    examples = list(view.best.index)
+    if len(examples) <= MAX_HEATMAP_COLUMNS:
+        return examples
+    rank = pd.DataFrame({"open": ~view.contested.reindex(examples).fillna(False).astype(bool),
+                         "holders": view.holders.reindex(examples).fillna(0)}, index=examples)
+    chosen = set(rank.sort_values(["open", "holders"], kind="stable").index[:MAX_HEATMAP_COLUMNS])
+    return [e for e in examples if e in chosen]
+
+
+def frontier_heatmap(view: FrontierView, m: pd.DataFrame, pinned: Iterable[str] = ()) -> go.Figure:
+    """Candidates × validation examples (``m``: the rows ``heatmap_rows`` chose, their scores;
+    the columns ``heatmap_columns`` chose); a cell is the score, starred where the candidate holds
+    the best score on that example."""
+    fig = go.Figure()
+    if m.empty:
+        return _layout(fig)
+    pins = set(pinned)
+    rows = list(m.index)
+    m = m.reindex(columns=heatmap_columns(view))
     best = view.best.reindex(m.columns)
     # a star marks who holds the best score where candidates differ: on an example where every
     # candidate ties (all 0, say) a star would say nothing
@@ -77,7 +102,12 @@ def frontier_heatmap(view: FrontierView, val_means: pd.Series, include_all: bool
                              hovertemplate="%{customdata}<br>%{x}: %{z:.3f}<extra></extra>", xgap=1, ygap=1))
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=10))
     fig.update_xaxes(tickfont=dict(size=9), tickangle=-60)
-    return _layout(fig, height=max(260, 60 + 18 * len(rows)))
+    fig = _layout(fig, height=max(260, 80 + 18 * len(rows)))
+    if len(m.columns) < len(view.best):
+        fig.update_layout(margin=dict(t=50), title=dict(
+            text=f"{len(m.columns)} of {len(view.best)} examples drawn: those held by the fewest candidates",
+            font=dict(size=12), x=0.01, y=0.99))
+    return fig
 
 
 def objectives_scatter(points: pd.DataFrame, x: str, y: str, frontier_ids: set[str]) -> go.Figure:
@@ -125,14 +155,34 @@ def timeline_figure(events: pd.DataFrame) -> go.Figure:
     return _layout(fig, height=max(240, 40 + 14 * len(lanes)), barmode="overlay")
 
 
+MAX_BARS = 200  # bars a per-step chart draws: 2,500 bars of a pixel's width merged into one block
+
+
 def utilisation_figure(steps: pd.DataFrame) -> go.Figure:
+    """The workers' utilisation per step; beyond MAX_BARS steps, the mean of each run of
+    consecutive steps (one bar each; the title says so)."""
     fig = go.Figure()
+    title = None
     if not steps.empty:
-        fig.add_trace(go.Bar(x=steps["index"], y=steps["worker_utilisation"], name="workers busy",
-                             hovertemplate="step %{x}: %{y:.0%} busy<extra></extra>"))
+        x, y, text = steps["index"], steps["worker_utilisation"], "step %{x}: %{y:.0%} busy"
+        if len(steps) > MAX_BARS:
+            width = -(-len(steps) // MAX_BARS)
+            group = np.arange(len(steps)) // width
+            binned = steps.groupby(group).agg(first=("index", "min"), last=("index", "max"),
+                                              busy=("worker_utilisation", "mean"))
+            x, y = (binned["first"] + binned["last"]) / 2, binned["busy"]
+            text = "steps %{customdata[0]}–%{customdata[1]}: %{y:.0%} busy on average"
+            fig.add_trace(go.Bar(x=x, y=y, width=width, customdata=binned[["first", "last"]].to_numpy(), name="workers busy",
+                                 hovertemplate=text + "<extra></extra>"))
+            title = f"mean of every {width} steps ({len(binned)} bars for {len(steps):,} steps)"
+        else:
+            fig.add_trace(go.Bar(x=x, y=y, name="workers busy", hovertemplate=text + "<extra></extra>"))
     fig.update_yaxes(title="workers busy", tickformat=".0%", range=[0, 1])
     fig.update_xaxes(title="step")
-    return _layout(fig, height=220)
+    fig = _layout(fig, height=220)
+    if title:
+        fig.update_layout(margin=dict(t=40), title=dict(text=title, font=dict(size=12), x=0.01, y=0.97))
+    return fig
 
 
 def compare_figure(data: pd.DataFrame, names: dict[str, str], x: str) -> go.Figure:

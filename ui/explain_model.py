@@ -160,4 +160,7 @@ def improvement_sentence(search: dict) -> str:
     known = {k: v for k, v in (search or {}).items() if k in SearchConfig.model_fields}
     rule = SearchConfig.model_validate(known).improvement
     return (f"A child **improved** when its minibatch total is {'above' if rule == 'strict' else 'at least'} its "
-            f"parent's (improvement = {rule})")
+            f"parent's (improvement = {rule}). A child that ties its parent there without losing anything gets a "
+            "**second look** when reflections take seconds and evaluations little beside them: both are scored on a "
+            "few more training examples (a quarter of a reflection's time at most), and the totals over all of them "
+            "decide; a minibatch of three cannot see a fix elsewhere")

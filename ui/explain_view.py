@@ -79,10 +79,12 @@ def minibatch(detail: dict) -> None:
 
 def reflection(detail: dict, kids: list[dict]) -> None:
     st.info("The **reflection LM** gets the parent's text and the side information of its minibatch, and answers "
-            "with a new version in a fenced block. Refract extracts the text and runs the artifact kind's "
+            "with a new version in a fenced block. The K proposals of one parent share one prompt and differ by "
+            "their sampling (each a little hotter); the built-in local model reads that prompt once, so each sample "
+            "after the first costs only its answer. Refract extracts the text and runs the artifact kind's "
             "`validate()` on it before any metric call is spent; an unusable or invalid answer is retried once, "
-            "told what was wrong (on the built-in local model an unchanged or repeated answer is instead sampled "
-            "again from the same prompt), then the proposal fails.", icon=":material/school:")
+            "told what was wrong (on the built-in local model a repeated answer is instead sampled again from the "
+            "same prompt), then the proposal fails.", icon=":material/school:")
     written = [k for k in kids if k["lm_call"] is not None]
     if not written:
         st.caption("No reflection in this step (the budget ran out, or all proposals were merges).")

@@ -15,6 +15,7 @@ from ui.errors import shows_storage_errors
 from ui.render import code_span
 
 ICONS = {"real": ":material/check_circle:", "unclear": ":material/help:", "worse": ":material/trending_down:"}
+OPTIONS = 200  # candidates the picker offers besides the best, best mean first (any other: on its own page)
 
 
 @st.cache_data(ttl=30, show_spinner=False, max_entries=256)
@@ -23,7 +24,9 @@ def _gain(url: str, run_id: str, candidate_id: Optional[str], token: str) -> Opt
 
 
 def gain_of(run: dict, candidate_id: Optional[str] = None) -> Optional[Gain]:
-    return _gain(data.db_url(), run["id"], candidate_id, data.version_token(run))
+    # keyed by the frontier's token: a candidate's and the seed's scores change with a validation
+    # pass or the test pass at the end (the status), not with each metric call
+    return _gain(data.db_url(), run["id"], candidate_id, data.frontier_token(run))
 
 
 @shows_storage_errors
@@ -34,15 +37,20 @@ def panel(run: dict) -> None:
         st.caption("No candidates yet.")
         return
     best = run.get("best_candidate_id")
-    scored = cands[cands["val_mean"].notna() & (cands["origin"] != "seed")].sort_values("val_mean", ascending=False)
+    # the best and the next OPTIONS by mean: 5,000 options took a tenth of a second on every refresh
+    scored = (cands[cands["val_mean"].notna() & (cands["origin"] != "seed")]
+              .sort_values("val_mean", ascending=False).head(OPTIONS))
     options = ([best] if best else []) + [c for c in scored["id"] if c != best]
     if not options:
         st.caption("The gain over the seed appears once a candidate other than the seed is validated.")
         return
-    label = {r.id: f"{r.id} · val {r.val_mean:.3f}" + (" · best" if r.id == best else "") for r in scored.itertuples()}
+    # over the two columns, not the rows (itertuples took 0.15 s at 5,000 validated candidates)
+    label = {c: f"{c} · val {m:.3f}" + (" · best" if c == best else "")
+             for c, m in zip(scored["id"].tolist(), scored["val_mean"].tolist())}
     picked = st.selectbox("Candidate", options, format_func=lambda c: label.get(c, c), key=keys.GAIN_CANDIDATE,
-                          help="the best by default; any validated candidate (its held-out score exists when the test "
-                               "pass evaluated it: the final best, and a branch's seeds)")
+                          help=f"the best by default, or one of the {OPTIONS} with the best validation means (any other's "
+                               "gain is under *Approve this candidate* on its page); its held-out score exists when the "
+                               "test pass evaluated it: the final best, and a branch's seeds")
     gain = gain_of(run, picked)
     if gain is None:
         st.caption("The seed and this candidate share no evaluated example yet.")

@@ -179,15 +179,18 @@ def degenerate_members(candidates: pd.DataFrame, matrix: pd.DataFrame, members: 
     (``engine.analyze.degenerate``) over ``matrix`` (candidates × validation examples, as
     ``analysis.FrontierView.matrix``): they hold the best score on some example only by answering
     alike, or sit below the seed on average. Columns: id, val_mean, seed_mean, why."""
-    from engine.analyze.degenerate import degenerate_members as degenerate
+    from engine.analyze.degenerate import degenerate_in_matrix
 
     cols = ["id", "val_mean", "seed_mean", "why"]
     if candidates.empty or matrix.empty or not members:
         return pd.DataFrame(columns=cols)
     live = candidates[~candidates["vetoed"].astype(bool)]
     seeds = [c for c in live.loc[live["origin"] == "seed", "id"] if c in matrix.index]
-    scores = {c: matrix.loc[c].dropna().to_dict() for c in live["id"] if c in matrix.index}
-    found = degenerate(scores, reference=seeds[0] if seeds else None)
+    # the matrix as it is (a row per candidate), not a dict per row: 5,000 rows took seconds so
+    rows = matrix.loc[[c for c in live["id"] if c in matrix.index]]
+    rows = rows[rows.notna().any(axis=1)]
+    found = degenerate_in_matrix(list(rows.index), list(rows.columns), rows.to_numpy(dtype="float64"),
+                                 reference=seeds[0] if seeds else None)
     means = candidates.set_index("id")["val_mean"]
     seed_mean = float(means[seeds[0]]) if seeds else float("nan")
     rows = [(c, float(means[c]), seed_mean, DEGENERATE_WHY[d.rule]) for c, d in found.items() if c in members]

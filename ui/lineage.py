@@ -8,7 +8,10 @@ their parent's hover says how many were hidden. One scatter trace per mark, so t
 doubles as a key and a filter; each point's ``customdata`` is the candidate id (click → page).
 A node has one main mark (its symbol); origin marks (merge, human edit) and pinned are also
 drawn as rings around it, so a frontier candidate made by a merge or a human edit shows both.
-Pinned candidates are never collapsed.
+Pinned candidates are never collapsed. Beyond MAX_NODES candidates the tree is drawn in part
+(``drawn_part``): the best, the candidate in view, the pinned ones and the frontier members in
+the order given (most examples first), each with its ancestors, while they fit; every other
+candidate is counted in the hover of its nearest drawn ancestor, and the plot says so.
 """
 
 from __future__ import annotations
@@ -69,6 +72,43 @@ def mark_of(row, best_id: Optional[str], frontier_ids: set[str]) -> str:
     return "accepted"
 
 
+# candidates drawn at most: at 5,000 the markers covered one another in a solid block (rows a third of a
+# pixel apart) and the best's star could not be found
+MAX_NODES = 1000
+
+
+def drawn_part(candidates: pd.DataFrame, first: Iterable[str], limit: int = MAX_NODES) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The candidates to draw when there are more than ``limit``: those of ``first`` in order (the
+    most telling first), each with its first-parent ancestors, while they fit, then the best
+    validated others; and per drawn candidate how many of its descendants are not drawn."""
+    if len(candidates) <= limit:
+        return candidates, {}
+    ids = list(candidates["id"])
+    parent = {c: next(iter(p), None) if p else None for c, p in zip(ids, candidates["parent_ids"])}
+    by_score = candidates.sort_values("val_mean", ascending=False, na_position="last", kind="stable")["id"]
+    keep: set[str] = set()
+    for cid in [*first, *by_score]:
+        chain, c = [], cid
+        while c is not None and c in parent and c not in keep:
+            chain.append(c)
+            c = parent[c]
+        if len(keep) + len(chain) > limit:
+            continue
+        keep.update(chain)
+        if len(keep) >= limit:
+            break
+    hidden: dict[str, int] = {}
+    for cid in ids:
+        if cid in keep:
+            continue
+        c = parent.get(cid)
+        while c is not None and c not in keep:
+            c = parent.get(c)
+        if c is not None:
+            hidden[c] = hidden.get(c, 0) + 1
+    return candidates[candidates["id"].isin(keep)], hidden
+
+
 def layout(candidates: pd.DataFrame) -> dict[str, tuple[float, float]]:
     """(x, y) for every candidate: x = the step it was proposed in (seeds at -1, left of the
     first step, whose proposals share step 0), y = tidy-tree row over first parents."""
@@ -105,13 +145,17 @@ def layout(candidates: pd.DataFrame) -> dict[str, tuple[float, float]]:
 
 def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_ids: Iterable[str],
                    show_rejected: bool = False, highlight: Optional[str] = None) -> go.Figure:
-    frontier_ids = set(frontier_ids)
+    ordered = list(frontier_ids)  # most examples first: drawn first when not all can be
+    frontier_ids = set(ordered)
     counts = children_counts(candidates)
     if show_rejected:
         shown = candidates
     else:
         shown = candidates[~candidates["status"].isin(["rejected", "failed"]) | (candidates["id"] == highlight)
                            | candidates["pinned"].astype(bool)]
+    everything = len(shown)
+    pinned = list(shown.loc[shown["pinned"].astype(bool), "id"])
+    shown, undrawn = drawn_part(shown, [c for c in (highlight, best_id) if c] + pinned + ordered)
     pos = layout(shown)
     fig = go.Figure()
     _add_edges(fig, shown, pos)
@@ -124,7 +168,7 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
         sub = shown[shown["mark_"] == mark]
         if sub.empty:
             continue
-        hover = [_hover(r, counts.get(r.id, {}), show_rejected) for r in sub.itertuples(index=False)]
+        hover = [_hover(r, counts.get(r.id, {}), show_rejected, undrawn.get(r.id, 0)) for r in sub.itertuples(index=False)]
         marker = dict(symbol=symbol, size=size, line=dict(width=1, color="#1f2937"))
         if colour is None:
             marker.update(color=sub["val_mean"].fillna(cmin).to_numpy(), colorscale="Viridis", cmin=cmin, cmax=cmax)
@@ -139,6 +183,11 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
                                  hovertemplate="%{hovertext}<extra></extra>"))
     _add_overlays(fig, shown, pos, highlight)
     _lay_out(fig, pos)
+    if len(shown) < everything:
+        fig.update_layout(margin=dict(t=90), legend=dict(y=1.04), title=dict(
+            text=f"{len(shown):,} of {everything:,} candidates drawn: the best, the pinned ones and the frontier members "
+                 "holding the most examples,<br>with their ancestors (a node's hover counts its descendants not drawn)",
+            font=dict(size=12), x=0.01, xanchor="left", yref="container", y=0.995, yanchor="top"))
     return fig
 
 
@@ -188,13 +237,13 @@ def _lay_out(fig: go.Figure, pos: dict) -> None:
                       legend=dict(orientation="h", y=1.06), clickmode="event+select", dragmode="pan")
     last = max((p[0] for p in pos.values()), default=0)
     stride = max(1, int(np.ceil((last + 2) / 20)))
-    ticks = [-1] + list(range(0, int(last) + 1, stride))
+    ticks = [-1] + list(range(stride if stride > 1 else 0, int(last) + 1, stride))  # a 0 beside "seed" overlapped it
     fig.update_xaxes(title="step", zeroline=False, tickmode="array", tickvals=ticks,
                      ticktext=["seed"] + [str(t) for t in ticks[1:]])
     fig.update_yaxes(visible=False)
 
 
-def _hover(r, kids: dict[str, int], show_rejected: bool) -> str:
+def _hover(r, kids: dict[str, int], show_rejected: bool, undrawn: int = 0) -> str:
     score = "—" if pd.isna(r.val_mean) else f"{r.val_mean:.3f}"
     parts = [f"<b>{r.id}</b> · {r.status} · {r.origin}", f"step {r.step} · val {score}"]
     if getattr(r, "mark_", None) in ("best", "frontier"):
@@ -208,6 +257,8 @@ def _hover(r, kids: dict[str, int], show_rejected: bool) -> str:
     hidden = kids.get("rejected", 0) + kids.get("failed", 0)
     if hidden and not show_rejected:
         parts.append(f"+{hidden} rejected/failed proposals hidden")
+    if undrawn:
+        parts.append(f"+{undrawn} descendants not drawn")
     if r.pinned:
         parts.append("pinned")
     if r.vetoed:

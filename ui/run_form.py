@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Optional
 
-from engine.config import LOCAL_MODEL, ConfigError, default_shape, parse_config, parse_toml
+from engine.config import LOCAL_MODEL, ConfigError, default_proposals, default_shape, parse_config, parse_toml
 from engine.lm.providers import is_local
 from engine.datasets import DatasetError, parse_dataset
 from ui import form_carry, form_checks, keys as K, lm_form, prompt_form
@@ -45,9 +45,10 @@ _DEFAULT_SHAPE = default_shape(4, "sync")  # the form's 2×2 step
 
 
 def default_draft(model: str = "") -> dict:
-    # one proposal per step on the local model, as a config that does not say (engine.config)
-    p = k = 1 if is_local(model or LOCAL_MODEL) else 2
-    shape = default_shape(p * k, "sync")
+    # on the local model one parent and its samples of one prompt, as a config that does not say (engine.config)
+    local = is_local(model or LOCAL_MODEL)
+    p, k = (1, default_proposals(True)) if local else (2, 2)
+    shape = default_shape(p * k, "sync", local)
     return {
         K.NEW_NAME: "", K.NEW_OBJECTIVE: "", K.NEW_BACKGROUND: "", K.NEW_KIND: "",
         K.NEW_SEED_MODE: SEED_MODES[0], K.NEW_SEED_TEXT: "",
@@ -323,7 +324,8 @@ def draft_from_config(cfg: dict, model_default: str = "") -> dict:
     """A draft holding a (stored or TOML) config. A dataset alone is pasted as JSONL; separate
     validation / test sets are kept as they are (the "separate train / val / test" source), so a
     built-in example or a duplicated run keeps its exact splits."""
-    d = default_draft(model_default)
+    model = (cfg.get("reflection_lm") or {}).get("model") or model_default or LOCAL_MODEL
+    d = default_draft(model)  # the P × K a config that sets neither runs with its reflection LM
     d[K.NEW_NAME] = cfg.get("name", "")
     d[K.NEW_OBJECTIVE] = cfg.get("objective", "")
     d[K.NEW_BACKGROUND] = cfg.get("background", "")
@@ -354,7 +356,7 @@ def draft_from_config(cfg: dict, model_default: str = "") -> dict:
     d[K.NEW_SCHEDULE] = s.get("schedule", "sync")
     d[K.NEW_MERGE] = bool(s.get("merge", False))
     # a file that sets neither key runs the default shape of its P × K: the form shows that one
-    shape = default_shape(int(d[K.NEW_P] or 1) * int(d[K.NEW_K] or 1), d[K.NEW_SCHEDULE])
+    shape = default_shape(int(d[K.NEW_P] or 1) * int(d[K.NEW_K] or 1), d[K.NEW_SCHEDULE], is_local(model))
     if "accept" not in s and "merge_siblings" not in s and not (d[K.NEW_SCHEDULE] == "async" and d[K.NEW_MERGE]):
         d[K.NEW_ACCEPT], d[K.NEW_MERGE_SIBLINGS] = shape["accept"], shape["merge_siblings"]
     else:

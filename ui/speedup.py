@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.config import default_shape
+from engine.config import LOCAL_MODEL, default_shape
 from engine.lm.providers import is_local
 from engine.runtime.model import Latencies, Shape, predict_speedup, predict_step_speedup
 from ui import keys as K
@@ -51,9 +51,11 @@ def estimate_panel(splits) -> None:
                   "their answer)." if is_local(st.session_state[K.NEW_MODEL]) else ""))
 
 
-def shape_note(p: int, k: int, accept: str, merge_siblings: bool, schedule: str) -> str:
-    """What the form's batch shape validates, in words, and whether it is the default for its P × K."""
+def shape_note(p: int, k: int, accept: str, merge_siblings: bool, schedule: str, model: str = "") -> str:
+    """What the form's batch shape validates, in words, and whether it is the default for its P × K
+    with the reflection LM ``model``."""
     n = max(1, int(p or 1)) * max(1, int(k or 1))
+    local = is_local(model or LOCAL_MODEL)
     if n == 1:
         what = "one proposal a step: an improving child is validated"
     elif schedule == "async":
@@ -64,9 +66,16 @@ def shape_note(p: int, k: int, accept: str, merge_siblings: bool, schedule: str)
                   "top_k": "the top k improving children"}.get(accept, accept)
         what = (f"the improving children of a step merged into one and validated when it keeps every gain, else {chosen}"
                 if merge_siblings else f"{chosen} of a step validated")
-    default = default_shape(n, schedule)
+    default = default_shape(n, schedule, local)
     is_default = default["merge_siblings"] == bool(merge_siblings) and (schedule == "async" or default["accept"] == accept)
-    return (f"Shape used: {p}×{k}, {what}" + (" — the default for this P × K" if is_default else "") +
-            (". With P × K > 1 the default merges the improving siblings and validates the best if the merge fails: "
-             "validating every improving child of a wide step lost quality at the same budget "
-             "(docs/benchmarks-batching.md)." if n > 1 else "."))
+    if n == 1:
+        why = "."
+    elif local and schedule == "sync":
+        why = (". On the built-in local model a step's K proposals are samples of one prompt, which it reads once: "
+               "each sample after the first costs only its answer. The best improving one is validated; siblings are "
+               "not merged by default (a merge on a conflict is one more long call).")
+    else:
+        why = (". With P × K > 1 the default merges the improving siblings and validates the best if the merge fails: "
+               "validating every improving child of a wide step lost quality at the same budget "
+               "(docs/benchmarks-batching.md).")
+    return f"Shape used: {p}×{k}, {what}" + (" — the default for this P × K" if is_default else "") + why

@@ -18,11 +18,12 @@ import streamlit as st
 
 from storage.run_figures import running_seconds
 from storage.states import RunStatus
-from ui import data, identity, interventions as iv, keys, submission
+from ui import data, identity, interventions as iv, keys, paging, submission
 from ui.errors import shows_storage_errors
 from ui.render import fmt_seconds, md
 from ui.identity import current_actor
 from ui.sidebar import current_user, engine_alive
+from ui.step_links import PAGE_STEPS
 
 LIVE_S = 0.5  # steering is seen by everyone within 2 s (worst case: one period + the cache TTL + a render)
 LOG_S = 2.0  # the dashboard's command log: its pending commands are also shown by the controls above it
@@ -236,11 +237,9 @@ def budget_inputs(run: dict, start: dict) -> dict:
 # ---------------------------------------------------------------- frontier: degenerate members
 
 
-def degenerate_members(run_id: str, cands: pd.DataFrame, members: list[str], finished: bool) -> None:
-    """Degenerate frontier members (Analyze's definition, ``engine.analyze.degenerate``), each
-    with a one-click veto."""
-    _, _, view = data.frontier_snapshot(run_id)  # cached: the frontier panel has just read it
-    weak = iv.degenerate_members(cands, view.matrix if view is not None else pd.DataFrame(), members)
+def degenerate_members(run_id: str, weak: pd.DataFrame, finished: bool) -> None:
+    """Degenerate frontier members (Analyze's definition, ``engine.analyze.degenerate``; ``weak``:
+    ``data.degenerate_of``), each with a one-click veto."""
     if weak.empty:
         return
     st.warning(f"**{len(weak)} degenerate frontier member(s)**: they hold the best score on some validation "
@@ -292,10 +291,14 @@ def _command_log(run_id: str) -> None:
     if run is None:
         return
     st.markdown("**Steps** — the parents each step chose and why, and the commands applied before it")
-    table = iv.step_rows(steps, log)
+    newest, note = paging.page(steps.sort_values("index", ascending=False) if not steps.empty else steps,
+                               PAGE_STEPS, keys.LOG_STEPS_PAGE, "steps")
+    table = iv.step_rows(newest, log)
     if table.empty:
         st.caption("No step has run yet.")
         return
+    if note:
+        st.caption(f"Newest first{note}.")
     st.dataframe(table, hide_index=True, width="stretch", height=min(360, 38 + 35 * len(table)),
                  column_config={"parents (why chosen)": st.column_config.TextColumn(width="large"),
                                 "seconds": st.column_config.NumberColumn(format="%.1f"),

@@ -25,6 +25,7 @@ from engine.records.document import (
     FORMAT, TIME_FORMAT, BestDoc, CandidateDoc, CommandDoc, CommentDoc, Document, EvaluationDoc, ExampleDoc,
     LMCallDoc, LMTotals, Proposals, RunDoc, StepDoc, Totals, importable)
 from engine.search.frontier_types import frontier_entries, objective_scores, typed_frontier
+from engine.search.kept_frontier import keep_from_records
 from engine.state import content_hash
 from engine.user_errors import validation_reasons
 
@@ -175,7 +176,7 @@ def import_run(db: Database, doc: Any) -> str:
     r = d.run
     example_pos = {e.id: pos for pos, e in enumerate(d.examples)}
     hashes = {c.id: content_hash(c.content) for c in d.candidates}
-    return insert_run(
+    run_id = insert_run(
         db, _run_row(d),
         examples=[Example(run_id=r.id, key=e.id, split=e.split, position=pos, payload=e.payload)
                   for pos, e in enumerate(d.examples)],
@@ -191,6 +192,8 @@ def import_run(db: Database, doc: Any) -> str:
         steps=[_step_row(r.id, st) for st in d.steps],
         comments=[Comment(run_id=r.id, candidate_id=c.candidate_id, author=c.author, text=c.text,
                           kind=c.kind, created_at=_when(c.created_at)) for c in d.comments])
+    keep_from_records(db, run_id)  # the studio reads its frontier as a run's the engine kept
+    return run_id
 
 
 MAX_PROBLEMS = 20  # a document wrong everywhere is told in its first problems, not thousands of lines

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from storage import repo
+from storage import frontier as frontier_rows, repo
 from storage.models import Candidate
 from storage.states import CandidateStatus, Origin
 
@@ -61,7 +61,8 @@ class Validator:
             return
         if cut:
             why_stopped.insert(0, f"interrupted ({cut}) after {len(scores)} of {n} examples")
-        fields = {"val_count": len(scores), "val_mean": mean(scores.values()) if scores else None}
+        fields = {"val_count": len(scores), "val_mean": mean(scores.values()) if scores else None,
+                  "val_min": min(scores.values(), default=None), "val_max": max(scores.values(), default=None)}
         if len(scores) < n:
             fields["val_cut_short"] = (why_stopped[0] if why_stopped else
                                        f"budget: no metric calls left to finish the validation pass ({len(scores)} of "
@@ -101,8 +102,18 @@ def validate_child(ctx: RunContext, child_id: str) -> None:
     child = ctx.state.candidates.get(child_id) or repo.get_candidate(ctx.db, child_id)
     Validator(ctx.state, ctx.evals, ctx.val_keys, ctx.cfg.search, ctx.set_status).validate(child)
     ctx.record_best()
-    # the studio reads the frontier again only when this changes, not at every metric call
-    repo.bump_run(ctx.db, ctx.run_id, frontier_version=1)
+    write_frontier(ctx)
+
+
+def write_frontier(ctx: RunContext) -> None:
+    """Store what changed in the kept frontier (``PoolState.kept``) with the frontier version it
+    describes: the studio reads the frontier again only when that version moves, not at every
+    metric call, and then these few hundred rows instead of every score. Under the pool's write
+    lock, so that the writes of passes ending in several threads land in the order of their
+    changes."""
+    with ctx.state.write_lock:
+        changes, version = ctx.state.frontier_changes()
+        frontier_rows.write_frontier(ctx.db, ctx.run_id, changes.entries, changes.counts, version, changes.full)
 
 
 def reject(ctx: RunContext, child_id: str, reason: str) -> None:

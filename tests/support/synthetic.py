@@ -4,7 +4,8 @@
 tables the engine fills: examples, candidates (accepted, rejected, failed; seed, reflection,
 merge and human origins; pinned and vetoed ones), evaluations with side information (text,
 sub-scores for two objectives, the odd image and error), reflection LM calls, steps with
-timeline events, commands and comments. Everything is drawn from ``random.Random(seed)``
+timeline events, commands and comments, and the frontier the engine keeps
+(``tests.support.synthetic_live``, which also advances such a run). Everything is drawn from ``random.Random(seed)``
 (42 by default) and ids are derived from the run id, so two calls with the same arguments
 produce the same rows. It never runs an evaluator or an LM.
 """
@@ -245,8 +246,18 @@ def generate_run(db: Database, n_candidates: int = 60, n_val: int = 20, n_train:
                proposals_improved=len(accepted_ids) - 1, frontier_version=len(accepted_ids),
                best_candidate_id=best["id"], best_val_mean=best["val_mean"])
     run["config"]["budget"]["max_metric_calls"] = int(budget_calls * 1.25)
+    val_scores: dict[str, dict[str, float]] = {}
+    for e in evals:
+        if e["_key"].startswith("val-"):
+            val_scores.setdefault(e["candidate_id"], {})[e["_key"]] = e["score"]
+    for c in cands:  # what a validation pass records besides the mean
+        if c["id"] in val_scores:
+            c["val_min"], c["val_max"] = min(val_scores[c["id"]].values()), max(val_scores[c["id"]].values())
     _write(db, run, examples, cands, evals, calls, steps)
     _write_interventions(db, run_id, pinned, vetoed, best["id"])
+    from tests.support.synthetic_live import keep_frontier  # the engine's kept frontier, as it would have written it
+
+    keep_frontier(db, run_id, accepted_ids, val_scores, vetoed if vetoed != best["id"] else None, run["frontier_version"])
     return run_id
 
 
@@ -291,32 +302,3 @@ def _write_interventions(db: Database, run_id: str, pinned: str | None, vetoed: 
                       text="Best so far. <b>Not bold</b>: comments are text."))
         s.add(Comment(run_id=run_id, candidate_id=best, author="ben", kind="feedback", created_at=t,
                       text="Too verbose; keep the JSON format."))
-
-
-def add_validated(db: Database, run_id: str, seed: int = 0) -> str:
-    """What a live run records when a validation pass ends: one more accepted candidate (a child
-    of the best) with a score on every validation example, the run's metric calls and
-    ``frontier_version`` bumped. Returns its id."""
-    import random
-
-    from storage import repo
-
-    rng = random.Random(f"{run_id}:{seed}:{repo.get_run(db, run_id).metric_calls}")
-    run = repo.get_run(db, run_id)
-    with db.write() as s:
-        pks = [pk for (pk,) in s.execute(Example.__table__.select().with_only_columns(Example.pk)
-                                         .where(Example.run_id == run_id, Example.split == "val"))]
-    scores = [round(rng.random(), 3) for _ in pks]
-    cid = f"c{rng.getrandbits(60):015x}"[:16]
-    content = {"system_prompt": f"live {cid}"}
-    cand = Candidate(id=cid, run_id=run_id, content=content, content_hash=_content_hash(content), origin="reflection",
-                     parent_ids=[run.best_candidate_id], status="accepted", step=run.steps_done,
-                     val_mean=sum(scores) / len(scores), val_count=len(scores), reason="improved")
-    with db.write() as s:
-        s.add(cand)
-        s.flush()
-        s.execute(insert(Evaluation), [dict(run_id=run_id, candidate_id=cid, example_pk=pk, score=sc, side_info={},
-                                            content_hash=cand.content_hash, seconds=0.01)
-                                       for pk, sc in zip(pks, scores)])
-    repo.bump_run(db, run_id, metric_calls=len(pks), frontier_version=1)
-    return cid
