@@ -27,8 +27,9 @@ def _shape(p: int, k: int, **extra) -> dict:
     return {"parents_per_step": p, "proposals_per_parent": k, **extra}
 
 
-# every shape names accept and merge_siblings but "4×1 default" (only P set: what a user gets,
-# engine.config.default_shape: the siblings merged, else the best validated)
+# every shape names accept and merge_siblings but "4×1 default" (only P set: what a user gets from
+# engine.config_checks.default_shape with an LM other than the local model: the siblings merged,
+# else the best validated)
 CONFIGS = [
     Config("1×1", _shape(1, 1)),
     Config("2×2 all", _shape(2, 2, accept="all", merge_siblings=False)),

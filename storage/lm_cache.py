@@ -28,8 +28,9 @@ import atexit
 import hashlib
 import json
 import os
-import queue
 import threading
+import weakref
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -77,14 +78,20 @@ class LMCache:
         self._cache = Cache(str(self.directory), disk=JSONDisk, size_limit=size_limit_bytes)
         # Writing an entry took 10 ms and more when the answers of a wide step arrived together
         # (the store's SQLite writers sleep when they meet), between each answer and its child's
-        # minibatch test: entries are written by one thread of their own, in the order put.
+        # minibatch test: entries are written by a thread of their own, in the order put. That
+        # thread ends when nothing is left to write, and closes its connection to the store: a
+        # thread that waited for more kept this cache, its connection and its file descriptors
+        # alive for good (7 a cache: a test process ran out of them).
         self._pending: dict[str, dict] = {}
+        self._queued: deque[str] = deque()
         self._lock = threading.Lock()
-        self._writes: "queue.Queue[str]" = queue.Queue()
-        self._writer: threading.Thread | None = None
+        self._written = threading.Condition(self._lock)
+        self._writing = False
         # The store opens an SQLite connection for every thread that reads it: a wide step's
         # reflections, each in a thread of its own, spent 8 ms each on that before their requests
-        # were sent. One reader thread keeps its connection, opened now, before the first call.
+        # were sent. One reader thread keeps its connection, opened now, before the first call;
+        # it ends with the cache (``close``, or when the cache is collected: the executor's thread
+        # holds it only weakly).
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lm-cache-reader")
         self._reader.submit(self._read, "")
 
@@ -109,31 +116,38 @@ class LMCache:
             return
         with self._lock:
             self._pending[key] = entry
-            if self._writer is None:
-                self._writer = threading.Thread(target=self._write_forever, daemon=True, name="lm-cache-writer")
-                self._writer.start()
-                atexit.register(self.flush)
-        self._writes.put(key)
+            self._queued.append(key)
+            start, self._writing = not self._writing, True
+        if start:
+            _UNWRITTEN.add(self)
+            threading.Thread(target=self._write_queued, daemon=True, name="lm-cache-writer").start()
 
-    def _write_forever(self) -> None:
-        while True:
-            key = self._writes.get()
-            with self._lock:
-                entry = self._pending.get(key)
-            try:
-                if entry is not None:
-                    self._cache.set(key, entry)
-            except Exception:  # a cache that cannot store must not fail a paid-for answer
-                pass
-            finally:
+    def _write_queued(self) -> None:
+        try:
+            while True:
                 with self._lock:
-                    if self._pending.get(key) is entry:
-                        del self._pending[key]
-                self._writes.task_done()
+                    if not self._queued:
+                        self._writing = False
+                        self._written.notify_all()
+                        return
+                    key = self._queued.popleft()
+                    entry = self._pending.get(key)
+                try:
+                    if entry is not None:
+                        self._cache.set(key, entry)
+                except Exception:  # a cache that cannot store must not fail a paid-for answer
+                    pass
+                finally:
+                    with self._lock:
+                        if self._pending.get(key) is entry:
+                            del self._pending[key]
+        finally:
+            self._cache.close()  # this thread's connection (the store keeps one per thread)
 
     def flush(self) -> None:
         """Wait until every entry put is written."""
-        self._writes.join()
+        with self._lock:
+            self._written.wait_for(lambda: not self._writing)
 
     def clear(self) -> int:
         """Remove every entry; returns how many were removed."""
@@ -146,5 +160,17 @@ class LMCache:
 
     def close(self) -> None:
         self.flush()
+        self._reader.submit(self._cache.close).result()  # the reader thread's connection
         self._reader.shutdown()
         self._cache.close()
+
+
+# Caches with entries put in this process: what is left unwritten is written at exit (weakly
+# held, so that a cache no longer used is collected with its connections).
+_UNWRITTEN: "weakref.WeakSet[LMCache]" = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for cache in list(_UNWRITTEN):
+        cache.flush()
