@@ -34,11 +34,11 @@ def objective_scores(side_info: Any) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 
 
-def _entries(scores: Mapping[str, float], objectives: Mapping[str, Mapping[str, float]],
-             frontier_type: str) -> dict[tuple[Optional[str], Optional[str]], float]:
-    out: dict = {}
-    if frontier_type in ("instance", "hybrid"):
-        out.update({(k, None): v for k, v in scores.items()})
+def extra_entries(objectives: Mapping[str, Mapping[str, float]], frontier_type: str) -> dict[tuple[Optional[str], Optional[str]], float]:
+    """A candidate's entries beyond its per-example scores: its mean of each objective
+    (``objective``, ``hybrid``) or each (example, objective) value (``cartesian``), as
+    ``_entries`` adds them to the per-example scores (``engine.search.kept_frontier`` keeps them apart)."""
+    out: dict[tuple[Optional[str], Optional[str]], float] = {}
     if frontier_type in ("objective", "hybrid"):
         totals: dict[str, list[float]] = {}
         for per_example in objectives.values():
@@ -47,6 +47,15 @@ def _entries(scores: Mapping[str, float], objectives: Mapping[str, Mapping[str, 
         out.update({(None, name): mean(vs) for name, vs in totals.items()})
     if frontier_type == "cartesian":
         out.update({(k, name): v for k, per in objectives.items() for name, v in per.items()})
+    return out
+
+
+def _entries(scores: Mapping[str, float], objectives: Mapping[str, Mapping[str, float]],
+             frontier_type: str) -> dict[tuple[Optional[str], Optional[str]], float]:
+    out: dict = {}
+    if frontier_type in ("instance", "hybrid"):
+        out.update({(k, None): v for k, v in scores.items()})
+    out.update(extra_entries(objectives, frontier_type))
     return out
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional
 
-from engine.search.frontier import mean
+from engine.search.frontier_types import extra_entries
 
 TOL = 1e-9
 Key = tuple[Optional[str], Optional[str]]  # (example key, objective name), one of them may be None
@@ -52,22 +52,6 @@ class Changes:
 
     def __bool__(self) -> bool:
         return bool(self.entries or self.counts or self.full)
-
-
-def extra_entries(objectives: Mapping[str, Mapping[str, float]], frontier_type: str) -> dict[Key, float]:
-    """A candidate's entries beyond its per-example scores: its mean of each objective
-    (``objective``, ``hybrid``) or each (example, objective) value (``cartesian``), as
-    ``frontier_types._entries`` computes them."""
-    out: dict[Key, float] = {}
-    if frontier_type in ("objective", "hybrid"):
-        totals: dict[str, list[float]] = {}
-        for per_example in objectives.values():
-            for name, v in per_example.items():
-                totals.setdefault(name, []).append(v)
-        out.update({(None, name): mean(vs) for name, vs in totals.items()})
-    if frontier_type == "cartesian":
-        out.update({(k, name): v for k, per in objectives.items() for name, v in per.items()})
-    return out
 
 
 class KeptFrontier:
