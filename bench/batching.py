@@ -14,8 +14,8 @@ wall-clock next to the measured one.
     .venv/bin/python -m bench.batching --lm-spread 0.5 --seeds 12   # LM latencies that vary (≈ 12 min)
                                      # → docs/benchmarks-batching-spread.md
 
-Writing the docs needs matplotlib (``requirements-bench.txt``, which ``make bench`` installs); it is
-checked before the first run, not after the last. GEPA 0.1.4 comes with ``requirements-dev.txt``.
+The plot needs matplotlib (``requirements-bench.txt``, which ``make bench`` installs); without it the
+page is written without the plot, and says so (the stale plot is removed). GEPA 0.1.4 comes with ``requirements-dev.txt``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import tempfile
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -42,9 +41,11 @@ sys.path.insert(0, str(ROOT))
 from engine.lm.client import LMClient, warm_up  # noqa: E402  (first: offline price map)
 
 from bench import incremental_task as task  # noqa: E402
+from bench.batching_configs import (BUDGET, CONFIGS, DOLLAR_CONFIGS, KEYWORD_CONFIGS, MINIBATCH,  # noqa: E402
+                                    MOONSHOT_CONFIGS, OVERLAP_CONFIGS, SHAPES, W, Config)
 from bench.time_to_quality import (GepaRecorder, add_predictions, add_time_to_quality, prediction_table,  # noqa: E402
                                    refract_trajectory, ttq_table)
-from engine.config import ConfigWarning, SearchConfig, parse_config  # noqa: E402
+from engine.config import ConfigWarning, parse_config  # noqa: E402
 from engine.optimizer import Optimizer  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
 from engine.runtime.model import Latencies, latencies_from, predict_run_seconds, shape_of  # noqa: E402
@@ -54,7 +55,6 @@ from storage import leases, repo  # noqa: E402
 from storage.db import Database  # noqa: E402
 from storage.models import utcnow  # noqa: E402
 
-W, BUDGET, MINIBATCH = 4, 240, 3
 # latencies of the simulated LM and evaluator; overridable only to explore quality quickly
 LM_SECONDS = float(os.environ.get("BENCH_LM_SECONDS", 1.0))
 EVAL_SECONDS = float(os.environ.get("BENCH_EVAL_SECONDS", 0.05))
@@ -66,58 +66,6 @@ SPREAD_DOC = ROOT / "docs" / "benchmarks-batching-spread.md"
 SPREAD_RAW = ROOT / "docs" / "benchmarks-batching-spread.json"
 # what --lm-spread runs unless --only says otherwise: the shapes that matter for time to quality
 SPREAD_CONFIGS = ("1×1", "4×1 all", "4×1 merge", "async C=4", "async C=4 merge")
-
-
-@dataclass
-class Config:
-    name: str
-    search: dict = field(default_factory=dict)
-    gepa: Optional[tuple[int, int]] = None  # (P, N) of GEPA's PxNSampling
-    budget: dict = field(default_factory=dict)
-    price: float = 0.0
-    task: str = "lines"  # the incremental task's layout: "lines", or "grouped" (fixes overlap: merges conflict)
-
-
-def _shape(p: int, k: int, **extra) -> dict:
-    return {"parents_per_step": p, "proposals_per_parent": k, **extra}
-
-
-# every shape names accept and merge_siblings but "4×1 default" (only P set: what a user gets,
-# engine.config.default_shape: the siblings merged, else the best validated)
-CONFIGS = [
-    Config("1×1", _shape(1, 1)),
-    Config("2×2 all", _shape(2, 2, accept="all", merge_siblings=False)),
-    Config("4×1 all", _shape(4, 1, accept="all", merge_siblings=False)),
-    Config("8×1 all", _shape(8, 1, accept="all", merge_siblings=False)),
-    Config("4×1 best", _shape(4, 1, accept="best", merge_siblings=False)),
-    Config("4×1 top_k=2", _shape(4, 1, accept="top_k", top_k=2, merge_siblings=False)),
-    Config("4×1 merge", _shape(4, 1, accept="all", merge_siblings=True)),
-    Config("4×1 default", _shape(4, 1)),
-    Config("async C=4", _shape(4, 1, schedule="async", merge_siblings=False)),
-    Config("async C=8", _shape(8, 1, schedule="async", merge_siblings=False)),
-    Config("async C=4 merge", _shape(4, 1, schedule="async", merge_siblings=True)),
-    Config("async C=8 merge", _shape(8, 1, schedule="async", merge_siblings=True)),
-    Config("async C=4 rebase", _shape(4, 1, schedule="async", merge=True, max_merges=1000)),
-    Config("GEPA 1×1", gepa=(1, 1)),
-    Config("GEPA 4×1", gepa=(4, 1)),
-    Config("GEPA 8×1", gepa=(8, 1)),
-]
-# The overlapping task: the same, with the rules grouped on one line per action (time to quality only).
-OVERLAP_CONFIGS = [Config(c.name, c.search, task="grouped") for c in CONFIGS
-                   if c.name in ("1×1", "4×1 all", "4×1 merge", "async C=4", "async C=4 merge", "async C=4 rebase")]
-# The keywords task (bench/incremental_task.py KEYWORDS): time to quality and best at equal budget.
-KEYWORD_CONFIGS = [Config(c.name, c.search, task="keywords") for c in CONFIGS
-                   if c.name in ("1×1", "4×1 all", "4×1 merge", "4×1 default", "async C=4 merge", "async C=8 merge")]
-# The runtime model's shape of each Refract configuration (its time-to-quality prediction).
-SHAPES = {c.name: shape_of(SearchConfig(minibatch_size=MINIBATCH, **c.search)) for c in CONFIGS if c.gepa is None}
-# Dollar caps: the cost budget binds (metric calls are plentiful), LM priced per token.
-DOLLAR_CONFIGS = [
-    Config("$ cap, 4×1 all", _shape(4, 1, accept="all", merge_siblings=False),
-           budget={"max_metric_calls": 100_000, "max_cost_usd": 0.25}, price=2e-5),
-    Config("$ cap, async C=8", _shape(8, 1, schedule="async", merge_siblings=False),
-           budget={"max_metric_calls": 100_000, "max_cost_usd": 0.25},
-           price=2e-5),
-]
 
 
 # -- one Refract run ------------------------------------------------------------------------------
@@ -135,7 +83,7 @@ def run_refract(cfg: Config, seed: int, workdir: Path) -> dict:
         "search": {"minibatch_size": MINIBATCH, "seed": seed, "max_score": 1.0, **cfg.search},
         "budget": {"max_metric_calls": BUDGET, **cfg.budget},
         "reflection_lm": {"model": "scripted/bench", "num_retries": 0, "max_concurrency": 16},
-        "executor": {"workers": W},
+        "executor": {"workers": cfg.workers},
     }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConfigWarning)
@@ -167,17 +115,17 @@ def run_refract(cfg: Config, seed: int, workdir: Path) -> dict:
     busy = executors[0].busy_seconds() - box["busy0"]
     run = repo.get_run(db, run_id)
     best = repo.get_candidate(db, run.best_candidate_id)
-    lat = measured_latencies(db, run_id, run, len(t["val"]))
+    lat = measured_latencies(db, run_id, run, len(t["val"]), cfg.workers)
     predicted = predict_run_seconds(shape_of(run_cfg.search), lat, BUDGET)[0] if lat else None
     cap_usd = cfg.budget.get("max_cost_usd")
     out = {"config": cfg.name, "seed": seed, "status": status, "reason": run.status_reason, "wall": wall,
            "metric_calls": run.metric_calls, "per_call": wall / max(run.metric_calls, 1), "best_val": run.best_val_mean,
            "test": task.score(best.content["text"], t["test"]), "overshoot": run.budget_overshoot / BUDGET,
            "cost": run.cost_usd, "cost_overshoot": max(0.0, run.cost_usd - cap_usd) / cap_usd if cap_usd else None,
-           "utilisation": busy / (W * wall), "predicted": predicted, "steps": run.steps_done,
+           "utilisation": busy / (cfg.workers * wall), "predicted": predicted, "steps": run.steps_done,
            "proposals": run.proposals_total, "improved": run.proposals_improved,
            "latencies": lat.__dict__ if lat else None, "merges": merge_counts(db, run_id), "task": cfg.task,
-           "trajectory": refract_trajectory(db, run_id, box["utc0"])}
+           "workers": cfg.workers, "trajectory": refract_trajectory(db, run_id, box["utc0"])}
     db.dispose()
     return out
 
@@ -196,7 +144,7 @@ def install_lm(price: float = 0.0) -> None:
     install_script(varying, price_per_token=price)
 
 
-def measured_latencies(db: Database, run_id: str, run, n_val: int) -> Optional[Latencies]:
+def measured_latencies(db: Database, run_id: str, run, n_val: int, workers: int = W) -> Optional[Latencies]:
     """The runtime model's inputs, as measured in the run."""
     lm = [c.seconds for c in repo.lm_calls_for(db, run_id) if not c.cached and not c.error]
     ev = [e.seconds for e in repo.evaluations_for(db, run_id) if not e.cached]
@@ -207,7 +155,7 @@ def measured_latencies(db: Database, run_id: str, run, n_val: int) -> Optional[L
     merge_pass = (sum(1 for m in merges if m.status == "accepted") / len(merges)) if merges else 0.8
     merge_lm = (sum(1 for m in merges if m.merge_path == "lm") / len(merges)) if merges else 1.0
     cfg = json.loads(json.dumps(run.config))["search"]
-    return latencies_from(lm, ev, run.proposals_improved / max(run.proposals_total, 1), cfg["minibatch_size"], n_val, W,
+    return latencies_from(lm, ev, run.proposals_improved / max(run.proposals_total, 1), cfg["minibatch_size"], n_val, workers,
                           merge_pass=merge_pass, merge_lm=merge_lm)
 
 
@@ -249,7 +197,8 @@ def run_gepa(cfg: Config, seed: int, workdir: Path) -> dict:
                 calls[0] += 1
 
     p, n = cfg.gepa
-    engine = EngineConfig(max_metric_calls=BUDGET, seed=seed, parallel=True, max_workers=W, run_dir=str(workdir / "gepa"),
+    engine = EngineConfig(max_metric_calls=BUDGET, seed=seed, parallel=True, max_workers=cfg.workers,
+                          run_dir=str(workdir / "gepa"),
                           sampling_strategy=None if (p, n) == (1, 1) else PxNSampling(p, n), display_progress_bar=False)
     gcfg = GEPAConfig(engine=engine, reflection=ReflectionConfig(reflection_lm="scripted/bench",
                                                                   reflection_minibatch_size=MINIBATCH))
@@ -264,7 +213,7 @@ def run_gepa(cfg: Config, seed: int, workdir: Path) -> dict:
     return {"config": cfg.name, "seed": seed, "status": "completed", "reason": "", "wall": wall,
             "metric_calls": n_calls, "per_call": wall / max(n_calls, 1), "best_val": task.score(best, t["val"]),
             "test": task.score(best, t["test"]), "overshoot": max(0, n_calls - BUDGET) / BUDGET, "cost": 0.0,
-            "cost_overshoot": None, "utilisation": busy[0] / (W * wall), "predicted": None,
+            "cost_overshoot": None, "utilisation": busy[0] / (cfg.workers * wall), "predicted": None,
             "steps": None, "proposals": None, "improved": None, "latencies": None, "merges": None, "task": cfg.task,
             "trajectory": recorder.points}
 
@@ -374,14 +323,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     import logging
 
     logging.basicConfig(level=logging.ERROR)
-    if not args.no_write:
-        import matplotlib  # noqa: F401  (fail now, not after every run: the plot needs it)
     if args.report_only:
         raw = json.loads((Path(args.raw) if args.raw else SPREAD_RAW if LM_SPREAD[0] else RAW).read_text())
         results, dollars = raw["results"], raw.get("dollars", [])
     else:
         only = args.only or (SPREAD_CONFIGS if LM_SPREAD[0] else None)
-        extra = [] if args.no_overlap or LM_SPREAD[0] else OVERLAP_CONFIGS + KEYWORD_CONFIGS
+        extra = [] if args.no_overlap or LM_SPREAD[0] else OVERLAP_CONFIGS + KEYWORD_CONFIGS + MOONSHOT_CONFIGS
         configs = [c for c in CONFIGS + extra if not only or c.name in only]
         warm_up()  # litellm's first-completion loading is not charged to the first run (1×1, seed 0)
         results, dollars = [], []
@@ -402,17 +349,22 @@ def main(argv: Optional[list[str]] = None) -> int:
     if dollars:
         print("\n".join(dollar_table(dollars)))
     if not args.no_write and LM_SPREAD[0]:  # its own page: the main one stays the fixed-latency task's
-        from bench.batching_report import write_spread_doc
+        from bench.batching_spread import write_spread_doc
 
         SPREAD_RAW.write_text(json.dumps({"results": results, "lm_spread": LM_SPREAD[0]}, indent=1))
         write_spread_doc(SPREAD_DOC, results, LM_SPREAD[0], LM_SECONDS, table(main_rows))
     elif not args.no_write:
         RAW.write_text(json.dumps({"results": results, "dollars": dollars}, indent=1))
-        from bench.batching_report import SETUP, analysis, write_doc
+        from bench.batching_analysis import analysis
+        from bench.batching_report import SETUP, write_doc
 
-        plot(main_rows)
+        try:
+            plot(main_rows)
+        except ImportError:
+            PLOT.unlink(missing_ok=True)  # a plot of other numbers would mislead
+        keyword_rows = [r for r in results if r.get("task") == "keywords"]
         write_doc(DOC, table(main_rows), dollar_table(dollars), summarize(main_rows), results, dollars, SETUP,
-                  analysis(results), SHAPES)
+                  analysis(results), SHAPES, table(keyword_rows) if keyword_rows else [])
     return 0
 
 

@@ -26,6 +26,8 @@ from engine.runtime.model import Latencies, Shape, improvements_to_quality, pred
 from storage import repo
 from storage.db import Database
 
+TASK_NAMES = {"lines": "incremental", "grouped": "overlapping", "keywords": "keywords"}  # the pages' names
+
 TARGET = 0.95
 
 
@@ -139,12 +141,12 @@ def best_of_range(results: list[dict], n: int) -> str:
 def async_merges(results: list[dict]) -> str:
     """Merges tried and accepted by the asynchronous runs with merges, per task."""
     parts = []
-    for task in ("lines", "grouped"):
+    for task, name in TASK_NAMES.items():
         rows = [r for r in results if r.get("task", "lines") == task and r["config"].startswith("async")
                 and r.get("merges")]
         tried, kept = sum(r["merges"]["tried"] for r in rows), sum(r["merges"]["accepted"] for r in rows)
         if tried:
-            parts.append(f"{kept} of {tried} accepted on the {'incremental' if task == 'lines' else 'overlapping'} task")
+            parts.append(f"{kept} of {tried} accepted on the {name} task")
     return "; ".join(parts) or "none tried"
 
 
@@ -155,7 +157,8 @@ def disagreements(results: list[dict]) -> str:
     rows = [r for r in results if "ttq_predicted" in r]
     said = [r for r in rows if r.get("ttq") is None and r["ttq_predicted"] is not None]
     missed = [r for r in rows if r.get("ttq") is not None and r["ttq_predicted"] is None]
-    name = lambda r: f"{r['config']} seed {r['seed']}" + (" on the overlapping task" if r.get("task") == "grouped" else "")  # noqa: E731
+    name = lambda r: f"{r['config']} seed {r['seed']}" + (f" on the {TASK_NAMES[r['task']]} task"  # noqa: E731
+                                                          if r.get("task", "lines") != "lines" else "")
     return (f"{len(said) + len(missed)} of {len(rows)} runs (the model says "
             + (", ".join(map(name, said)) or "none") + " reach it and they did not; it says "
             + (", ".join(map(name, missed)) or "none") + " do not, and they did)")

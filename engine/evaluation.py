@@ -25,6 +25,7 @@ from storage.models import Candidate, Evaluation, Example
 from engine.budget import Budget
 from engine.executor import EvalOutcome, EvalTask, Executor
 from engine.interrupt import Interrupt
+from engine.known_results import KnownResults
 from engine.opt_state import BestEvals
 from engine.reuse import BaseEvaluations
 from engine.search.second_look import Pace
@@ -75,7 +76,9 @@ class EvaluationService:
         # once (a parent chosen twice, siblings with the same text) pay for it once
         self._inflight: dict[tuple[str, str], tuple[str, Future, Future]] = {}
         self._lock = threading.Lock()
-        self._recorder = _Recorder(db, budget)
+        self.remembered = KnownResults()  # what the database holds, for the recent candidates
+        self._keys_by_pk = {e.pk: k for k, e in examples.items()}
+        self._recorder = _Recorder(db, budget, self._remember)
         # At most 2·W validation evaluations queued or running, over all passes: the minibatch
         # tests that stand between a proposal and its next LM call then wait behind a wave or
         # two, not behind whole validation passes (asynchronous runs overlap them).
@@ -136,8 +139,12 @@ class EvaluationService:
     def _known(self, cand: Candidate, keys: list[str]) -> dict[str, Scored]:
         """This candidate's recorded evaluations on ``keys``, plus copies (marked cached, no
         metric call) of evaluations of the same content by other candidates, of this run or (a
-        branch) of its base runs (marked ``reused_from``)."""
-        pks = {self.examples[k].pk: k for k in keys}
+        branch) of its base runs (marked ``reused_from``). Those of a recent candidate come from
+        memory (``engine.known_results``)."""
+        remembered = self.remembered.get(cand.id, keys)
+        if len(remembered) == len(set(keys)):
+            return remembered
+        pks = {self.examples[k].pk: k for k in keys if k not in remembered}
         own, cached = repo.known_evaluations(self.db, self.run_id, cand.id, cand.content_hash, list(pks))
         missing = [pk for pk in pks if pk not in own and pk not in cached]
         if self.base is not None and missing:
@@ -148,7 +155,14 @@ class EvaluationService:
                       for pk, e in cached.items()]
             for row, _ in repo.record_evaluations(self.db, copies):
                 own[row.example_pk] = row
-        return {pks[pk]: Scored(e.score, e.side_info, e.error) for pk, e in own.items()}
+        found = {pks[pk]: Scored(e.score, e.side_info, e.error) for pk, e in own.items()}
+        self.remembered.add(cand.id, found)
+        return {**remembered, **found}
+
+    def _remember(self, row: Evaluation) -> None:
+        key = self._keys_by_pk.get(row.example_pk)
+        if key is not None:
+            self.remembered.add(row.candidate_id, {key: Scored(row.score, row.side_info, row.error)})
 
     def _dispatch(self, cand: Candidate, key: str, kind: str, charge: bool) -> Optional[Future]:
         """Send one evaluation to the pool (or join the one in flight). None if the budget
@@ -224,8 +238,8 @@ class _Recorder:
     transaction, then resolves their futures. So a pool worker gets its next task without
     waiting for a database commit, and a busy step costs few commits."""
 
-    def __init__(self, db: Database, budget: Budget) -> None:
-        self.db, self.budget = db, budget
+    def __init__(self, db: Database, budget: Budget, on_saved: Callable[[Evaluation], None]) -> None:
+        self.db, self.budget, self.on_saved = db, budget, on_saved  # on_saved: the row as stored
         self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="recorder")
         self._thread.start()
@@ -258,7 +272,8 @@ class _Recorder:
                     self.budget.settle_metric_call(charged=False)
                 result.set_exception(exc)
             return
-        for (_, charge, result, scored), (_, inserted) in zip(items, saved):
+        for (_, charge, result, scored), (row, inserted) in zip(items, saved):
             if charge:
                 self.budget.settle_metric_call(charged=inserted)
+            self.on_saved(row)
             result.set_result(scored)

@@ -5,7 +5,8 @@ runs at once their pools compete for the same cores. ``FairShare`` is the proces
 dispatcher: every run's evaluations go through a ``FairExecutor`` that queues them per run, and
 the dispatcher hands them to the runs' pools in round-robin order, with at most ``capacity``
 evaluations running over all runs. So two runs with work waiting get the same number of
-evaluations started, whatever their batch sizes; a run alone uses its whole pool.
+evaluations started, whatever their batch sizes; a run alone uses its whole pool, and its
+evaluations go to its pool directly.
 
 Contract: ``FairExecutor`` is an ``engine.executor.Executor``. A task cancelled while it waits
 here never reaches the pool; a task's result (or failure) is the pool's, unchanged.
@@ -56,6 +57,22 @@ class FairShare:
                 self._order.remove(run_id)
 
     def submit(self, run_id: str, executor: Executor, task: EvalTask) -> "Future[EvalOutcome]":
+        with self._cond:
+            # A run alone hands its evaluations straight to its pool, so that a worker's next
+            # task already waits in the pool when the worker's result arrives and is sent at once
+            # (engine.sandbox.pool), not after a turn of the dispatcher thread: on a busy 2-core
+            # machine each evaluation's worker idled 1.7 ms between two tasks.
+            alone = set(self._pools) <= {run_id} and not self._order and self._running < self._limit()
+            if alone:
+                self._running += 1
+        if alone:
+            try:
+                inner = executor.submit(task)
+            except BaseException:
+                self._done()
+                raise
+            inner.add_done_callback(lambda _f: self._done())
+            return inner
         outer: Future = Future()
         with self._cond:
             queue = self._queues.setdefault(run_id, deque())
@@ -69,7 +86,11 @@ class FairShare:
         return outer
 
     def _limit(self) -> int:
-        return max([self.capacity, *self._pools.values()])
+        """Evaluations handed to the pools at once: one per core (at least the largest pool);
+        a run alone, twice its pool (each worker's next task waits beside it). A run that
+        registers later waits for the first one's extra evaluations to end (a wave at most)."""
+        limit = max([self.capacity, *self._pools.values()])
+        return 2 * limit if len(self._pools) <= 1 else limit
 
     def _dispatch_forever(self) -> None:
         while True:

@@ -3,8 +3,9 @@
 Contract for callers (every backend keeps it; the storage tests run on SQLite and PostgreSQL):
 - ``db.write()`` is the only way to change data. On SQLite it begins ``IMMEDIATE``, so
   concurrent read-modify-write cycles in different processes serialise instead of silently
-  losing updates (pysqlite's default deferred transactions lose them). The block commits on
-  success, rolls back on error: it is atomic.
+  losing updates (pysqlite's default deferred transactions lose them); the writers of one
+  process take turns on a lock first (``_writer_turn``). The block commits on success, rolls
+  back on error: it is atomic.
 - ``db.read()`` is a session on a separate reader engine that cannot write: SQLite connections
   run with ``PRAGMA query_only=ON`` and a plain ``BEGIN`` (readers never queue behind the
   writer), PostgreSQL connections default to read-only transactions. A write through it raises
@@ -23,6 +24,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,17 +69,47 @@ def studio_time_limit() -> float:
     return STUDIO_TIME_LIMIT_DEFAULT if value is None else value
 
 
+# SQLite has one writer at a time. A writer that finds the database locked is put to sleep by
+# SQLite's busy handler for 1, 2, 5, 10 … ms before it looks again, however soon the lock is
+# free: when the threads of a wide step wrote at once (each proposal's LM call rows, counters,
+# its child), a write that holds the lock for half a millisecond made the others sleep for 5 to
+# 35 ms, on the path between a reflection's answer and its child's minibatch test. The threads
+# of one process therefore take turns on a lock of their own, which wakes the next at once;
+# other processes still meet the busy handler. Re-entrant, as SQLite itself would let a nested
+# write of the same thread wait (and fail) as before; after the busy timeout a writer goes on
+# to SQLite without its turn, so a writer that never returns stops nothing it did not stop before.
+_WRITER_TURNS: dict[str, threading.RLock] = {}
+_WRITER_TURNS_LOCK = threading.Lock()
+BUSY_SECONDS = 30
+
+
+def _writer_turn(url: str) -> threading.RLock:
+    """The lock the writers of this process take turns on, one per SQLite URL."""
+    with _WRITER_TURNS_LOCK:
+        return _WRITER_TURNS.setdefault(url, threading.RLock())
+
+
+@contextmanager
+def _turn(lock: "threading.RLock | None") -> Iterator[None]:
+    held = lock is not None and lock.acquire(timeout=BUSY_SECONDS)
+    try:
+        yield
+    finally:
+        if held:
+            lock.release()
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
 
 
 def _make_sqlite_engine(url: str, reader: bool) -> Engine:
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": BUSY_SECONDS})
     event.listen(engine, "connect", _sqlite_pragmas)
 
     # pysqlite's own transaction handling is disabled so that we can say BEGIN ourselves.
@@ -150,6 +182,7 @@ class Database:
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
         self.is_sqlite = self.url.startswith("sqlite")
+        self._turns = _writer_turn(self.url) if self.is_sqlite else None  # PostgreSQL: writers run side by side
         make = _make_sqlite_engine if self.is_sqlite else _make_pg_engine
         try:
             self.writer = make(self.url, reader=False)
@@ -178,7 +211,7 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with _translated(self.safe_url):
+        with _turn(self._turns), _translated(self.safe_url):
             with Session(self.writer, expire_on_commit=False) as session:
                 with session.begin():
                     yield session

@@ -14,7 +14,9 @@ What this cache does NOT guarantee:
 - Exactly-once calls: two threads or processes that miss at the same moment both call the LM and
   both store (the last write wins; both answers are valid, only one is remembered).
 - Durability: a crash during a write may lose that entry (never corrupt another one); a missing
-  entry only costs a new call.
+  entry only costs a new call. Entries are written by a thread of their own, after the answer
+  went back to its caller (``put`` returns at once; ``get`` in the same process sees the entry at
+  once); the process writes what is left at exit (``atexit``), unless it leaves by ``os._exit``.
 - Determinism of providers: a hit replays one earlier answer; it does not make the LM deterministic.
 - Confidentiality of prompts: messages and answers are stored in clear text on local disk, guarded
   only by the directory's permissions.
@@ -22,9 +24,14 @@ What this cache does NOT guarantee:
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
+import threading
+import weakref
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +76,33 @@ class LMCache:
         # mkdir's mode is masked by the umask and ignored for an existing directory: enforce it.
         os.chmod(self.directory, 0o700)
         self._cache = Cache(str(self.directory), disk=JSONDisk, size_limit=size_limit_bytes)
+        # Writing an entry took 10 ms and more when the answers of a wide step arrived together
+        # (the store's SQLite writers sleep when they meet), between each answer and its child's
+        # minibatch test: entries are written by a thread of their own, in the order put. That
+        # thread ends when nothing is left to write, and closes its connection to the store: a
+        # thread that waited for more kept this cache, its connection and its file descriptors
+        # alive for good (7 a cache: a test process ran out of them).
+        self._pending: dict[str, dict] = {}
+        self._queued: deque[str] = deque()
+        self._lock = threading.Lock()
+        self._written = threading.Condition(self._lock)
+        self._writing = False
+        # The store opens an SQLite connection for every thread that reads it: a wide step's
+        # reflections, each in a thread of its own, spent 8 ms each on that before their requests
+        # were sent. One reader thread keeps its connection, opened now, before the first call;
+        # it ends with the cache (``close``, or when the cache is collected: the executor's thread
+        # holds it only weakly).
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lm-cache-reader")
+        self._reader.submit(self._read, "")
 
     def get(self, key: str) -> dict | None:
+        with self._lock:
+            pending = self._pending.get(key)
+        if pending is not None:
+            return pending
+        return self._reader.submit(self._read, key).result()
+
+    def _read(self, key: str) -> dict | None:
         try:
             value = self._cache.get(key)
         except Exception:  # corrupt entry or locked database: behave as a miss
@@ -79,16 +111,66 @@ class LMCache:
 
     def put(self, key: str, value: dict) -> None:
         try:
-            self._cache.set(key, {**value, "v": _FORMAT})
-        except Exception:  # a cache that cannot store must not fail a paid-for answer
-            pass
+            entry = json.loads(json.dumps({**value, "v": _FORMAT}))  # what the store keeps, and keeps JSON
+        except (TypeError, ValueError):
+            return
+        with self._lock:
+            self._pending[key] = entry
+            self._queued.append(key)
+            start, self._writing = not self._writing, True
+        if start:
+            _UNWRITTEN.add(self)
+            threading.Thread(target=self._write_queued, daemon=True, name="lm-cache-writer").start()
+
+    def _write_queued(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    if not self._queued:
+                        self._writing = False
+                        self._written.notify_all()
+                        return
+                    key = self._queued.popleft()
+                    entry = self._pending.get(key)
+                try:
+                    if entry is not None:
+                        self._cache.set(key, entry)
+                except Exception:  # a cache that cannot store must not fail a paid-for answer
+                    pass
+                finally:
+                    with self._lock:
+                        if self._pending.get(key) is entry:
+                            del self._pending[key]
+        finally:
+            self._cache.close()  # this thread's connection (the store keeps one per thread)
+
+    def flush(self) -> None:
+        """Wait until every entry put is written."""
+        with self._lock:
+            self._written.wait_for(lambda: not self._writing)
 
     def clear(self) -> int:
         """Remove every entry; returns how many were removed."""
+        self.flush()
         return self._cache.clear()
 
     def __len__(self) -> int:
+        self.flush()
         return len(self._cache)
 
     def close(self) -> None:
+        self.flush()
+        self._reader.submit(self._cache.close).result()  # the reader thread's connection
+        self._reader.shutdown()
         self._cache.close()
+
+
+# Caches with entries put in this process: what is left unwritten is written at exit (weakly
+# held, so that a cache no longer used is collected with its connections).
+_UNWRITTEN: "weakref.WeakSet[LMCache]" = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for cache in list(_UNWRITTEN):
+        cache.flush()

@@ -111,6 +111,31 @@ def test_accept_rule_chooses_which_improving_children_are_validated(sqlite_db, t
     assert_consistent_totals(sqlite_db, run_id)
 
 
+def test_the_children_passed_over_are_marked_while_the_validation_pass_runs(sqlite_db, tmp_path, monkeypatch):
+    """Marking each child passed over is a write; the step's validation pass does not wait for
+    them (they stood between the children's tests and the first validation evaluation)."""
+    from engine.schedules import synchronous
+
+    validating, seen = threading.Event(), []
+    real_validate, real_reject = synchronous.validate_child, synchronous.reject
+
+    def validate_child(ctx, cid):
+        validating.set()
+        return real_validate(ctx, cid)
+
+    def reject(ctx, cid, reason):
+        seen.append(validating.wait(5))
+        return real_reject(ctx, cid, reason)
+
+    monkeypatch.setattr(synchronous, "validate_child", validate_child)
+    monkeypatch.setattr(synchronous, "reject", reject)
+    cfg = toy_config(8, search={"parents_per_step": 2, "proposals_per_parent": 2, "accept": "best"},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg)
+    assert seen == [True, True, True]
+    assert sum(c.status == "rejected" for c in _cands(sqlite_db, run_id, "reflection")) == 3
+
+
 # ---------------------------------------------------------------- sibling merges
 
 

@@ -214,3 +214,59 @@ def test_branch_from_the_best_with_a_changed_setting_runs_in_the_foreground(cli,
                                                      if c.origin == "seed"])
     assert seed_evals and all(e.reused_from == base_id and e.cached for e in seed_evals)
     db.dispose()
+
+
+def _run_args(config, tmp_path):
+    import argparse
+
+    return argparse.Namespace(config=str(config), allow_outside_files=False, db=_url(tmp_path, "inproc.db"),
+                              author="cli", quiet=True)
+
+
+def test_run_loads_the_evaluator_and_spawns_the_pool_while_the_lm_check_waits(project, tmp_path, monkeypatch):
+    """The check of the run's LMs waits for litellm's import (seconds of CPU) in a thread of its
+    own: meanwhile the evaluator is loaded in the sandbox, once (submit does not load it again),
+    and the run's sandbox processes are spawned, which its pool then takes."""
+    from engine.cli import run as run_cli
+    from engine.sandbox import probe
+    from tests.support import toy
+    from tests.support.scripted_lm import install_script, uninstall_script
+
+    stocks, loads = [], []
+    real_spawn, real_load = run_cli.spawn_ahead, probe.check_evaluator
+    monkeypatch.setattr(run_cli, "spawn_ahead", lambda cfg: stocks.append(real_spawn(cfg)) or stocks[-1])
+    monkeypatch.setattr(probe, "check_evaluator", lambda cfg: loads.append(cfg.name) or real_load(cfg))
+    install_script(toy.script)
+    try:
+        assert run_cli.cmd_run(_run_args(project / "run.toml", tmp_path)) == 0
+    finally:
+        uninstall_script()
+    assert loads == ["cli toy"]
+    assert stocks[0].taken == 2 and stocks[0].ready() == 0  # both workers of the run came from it; none refilled
+    db = Database(_url(tmp_path, "inproc.db"))
+    assert [r.status for r in repo.list_runs(db)] == ["completed"]
+    db.dispose()
+
+
+def test_run_stores_nothing_when_an_lm_does_not_answer_and_stops_its_spawned_processes(tmp_path, monkeypatch):
+    from engine.cli import run as run_cli
+    from engine.config import ConfigError
+
+    config = toy_project(tmp_path / "p", "unanswered", '''
+        [reflection_lm]
+        model = "openai/nobody"
+        api_base = "http://127.0.0.1:9/v1"
+
+        [executor]
+        workers = 2
+    ''')
+    stocks = []
+    real_spawn = run_cli.spawn_ahead
+    monkeypatch.setattr(run_cli, "spawn_ahead", lambda cfg: stocks.append(real_spawn(cfg)) or stocks[-1])
+    with pytest.raises(ConfigError, match="reflection_lm.api_base"):
+        run_cli.cmd_run(_run_args(config, tmp_path))
+    assert stocks[0].ready() == 0 and stocks[0]._closed
+    db = Database(_url(tmp_path, "inproc.db"))
+    db.create_all()
+    assert repo.list_runs(db) == []
+    db.dispose()

@@ -51,6 +51,26 @@ def test_the_share_alternates_between_runs_with_work_waiting():
     assert last_small <= 2 + 2 * 3, started
 
 
+def test_a_run_alone_hands_its_evaluations_to_its_pool_at_once():
+    """Alone, a run's evaluations reach its pool in the call that submits them, up to twice its
+    pool (each worker's next task waits beside it in the pool), not a turn of the dispatcher
+    thread later; a second run then waits only for those."""
+    handed: list[int] = []
+
+    class Recording(_Pool):
+        def submit(self, task: EvalTask) -> Future:
+            handed.append(1)
+            return super().submit(task)
+
+    share, started = FairShare(capacity=2), []
+    pool = Recording("alone", 2, started, seconds=0.2)
+    share.register("alone", 2)
+    futures = [share.submit("alone", pool, EvalTask(candidate="x")) for _ in range(6)]
+    assert len(handed) == 4  # before any of them ended
+    assert all(f.result(timeout=10).score == 1.0 for f in futures)
+    assert len(handed) == 6
+
+
 def test_a_cancelled_task_never_reaches_the_pool():
     share, started = FairShare(capacity=1), []
     pool = _Pool("a", 1, started, seconds=0.3)

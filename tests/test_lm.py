@@ -119,6 +119,31 @@ def test_cache_hit_costs_nothing_and_is_marked(client):
     assert len(stats.calls) == 4
 
 
+def test_an_answer_goes_back_before_its_cache_entry_is_written(client, monkeypatch):
+    """The store's write (10 ms and more when a wide step's answers arrived together) is not
+    between an answer and its caller: the entry is written by a thread of its own, and the cache
+    answers from it at once in this process."""
+    install_script(lambda m, p: "stored later")
+    store = client.cache._cache
+    writing, release = threading.Event(), threading.Event()
+    real_set = store.set
+
+    def slow_set(*args, **kwargs):
+        writing.set()
+        release.wait(10)
+        return real_set(*args, **kwargs)
+
+    monkeypatch.setattr(store, "set", slow_set)
+    cfg = LMConfig(model="scripted/later")
+    first = client.complete(cfg, MESSAGES)  # returns while the write waits
+    assert first.ok and writing.wait(10)
+    again = client.complete(cfg, MESSAGES)
+    assert again.cached and again.text == "stored later"
+    release.set()
+    client.cache.flush()
+    assert len([k for k in store.iterkeys()]) == 1
+
+
 def test_failures_are_not_cached(client):
     script, calls = _rate_limited(1)
     install_script(script)
@@ -150,6 +175,7 @@ def test_api_key_reaches_provider_but_never_the_cache_or_the_error(client, monke
     cfg = LMConfig(model="spy/m", api_key_env="TEST_SECRET_API_KEY")
     assert client.complete(cfg, MESSAGES).ok
     assert seen == [secret]
+    client.cache.flush()  # entries are written by a thread of their own
     for key in client.cache._cache.iterkeys():
         assert secret not in repr(key) + repr(client.cache._cache.get(key))
     for path in (tmp_path / "lm-cache").rglob("*"):

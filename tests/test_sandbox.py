@@ -363,6 +363,33 @@ def test_process_isolation_fallback_keeps_limits_and_scrubs_env():
         p.close()
 
 
+def test_a_workers_next_task_is_sent_before_the_finished_one_is_announced(monkeypatch):
+    """Announcing a result runs the engine's callbacks (recording it, dispatching the next
+    evaluation); the worker's next queued task is already on its way by then, so the worker does
+    not idle through them (1.7 ms per evaluation on a busy 2-core machine)."""
+    from engine.sandbox.worker_process import WorkerProcess
+
+    sent: list = []
+    real_send = WorkerProcess._send
+
+    def send(self, obj, deadline):
+        if obj.get("type") == "eval":
+            sent.append(obj["candidate"])
+        return real_send(self, obj, deadline)
+
+    monkeypatch.setattr(WorkerProcess, "_send", send)
+    p = make_pool("import time\ndef evaluate(c):\n    time.sleep(c)\n    return 1.0\n")
+    try:
+        seen_when_announced: list = []
+        first = p.submit(EvalTask(0.3))
+        second = p.submit(EvalTask(0.0))
+        first.add_done_callback(lambda _f: seen_when_announced.append(list(sent)))
+        assert first.result().score == 1.0 and second.result().score == 1.0
+        assert seen_when_announced == [[0.3, 0.0]]
+    finally:
+        p.close()
+
+
 def test_close_cancels_queued_tasks():
     p = make_pool("import time\ndef evaluate(c):\n    time.sleep(c)\n    return 1.0\n")
     running = p.submit(EvalTask(0.5))

@@ -102,6 +102,24 @@ def test_a_validation_pass_stops_early_when_the_child_cannot_matter(ctx):
     assert saved.val_count < 8 and saved.val_cut_short.startswith("stopped early after")
 
 
+def test_recorded_results_are_read_again_from_memory(ctx, monkeypatch):
+    """A step read its parents' minibatch results from the database three or four times (its
+    plan, each slot's draw, the slot, the merge); a candidate's results, recorded or read once,
+    come from memory after that, the same as the database holds them."""
+    cand = _candidate(ctx, "start alpha")
+    keys = ctx.train_keys[:4]
+    first = ctx.evals.evaluate(cand, keys, kind="minibatch")
+    reads: list[str] = []
+    real = repo.known_evaluations
+    monkeypatch.setattr(repo, "known_evaluations", lambda *a, **k: reads.append(a[2]) or real(*a, **k))
+    again = ctx.evals.evaluate(cand, keys, kind="minibatch")
+    assert reads == [] and {k: r.score for k, r in again.items()} == {k: r.score for k, r in first.items()}
+    ctx.evals.known(cand, ctx.train_keys[:6])  # two more keys: only those are looked up
+    assert reads == [cand.id]
+    stored = {e.example_pk: e.score for e in repo.evaluations_for(ctx.db, ctx.run_id, [cand.id])}
+    assert {ctx.examples[k].pk: r.score for k, r in again.items()} == stored
+
+
 def test_one_proposal_improves_on_its_parents_minibatch(ctx):
     parent = _candidate(ctx, "start")
     _validator(ctx).validate(parent)
@@ -212,3 +230,40 @@ def test_a_retry_waits_for_no_other_slot_and_no_slot_waits_for_a_retry(ctx):
     assert first.content[SINGLE] == "start gamma" and second.content[SINGLE] == "start beta"
     tested = second.finished_at.replace(tzinfo=second.finished_at.tzinfo or timezone.utc)
     assert tested < datetime.fromtimestamp(retry_answered[0], timezone.utc)
+
+
+def test_no_retry_for_a_minibatch_a_sibling_has_already_aced(ctx):
+    """Two proposals for one parent share its minibatch; the first child gets every example of it
+    right, and the second's first answer, arriving after that, is the text unchanged: it is not
+    asked again (the retry's child could at best tie there), and its reason says why."""
+    from concurrent.futures import ThreadPoolExecutor
+    import time
+
+    from engine.schedules.claim_order import ClaimOrder
+    from engine.schedules.synchronous import _ParentMinibatches, _slot
+
+    parent = _candidate(ctx, "start")
+    _validator(ctx).validate(parent)
+    minibatch = ctx.train_keys[:2]
+    words = " ".join(ctx.examples[k].payload["word"] for k in minibatch)
+    retries: list[int] = []
+
+    def script(messages, params):
+        if len(messages) > 2:
+            retries.append(params["sample_index"])
+            return "Another.\n```\nstart retried\n```"
+        if params["sample_index"] == 0:
+            return f"Both.\n```\nstart {words}\n```"  # right on the whole minibatch
+        time.sleep(0.8)  # after the first child's test
+        return "Same.\n```\nstart\n```"
+
+    install_script(script)
+    order = ClaimOrder([(parent.id, (0, 0)), (parent.id, (0, 1))], ctx.interrupt)
+    parents = _ParentMinibatches(ctx, [parent.id], sampler=None, first=0)
+    parents._results = {0: Minibatch(minibatch, ctx.evals.evaluate(parent, minibatch, kind="minibatch"))}
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(_slot, ctx, parents, 0, k, order) for k in (0, 1)]
+        first, second = (repo.get_candidate(ctx.db, f.result().child_id) for f in futures)
+    assert first.improved and first.minibatch_score == len(minibatch)
+    assert retries == [] and second.status == "failed"
+    assert f"no retry: {first.id} already got every example of this minibatch right" in second.reason

@@ -28,14 +28,14 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 from engine.executor import BusyMeter, EvalOutcome, EvalTask, LMHandler
-from engine.sandbox.pool import _LMAccount
+from engine.sandbox.frames import LMAccount
 from engine.sandbox.runtime import outcome
 
 CAPTURE_CHARS = 20_000
 
 
 oa = sys.modules["refract_evaluator"]  # registered by engine/__init__.py
-_current = threading.local()  # .account: the _LMAccount of the evaluation running in this thread
+_current = threading.local()  # .account: the LMAccount of the evaluation running in this thread
 
 
 def _lm_in_process(messages: list, model: Optional[str], params: dict) -> str:
@@ -128,7 +128,7 @@ def describe(exc: BaseException) -> tuple[str, str]:
 
 
 def evaluate_captured(fn: Callable, sig: Signature, task: EvalTask, capture_chars: int,
-                      account: Optional[_LMAccount] = None, raised: Optional[list] = None) -> EvalOutcome:
+                      account: Optional[LMAccount] = None, raised: Optional[list] = None) -> EvalOutcome:
     """Run one evaluation in this thread with its own log/stdout/stderr sinks; never raises
     for the evaluator's errors (an exception is appended to ``raised``, when given)."""
     t0 = time.monotonic()
@@ -268,7 +268,7 @@ class InProcessExecutor:
             fut = self._pool.submit(_evaluate_in_child, self.fn, task, self.capture_chars)
         else:
             fut = self._pool.submit(evaluate_captured, self.fn, self.sig, task, self.capture_chars,
-                                    _LMAccount(self.lm_handler, task), self.raised)
+                                    LMAccount(self.lm_handler, task), self.raised)
         fut.add_done_callback(self._count_busy)
         return fut
 

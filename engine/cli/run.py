@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from storage import leases, repo
 from storage.db import open_db
@@ -25,21 +26,52 @@ def cmd_run(args) -> int:
 
     cfg = load_config(args.config, allow_outside_files=args.allow_outside_files)
     say_default_model(cfg)
-    check_run_lms(cfg)  # each LM answers one short request, or the field says why not: no run is stored
-    db = open_db(args.db)
-    run_id = submit_run(db, cfg, owner=args.author)
+    # The check of the run's LMs needs litellm, whose import (begun above) outlasts everything
+    # else here: meanwhile the evaluator is checked in the sandbox, the database opened, the
+    # modules of the run imported and its sandbox processes spawned, so that the seed is
+    # evaluated soon after the import, not 1.5 s after it.
+    from engine.sandbox.probe import check_evaluator
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lm-check") as pool:
+        checked = pool.submit(check_run_lms, cfg)  # or the field says why not: no run is stored
+        stock = spawn_ahead(cfg)
+        try:
+            check_evaluator(cfg)
+            db = open_db(args.db)
+            import engine.worker  # noqa: F401
+            checked.result()
+        except BaseException:
+            if stock is not None:
+                stock.close()
+            raise
+    run_id = submit_run(db, cfg, owner=args.author, evaluator_checked=True)
     print(f"run {run_id}", flush=True)
-    return run_foreground(db, cfg, run_id, quiet=args.quiet)
+    return run_foreground(db, cfg, run_id, quiet=args.quiet, stock=stock)
 
 
-def run_foreground(db, cfg, run_id: str, quiet: bool = False) -> int:
+def spawn_ahead(cfg):
+    """A ``WarmStock`` spawning the run's sandbox processes now (its pool takes them), or None
+    for a Dask executor."""
+    if cfg.executor.backend != "local":
+        return None
+    from engine.sandbox import spec_from_config
+    from engine.sandbox.warm import WarmStock
+
+    return WarmStock(spec_from_config(cfg.executor), size=cfg.executor.workers, refill=False)
+
+
+def run_foreground(db, cfg, run_id: str, quiet: bool = False, stock=None) -> int:
     """Run the queued run ``run_id`` (of config ``cfg``) here to its end, with a progress bar;
-    Ctrl-C pauses it. The exit code of ``python -m engine run``."""
+    Ctrl-C pauses it. The exit code of ``python -m engine run``. ``stock``: sandbox processes
+    spawned for it (``spawn_ahead``), closed when the run ends."""
     from engine.worker import Worker
 
     worker = Worker(db, worker_id=f"cli-{run_id}")
+    worker.stock = stock
     if leases.claim_run(db, worker.id, worker.lease_seconds, run_id=run_id) is None:
         print("error: the run was claimed by another worker", file=sys.stderr)
+        if stock is not None:
+            stock.close()
         return 1
     finished = threading.Event()
 
@@ -47,6 +79,8 @@ def run_foreground(db, cfg, run_id: str, quiet: bool = False) -> int:
         try:
             worker.run_claimed(run_id)
         finally:
+            if stock is not None:  # after the run's pool has closed (engine.sandbox.warm)
+                stock.close()
             finished.set()
 
     threading.Thread(target=body, daemon=True, name="refract-run").start()

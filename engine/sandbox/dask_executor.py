@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from typing import Any, Optional
 
 from engine.executor import BusyMeter, EvalOutcome, EvalTask, LMHandler
-from engine.sandbox.pool import outcome_from_frame
+from engine.sandbox.frames import outcome_from_frame
 from engine.sandbox.worker_process import LoadError, SandboxSpec, WorkerFailed, WorkerProcess
 
 log = logging.getLogger(__name__)

@@ -38,8 +38,11 @@ RETRY_SECONDS = 5.0  # after a failed spawn
 class WarmStock:
     """Up to ``size`` spawned, unloaded sandbox processes for ``spec`` (thread-safe)."""
 
-    def __init__(self, spec: SandboxSpec = SandboxSpec(), size: int = 4) -> None:
-        self._spec, self._size = spec, size
+    def __init__(self, spec: SandboxSpec = SandboxSpec(), size: int = 4, refill: bool = True) -> None:
+        """``refill``: False for the stock of one run (``python -m engine run``), spawned while
+        the run starts and not replenished after its pool took it."""
+        self._spec, self._size, self._refill = spec, size, refill
+        self._spawned = 0
         self._ready: list[SpawnedProcess] = []
         self._cond = threading.Condition()
         self._closed = False
@@ -90,7 +93,8 @@ class WarmStock:
         with self._cond:
             while not self._closed:
                 wait = self._refill_at - time.monotonic()
-                if len(self._ready) < self._size and wait <= 0:
+                if len(self._ready) < self._size and wait <= 0 and (self._refill or self._spawned < self._size):
+                    self._spawned += 1
                     return self._spec
                 self._cond.wait(timeout=wait if wait > 0 else None)
             return None

@@ -171,9 +171,18 @@ class WorkerProcess:
     def request(self, msg: dict, on_lm: Callable[[dict], dict]) -> dict:
         """Send one eval/validate request; answer its lm() calls with ``on_lm`` (time spent there
         does not count against the timeout); return the result frame. Raises WorkerFailed."""
+        return self.result(msg["id"], self.send(msg), on_lm)
+
+    def send(self, msg: dict) -> float:
+        """The first half of ``request``: send it to the idle worker, which starts it at once;
+        returns its deadline. Raises WorkerFailed (TaskNotSendable: the worker is unharmed)."""
         msg = dict(msg, cpu_seconds=self.spec.timeout_seconds * (os.cpu_count() or 1))
         deadline = time.monotonic() + self.spec.timeout_seconds
         self._send(msg, deadline)
+        return deadline
+
+    def result(self, msg_id: int, deadline: float, on_lm: Callable[[dict], dict]) -> dict:
+        """The second half of ``request``: the result frame of the request ``msg_id`` sent."""
         while True:
             frame = self._recv(deadline, "evaluating")
             kind = frame.get("type") if isinstance(frame, dict) else None
@@ -182,7 +191,7 @@ class WorkerProcess:
                 answer = on_lm(frame)
                 deadline += time.monotonic() - t0
                 self._send(answer, deadline)
-            elif kind == "result" and frame.get("id") == msg["id"]:
+            elif kind == "result" and frame.get("id") == msg_id:
                 return frame
             else:
                 raise self._fail(f"the worker broke the protocol (sent {str(frame)[:80]!r})")

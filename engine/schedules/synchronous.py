@@ -149,10 +149,13 @@ def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> Ste
         futures = [pool.submit(_slot, ctx, parent_eval, p, k, order) for p, k in slots]
         outcomes = [f.result() for f in futures]
     chosen, passed_over, merged_id = _choose(ctx, outcomes)
-    for o, reason in passed_over:
-        reject(ctx, o.child_id, reason)
     validated = ([merged_id] if merged_id else []) + [o.child_id for o in chosen]
-    validate_all(ctx, validated)
+    # the children passed over are marked while the validation passes run: a write each, which
+    # the first pass need not wait for
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reject") as pool:
+        rejecting = pool.submit(lambda: [reject(ctx, o.child_id, why) for o, why in passed_over])
+        validate_all(ctx, validated)
+        rejecting.result()
     run_after = repo.get_run(ctx.db, ctx.run_id)
     step.proposal_ids = [o.child_id for o in outcomes] + ([merged_id] if merged_id else [])
     step.accepted_ids = validated

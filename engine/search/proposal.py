@@ -22,6 +22,7 @@ from engine.config import LMConfig
 from engine.lm.images import supports_vision
 from engine.lm.providers import is_local
 from engine.schedules.claim_order import ATTEMPTS
+from engine.search.aced import aced_by_sibling
 from engine.search.minibatch import Minibatch
 from engine.search.second_look import extra_keys, looks_again
 from engine.search.reflection import CHANGE_ONLY, NO_FENCE, UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, parse_answer
@@ -229,6 +230,10 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
         if ctx.claim_turn is not None:  # claimed in vain, or never tried: the next turn need not wait for the retry
             ctx.claim_turn.passed(attempt)
         if attempt == 0:
+            aced = aced_by_sibling(ctx, parent, child)  # the retry could at best tie it there
+            if aced:
+                failure += f"; no retry: {aced} already got every example of this minibatch right"
+                break
             if not ctx.budget.may_call_lm():  # the retry is one more paid call: reserved like the first
                 failure += "; no room in the budget for a retry"
                 break
