@@ -77,7 +77,7 @@ def show() -> None:
 def _cards(cards: list[Example]) -> None:
     st.subheader("Start from an example")
     st.caption("Each opens the New run form filled in; read it, try the evaluator on the seed, then start the run. "
-               "With the built-in local model (no API key) the ISO date regex takes about four minutes on two cores.")
+               "With the built-in local model (no API key) the ISO date regex takes from half a minute to under three minutes on two cores.")
     for row in range(0, len(cards), 3):
         cols = st.columns(3)
         for col, ex in zip(cols, cards[row:row + 3]):
