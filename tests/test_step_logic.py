@@ -146,6 +146,38 @@ def test_a_proposal_whose_lm_fails_is_a_failed_child_and_counts_in_the_streak(ct
     assert ctx.consecutive_lm_failures == 1
 
 
+
+def test_an_unchanged_answer_is_asked_for_the_missing_rules_and_other_slips_to_change(ctx):
+    """The retry after an unchanged answer asks for the rules the version does not state, then the
+    version; after an answer with no fence, for a different change. Each retry's messages are the
+    first exchange and what was wrong (its prefix already read by a local runtime)."""
+    from engine.search.proposal import ASK_AGAIN, UNCHANGED_RETRY
+
+    asked: list[list[dict]] = []
+
+    def script(messages, params):
+        asked.append(messages)
+        if len(messages) == 2:
+            return "Same.\n```\nstart\n```" if len(asked) == 1 else "No block here."
+        word = ctx.examples[minibatch[len(asked) > 2]].payload["word"]  # one fix per proposal: no repeat
+        return f"Rules: ...\n```\nstart {word}\n```"
+
+    install_script(script)
+    parent = _candidate(ctx, "start")
+    _validator(ctx).validate(parent)
+    minibatch = ctx.train_keys[:4]
+    results = ctx.evals.evaluate(parent, minibatch, kind="minibatch")
+    for k in (0, 1):
+        outcome = run_proposal(ctx, ctx.state.candidates[parent.id], 0, k, Minibatch(minibatch, results))
+        assert outcome.improved
+    unchanged, no_fence = asked[1], asked[3]
+    assert [m["role"] for m in unchanged] == ["system", "user", "assistant", "user"]
+    assert unchanged[:2] == asked[0] and unchanged[2]["content"] == "Same.\n```\nstart\n```"
+    assert unchanged[3]["content"] == UNCHANGED_RETRY and "First list" in UNCHANGED_RETRY
+    assert no_fence[2]["content"] == "No block here." and no_fence[3]["content"].endswith(ASK_AGAIN)
+    assert "no fenced code block" in no_fence[3]["content"]
+    assert repo.get_run(ctx.db, ctx.run_id).proposals_retried == 2
+
 # ---------------------------------------------------------------- run status transitions
 
 

@@ -239,6 +239,8 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
                 break
             if not (resample and is_local(lm.model)):
                 messages = _retry(messages, res.text, retry)
+            if retry is UNCHANGED_RETRY and is_local(lm.model):  # room for the list of rules before the version
+                lm = lm.model_copy(update={"max_tokens": min(cfg.reflection_lm.max_tokens, lm.max_tokens + RULES_TOKENS)})
             temperature = min(temperature + 0.3, 1.5)
     if not child.content:
         child.content_hash = ""
@@ -256,7 +258,7 @@ def _claim(ctx: RunContext, parent: Candidate, child: Candidate, base: dict, tex
     problem = ctx.evals.executor.validate(to_evaluator(content, ctx.single_text))
     child.content, child.content_hash = content, content_hash(content)  # kept as lineage if the retry fails too
     if problem is not None:
-        return f"invalid candidate (validate): {problem}", Cause.INVALID, f"That version is invalid: {problem}"
+        return f"invalid candidate (validate): {problem}", Cause.INVALID, f"That version is invalid: {problem}\n{ASK_AGAIN}"
     if ctx.claim_turn is not None:
         ctx.claim_turn.wait(attempt)
     if ctx.state.claim(parent.id, child.content_hash):
@@ -265,33 +267,45 @@ def _claim(ctx: RunContext, parent: Candidate, child: Candidate, base: dict, tex
     # what became of it, if an earlier step tested it (a sibling's fate depends on timing)
     earlier = dict(ctx.state.tried_outcomes(parent.id, ctx.step_index)).get(text, "")
     return ("repeats an earlier proposal for this parent", Cause.REPEAT,
-            "That exact version was already proposed for this parent and tried." + (f" Result: {earlier}" if earlier else ""))
+            "That exact version was already proposed for this parent and tried." + (f" Result: {earlier}" if earlier else "")
+            + f"\n{ASK_AGAIN}")
 
 
 def _unusable(parsed_reason: str) -> Cause:
     return Cause.NO_FENCE if parsed_reason == NO_FENCE else Cause.UNUSABLE
 
 
+# what a retry is asked after being told what was wrong with the first answer
+ASK_AGAIN = "Make a different, concrete change that fixes the failing examples, and answer again with one fenced code block."
+# An unchanged answer is the small model's commonest (most first answers on a prompt task): told
+# only "unchanged", it reworded the question or copied it again (0 of 9 retries scored on the
+# training set); asked to list the rules the version does not state first, it wrote them into the
+# version (as GEPA's best prompt-task answers restate the background), one retry scoring 4 of 8
+# where every other answer scored 0. The list costs answer tokens: ``RULES_TOKENS`` more.
+UNCHANGED_RETRY = ("That is the current version, unchanged: it gets the failing examples wrong. First list, as short "
+                   "lines, the rules from the objective, the background and the expected outputs that the current "
+                   "version does not state or follow (whoever or whatever reads it sees only it). Then give the "
+                   "complete new version, with those rules written into it, in one fenced code block.")
+RULES_TOKENS = 128
+
 # unusable answers worth one retry, and what the retry is told
-RETRIED = {UNCHANGED: "That is the current version, unchanged.",
+RETRIED = {UNCHANGED: UNCHANGED_RETRY,
            # a small model often stops after its `Change:` line: asked again (its prompt already read,
            # so the retry costs the answer only), it writes the block
-           NO_FENCE: "Your answer has no fenced code block, so it holds no new version.",
+           NO_FENCE: f"Your answer has no fenced code block, so it holds no new version.\n{ASK_AGAIN}",
            CHANGE_ONLY: "Your fenced block held only the `Change:` line. The `Change:` line goes before the fence; "
-                        "inside the fence goes the complete new version."}
+                        f"inside the fence goes the complete new version.\n{ASK_AGAIN}"}
 
 
-def _retry(messages: list[dict], answer: str, what_was_wrong: str) -> list[dict]:
+def _retry(messages: list[dict], answer: str, told: str) -> list[dict]:
     """The first call's messages, its answer and what was wrong with it, so the retry is told (and
     sampled a little hotter). The whole first exchange is the retry's prefix, which a local runtime
     has already processed. Not for the local model's repeated answer: shown its own answer again, it
     gave the same one again; it gets the same messages sampled anew (its own seed, hotter), whose
     prefix the runtime has processed too. Its unchanged answer is told: on a regex prompt it had
     answered unchanged, 4 of 4 told retries changed it against 1 of 4 resamples, each in a third of
-    the time (the answer is the only new text), and neither helped on a prompt task's (0 of 4)."""
-    return messages + [{"role": "assistant", "content": answer},
-                       {"role": "user", "content": f"{what_was_wrong}\nMake a different, concrete change that fixes "
-                                                   "the failing examples, and answer again with one fenced code block."}]
+    the time (the answer is the only new text)."""
+    return messages + [{"role": "assistant", "content": answer}, {"role": "user", "content": told}]
 
 
 def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, minibatch: list[str],
