@@ -146,7 +146,6 @@ def test_a_proposal_whose_lm_fails_is_a_failed_child_and_counts_in_the_streak(ct
     assert ctx.consecutive_lm_failures == 1
 
 
-
 def test_an_unchanged_answer_is_asked_for_the_missing_rules_and_other_slips_to_change(ctx):
     """The retry after an unchanged answer asks for the rules the version does not state, then the
     version; after an answer with no fence, for a different change. Each retry's messages are the
@@ -177,6 +176,7 @@ def test_an_unchanged_answer_is_asked_for_the_missing_rules_and_other_slips_to_c
     assert no_fence[2]["content"] == "No block here." and no_fence[3]["content"].endswith(ASK_AGAIN)
     assert "no fenced code block" in no_fence[3]["content"]
     assert repo.get_run(ctx.db, ctx.run_id).proposals_retried == 2
+
 
 # ---------------------------------------------------------------- run status transitions
 

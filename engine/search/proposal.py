@@ -239,7 +239,7 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
                 break
             if not (resample and is_local(lm.model)):
                 messages = _retry(messages, res.text, retry)
-            if retry is UNCHANGED_RETRY and is_local(lm.model):  # room for the list of rules before the version
+            if parsed.reason == UNCHANGED and is_local(lm.model):  # room for the list of rules before the version
                 lm = lm.model_copy(update={"max_tokens": min(cfg.reflection_lm.max_tokens, lm.max_tokens + RULES_TOKENS)})
             temperature = min(temperature + 0.3, 1.5)
     if not child.content:
