@@ -187,7 +187,8 @@ def lineage_figure(candidates: pd.DataFrame, best_id: Optional[str], frontier_id
         fig.update_layout(margin=dict(t=90), legend=dict(y=1.04), title=dict(
             text=f"{len(shown):,} of {everything:,} candidates drawn: the best, the pinned ones and the frontier members "
                  "holding the most examples,<br>with their ancestors (a node's hover counts its descendants not drawn)",
-            font=dict(size=12), x=0.01, xanchor="left", yref="container", y=0.995, yanchor="top"))
+            font=dict(size=12), x=0.01, xanchor="left", yref="container", y=1, yanchor="top",
+            pad=dict(t=12)))  # at y = 0.995 with no pad the first of the two lines was cut off at the top
     return fig
 
 
