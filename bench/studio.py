@@ -245,11 +245,12 @@ def main() -> None:
     print("\n".join(lines))
 
 
-def write_section(out: Path, scale: str, section: str) -> None:
-    """Put ``section`` in ``out`` in place of the one of the same scale (between its markers),
-    or at the end: a run at one scale leaves the others, and the text around them, as they are."""
+def write_section(out: Path, scale: str, section: str, script: str = "bench/studio.py") -> None:
+    """Put ``section`` in ``out`` in place of the one of the same script and scale (between its
+    markers), or at the end: a run at one scale leaves the others, and the text around them, as
+    they are (``bench/studio_browser.py`` writes its sections to the same page)."""
     text = out.read_text() if out.exists() else "# Studio benchmark\n"
-    begin, end = f"<!-- bench/studio.py {scale}: begin", f"<!-- bench/studio.py {scale}: end -->"
+    begin, end = f"<!-- {script} {scale}: begin", f"<!-- {script} {scale}: end -->"
     if begin in text and end in text:
         head, rest = text.split(begin, 1)
         text = head + section + rest.split(end, 1)[1]

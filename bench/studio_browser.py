@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 warnings.filterwarnings("ignore")
 
-from bench.studio import live_again  # noqa: E402
+from bench.studio import live_again, write_section  # noqa: E402
 from bench.studio_cpu import cpu_seconds  # noqa: E402
 from e2e.conftest import CHROMIUM, VIEWPORT, start_studio, stop_studio  # noqa: E402
 
@@ -314,7 +314,7 @@ def main() -> None:
         result = run(scales, args.repeat, not args.no_after, Path(args.shots), Path(args.json))
         print(f"raw figures in {args.json}")
     section = render(result)
-    write_section(Path(args.out), ",".join(s["scale"] for s in result["scales"]), section)
+    write_section(Path(args.out), ",".join(s["scale"] for s in result["scales"]), section, "bench/studio_browser.py")
     print(section)
 
 
@@ -477,19 +477,6 @@ def shots_compared(result: dict) -> str | None:
             "screen at the moment a cold load was called drawn whole against the same screen after the warm "
             "reloads, and the top of each page after the reloads against the same 3 s later — differ in "
             f"{differing:,} pixels (grey level off by more than 10 of 255).")
-
-
-def write_section(out: Path, keys: str, section: str) -> None:
-    """Put ``section`` in ``out`` in place of the one for the same scales (between its markers), or
-    at the end: the other sections, and the text around them, stay as they are."""
-    text = out.read_text() if out.exists() else "# Studio benchmark\n"
-    begin, end = f"<!-- bench/studio_browser.py {keys}: begin", f"<!-- bench/studio_browser.py {keys}: end -->"
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        text = head + section + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    out.write_text(text)
 
 
 if __name__ == "__main__":
