@@ -56,7 +56,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 warnings.filterwarnings("ignore")
 
 from bench.studio import live_again, write_section  # noqa: E402
-from bench.studio_cpu import cpu_seconds  # noqa: E402
+from bench.studio_cpu import browser_pids, cpu_seconds  # noqa: E402
 from e2e.conftest import CHROMIUM, VIEWPORT, start_studio, stop_studio  # noqa: E402
 
 PAGES = (("dashboard", "run dashboard"), ("lineage", "lineage"))
@@ -109,15 +109,6 @@ DRAWN_WHOLE = """(quiet) => {
           nodes: document.getElementsByTagName('*').length,
           svg: document.querySelectorAll('svg, svg *').length};
 }"""
-
-
-def browser_pids() -> list[int]:
-    """Chromium's first processes (children of Playwright's driver); their children are counted
-    with them by ``cpu_seconds``."""
-    import psutil
-
-    return [p.pid for p in psutil.Process().children(recursive=True)
-            if "chrom" in p.name() and "chrom" not in p.parent().name()]
 
 
 class Frames:

@@ -57,16 +57,23 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-def measure(browser, studio_pid: int, browser_pids: list[int], url: str, seconds: float) -> tuple[float, float]:
+def browser_pids() -> list[int]:
+    """Chromium's first processes (children of Playwright's driver); their children are counted
+    with them by ``cpu_seconds``."""
+    return [p.pid for p in psutil.Process().children(recursive=True)
+            if "chrom" in p.name() and "chrom" not in p.parent().name()]
+
+
+def measure(browser, studio_pid: int, chromium: list[int], url: str, seconds: float) -> tuple[float, float]:
     """(studio, browser) CPU as a share of one core while ``url`` stays open."""
     ctx = browser.new_context(viewport=VIEWPORT)
     page = ctx.new_page()
     page.goto(url)
     page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
     time.sleep(SETTLE_S)
-    s0, b0, t0 = cpu_seconds([studio_pid]), cpu_seconds(browser_pids), time.monotonic()
+    s0, b0, t0 = cpu_seconds([studio_pid]), cpu_seconds(chromium), time.monotonic()
     time.sleep(seconds)
-    s1, b1, t1 = cpu_seconds([studio_pid]), cpu_seconds(browser_pids), time.monotonic()
+    s1, b1, t1 = cpu_seconds([studio_pid]), cpu_seconds(chromium), time.monotonic()
     ctx.close()
     return (s1 - s0) / (t1 - t0), (b1 - b0) / (t1 - t0)
 
@@ -100,16 +107,14 @@ def main() -> None:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                      args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-        # Chromium's first process (the driver started it; its children are counted with it)
-        browser_pids = [p.pid for p in psutil.Process().children(recursive=True)
-                        if "chrom" in p.name() and "chrom" not in p.parent().name()]
+        chromium = browser_pids()
         for gc_label, gc_env in (("collect after every run", "true"), ("studio's setting", "false")):
             (tmp / gc_env).mkdir()
             proc, studio = start_studio(tmp / gc_env, db_url, worker=False,
                                         env={"STREAMLIT_RUNNER_POST_SCRIPT_GC": gc_env})
             try:
                 for page_label, run_label, path in pages(db, running, done):
-                    got = measure(browser, proc.pid, browser_pids, studio.url + path, args.seconds)
+                    got = measure(browser, proc.pid, chromium, studio.url + path, args.seconds)
                     rows.setdefault((page_label, run_label), {})[gc_label] = got
                     print(page_label, run_label, gc_label, f"studio {got[0]:.0%} browser {got[1]:.0%}", flush=True)
             finally:
