@@ -9,8 +9,9 @@ paid for) unless its evaluator's own ``lm()`` call was cut, in which case it is 
 LM call is recorded). The step then closes with what was done, the interrupted proposals
 recorded as such, and the command is applied at the boundary; resuming starts the next step.
 
-Not guaranteed: an LM request already sent keeps running at the provider (or, for the local
-model, on the CPU until its answer is complete); its answer is dropped.
+Not guaranteed: an LM request already sent keeps running at the provider; its answer is
+dropped. The local model is told (``engine.lm.abandon``) and stops writing within a token, but
+a prompt it has begun to read is read whole.
 """
 
 from __future__ import annotations

@@ -162,6 +162,38 @@ def test_real_local_model_answers_through_litellm(tmp_path):
     assert guarded.text.count("a-b-c") < 8, guarded.text
 
 
+@pytest.mark.local_model
+@pytest.mark.timeout(600)
+def test_an_abandoned_answer_stops_at_once_and_leaves_the_runtime_free(tmp_path):
+    # a pause or the time limit cuts a reflection: the runtime used to write the dropped answer to
+    # its end (here 1,500 tokens, well over a minute on one core) while every later call waited
+    import threading
+    import time
+
+    from engine.interrupt import Interrupt
+
+    client = LMClient(tmp_path / "cache")
+    cfg = LMConfig(model=LOCAL_MODEL, max_tokens=1500, temperature=0.7)
+    story = [{"role": "user", "content": "Write a very long story about a dragon, at least 3000 words."}]
+    cancel = Interrupt()
+    threading.Timer(3.0, cancel.set, args=("paused by a test",)).start()
+    cut = client.complete(cfg, story, cancel=cancel)
+    assert cut.error_kind == "interrupted", cut.error
+    deadline = time.monotonic() + 10
+    while local_lm.generating() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not local_lm.generating(), "the runtime still writes the abandoned answer"
+    after = client.complete(cfg.model_copy(update={"max_tokens": 24, "temperature": 0.0}),
+                            [{"role": "user", "content": "What is 2 + 3? Answer with the number only."}])
+    assert after.ok and "5" in after.text, after.error
+    # a request abandoned while it waits for the runtime leaves the queue without being written
+    runtime, gone = local_lm.get_runtime(), threading.Event()
+    gone.set()
+    with runtime._lock:  # another answer is being written
+        with pytest.raises(local_lm.Abandoned):
+            runtime.chat({"messages": story, "max_tokens": 8}, abandon=gone)
+
+
 def test_generating_is_true_only_while_the_runtime_holds_an_answer(monkeypatch):
     # python -m engine leaves with os._exit while it is true (a teardown under it crashed)
     import threading

@@ -18,7 +18,8 @@ Contract of ``LMClient.complete``:
   included, so that a caller can record each attempt as it happens;
 - given a ``cancel`` (``engine.interrupt.Interrupt``), a call returns within a fraction of a
   second of it being set, with ``error_kind = "interrupted"``, the cost estimated from the
-  prompt, and no retry; the request already sent is abandoned (its answer is dropped).
+  prompt, and no retry; the request already sent is abandoned (its answer is dropped; the local
+  model stops writing it: ``engine.lm.abandon``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from engine.lm.keys import key_refusal  # noqa: E402
 from engine.lm.providers import is_in_process  # noqa: E402
 from engine.lm.loading import is_callable_model, litellm, setup_litellm  # noqa: E402,F401
 from engine.interrupt import INTERRUPTED  # noqa: E402
+from engine.lm.abandon import abandon_on  # noqa: E402
 from storage.lm_cache import LMCache, cache_key  # noqa: E402
 
 log = logging.getLogger("refract.lm")
@@ -330,17 +332,19 @@ def _send(kwargs: dict):
 def _send_cancellable(kwargs: dict, cancel):
     """``_send`` in a thread of its own, so that the caller can stop waiting: the response or
     exception, or None when ``cancel`` was set first (the thread is abandoned; it ends when
-    the provider answers)."""
+    the provider answers, or at once for the in-process local model, which is told)."""
     box: list = []
-    done = threading.Event()
+    done, abandon = threading.Event(), threading.Event()
 
     def send() -> None:
-        box.append(_send(kwargs))
+        with abandon_on(abandon):
+            box.append(_send(kwargs))
         done.set()
 
     threading.Thread(target=send, daemon=True, name="lm-request").start()
     while not done.wait(0.1):
         if cancel.is_set():
+            abandon.set()
             return None
     return box[0]
 

@@ -7,6 +7,9 @@ Contract:
 - the runtime uses every core this process may run on; requests are served one at a time under
   a lock, so concurrent proposals queue instead of splitting the CPU (which would make every
   one of them slower and none of them earlier);
+- an answer is written as a stream, so that a request its caller abandoned (``engine.lm.abandon``:
+  a pause, a stop, the time limit) stops within a token, or leaves the queue, instead of being
+  written to its end while every later call waits (the prompt, once being read, is read whole);
 - every request carries ``LOOP_GUARD`` (DRY sampling), which breaks off an answer that repeats itself;
 - tokens are counted by the runtime; cost is always $0;
 - a request that does not fit the context window fails with litellm's
@@ -28,11 +31,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from typing import Optional
 
 import litellm
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 from litellm.types.utils import ModelResponse, Usage
 
+from engine.lm import abandon as abandoning
 from engine.lm.local_model import LocalModelError, QWEN_CODER_1_5B, available_memory_bytes, ensure_model_file
 from storage import settings
 
@@ -110,12 +115,19 @@ class LocalRuntime:
         self._base = self._server.listening_address
         self._lock = threading.Lock()
 
-    def chat(self, request: dict) -> dict:
+    def chat(self, request: dict, abandon: Optional[threading.Event] = None) -> dict:
         """One chat completion (OpenAI-shaped request and answer); queues behind other calls.
         ``LOOP_GUARD`` is added to every request (a request's own DRY settings win), so the
-        engine and the benchmarks that call the runtime directly sample alike."""
-        with self._lock:
-            return self._server.handle_chat_completions({**LOOP_GUARD, **request})
+        engine and the benchmarks that call the runtime directly sample alike. Raises
+        ``Abandoned`` once ``abandon`` is set, queued or writing."""
+        while not self._lock.acquire(timeout=QUEUE_POLL_SECONDS):
+            if abandon is not None and abandon.is_set():
+                raise Abandoned("abandoned by its caller while queued")
+        try:
+            return _streamed(self._server, {**LOOP_GUARD, **request, "stream": True,
+                                            "stream_options": {"include_usage": True}}, abandon)
+        finally:
+            self._lock.release()
 
     def count_tokens(self, messages: list[dict]) -> int:
         """Exact prompt length of ``messages`` after the chat template, in tokens."""
@@ -129,6 +141,43 @@ class LocalRuntime:
         )
         with urllib.request.urlopen(req, timeout=60) as response:
             return json.loads(response.read())
+
+
+class Abandoned(Exception):
+    """A request stopped because its caller abandoned it (its answer would be dropped)."""
+
+
+# How often a queued request looks whether its caller gave up on it
+QUEUE_POLL_SECONDS = 0.1
+
+
+def _streamed(server, request: dict, abandon: Optional[threading.Event]) -> dict:
+    """The runtime's answer to a streamed ``request``, put together as the one a request without
+    a stream gets (content, finish reason, usage, timings, or the runtime's error). The runtime
+    calls ``on_chunk`` at every token and stops writing when it returns True."""
+    parts: list[str] = []
+    answer: dict = {"choices": [{"index": 0, "finish_reason": None, "message": {"role": "assistant"}}]}
+
+    def on_chunk(chunk: dict) -> bool:
+        if "error" in chunk:
+            answer["error"] = chunk["error"]
+            return True
+        for choice in chunk.get("choices") or ():
+            parts.append((choice.get("delta") or {}).get("content") or "")
+            if choice.get("finish_reason"):
+                answer["choices"][0]["finish_reason"] = choice["finish_reason"]
+        for key in ("usage", "timings"):
+            if key in chunk:
+                answer[key] = chunk[key]
+        return abandon is not None and abandon.is_set()
+
+    server.handle_chat_completions(request, on_chunk)
+    if "error" in answer:
+        return {"error": answer["error"]}
+    if abandon is not None and abandon.is_set() and "usage" not in answer:
+        raise Abandoned("abandoned by its caller while its answer was written")
+    answer["choices"][0]["message"]["content"] = "".join(parts)
+    return answer
 
 
 _runtime: LocalRuntime | None = None
@@ -146,7 +195,8 @@ def get_runtime() -> LocalRuntime:
 
 def generating() -> bool:
     """True while the runtime works on an answer: after a deadline or a pause cut a reflection,
-    nobody waits for it, but it runs to its end inside the runtime."""
+    nobody waits for it, but the runtime finishes reading its prompt (an abandoned answer stops
+    at the first token)."""
     return _runtime is not None and _runtime._lock.locked()
 
 
@@ -177,7 +227,7 @@ class LocalLLM(CustomLLM):
         for key in ("temperature", "max_tokens", "stop", "seed", "top_p"):
             if optional_params.get(key) is not None:
                 request[key] = optional_params[key]
-        answer = runtime.chat(request)
+        answer = runtime.chat(request, abandon=abandoning.current())
         error = answer.get("error")
         if error:
             _raise_runtime_error(error, runtime.n_ctx)
