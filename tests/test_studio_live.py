@@ -159,7 +159,7 @@ def test_frontier_is_the_engines_when_the_dataset_is_the_validation_set(studio, 
     assert int(size.value) == len(_export_frontier(db, run_id))
 
 
-def test_no_star_where_every_candidate_ties():
+def test_no_mark_where_every_candidate_ties():
     import pandas as pd
 
     from ui import charts
@@ -169,10 +169,16 @@ def test_no_star_where_every_candidate_ties():
                            "score": [0.0, 1.0, 0.0, 0.5]})
     view = analysis.frontier(scores, cands)
     rows = charts.heatmap_rows(view, pd.Series({"a": 0.5, "b": 0.25}))
-    fig = charts.frontier_heatmap(view, view.matrix.loc[rows])
-    text = {(row.split(" ")[0], col): t for row, ts in zip(fig.data[0].y, fig.data[0].text)
-            for col, t in zip(fig.data[0].x, ts)}
-    assert text[("a", "y")] == "★" and text[("a", "x")] == "" and text[("b", "x")] == ""
+    m = view.matrix.loc[rows]
+    holds = charts.heatmap_holds(view, m)
+    assert holds.loc["a", "y"] and not holds.loc["a", "x"] and not holds.loc["b", "x"] and not holds.loc["b", "y"]
+    fig = charts.frontier_heatmap(view, m)
+    # one diamond, in a's row and y's column, all in a single path over the heatmap
+    (shape,) = fig.layout.shapes
+    assert shape.path.count("Z") == 1
+    row, col = list(fig.data[0].customdata[:, 0]).index("a"), list(fig.data[0].text[0]).index("y")
+    assert shape.path.startswith(f"M{col},{row - 0.3:g}")
+    assert list(fig.layout.yaxis.ticktext[row].split(" ")[:1]) == ["a"] and fig.layout.xaxis.ticktext[col] == "y"
 
 
 # ---------------------------------------------------------------- 3 · one click, one command
