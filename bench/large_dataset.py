@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from e2e.conftest import CHROMIUM, VIEWPORT, by_key, start_studio, stop_studio  # noqa: E402
+from e2e.conftest import CHROMIUM, LAUNCH_ARGS, VIEWPORT, by_key, start_studio, stop_studio  # noqa: E402
 from storage.db import Database  # noqa: E402
 
 OUT = ROOT / "docs" / "benchmarks-large-dataset.md"
@@ -148,7 +148,7 @@ def main() -> None:
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+                                            args=LAUNCH_ARGS)
                 for n in args.rows:
                     for how in args.how:
                         results.append(measure(browser, studio.url, n, how, folder, args.timeout))

@@ -57,13 +57,12 @@ warnings.filterwarnings("ignore")
 
 from bench.studio import live_again, write_section  # noqa: E402
 from bench.studio_cpu import browser_pids, cpu_seconds  # noqa: E402
-from e2e.conftest import CHROMIUM, VIEWPORT, start_studio, stop_studio  # noqa: E402
+from e2e.conftest import CHROMIUM, LAUNCH_ARGS as BROWSER_ARGS, VIEWPORT, start_studio, stop_studio  # noqa: E402
 
 PAGES = (("dashboard", "run dashboard"), ("lineage", "lineage"))
 QUIET_MS = 300
 TIMEOUT_MS = 300_000  # a cold 10,000-candidate page on a busy machine: well beyond what it should take
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync"]
+LAUNCH_ARGS = [*BROWSER_ARGS, "--disable-quic", "--disable-component-update", "--disable-sync"]
 
 # Installed in every document before the page's own scripts: the time of the last DOM mutation and
 # every change of the script-run state Streamlit writes on its app element (performance.now(), ms

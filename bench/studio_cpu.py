@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import psutil  # noqa: E402
 
-from e2e.conftest import CHROMIUM, VIEWPORT, start_studio, stop_studio  # noqa: E402
+from e2e.conftest import CHROMIUM, LAUNCH_ARGS, VIEWPORT, start_studio, stop_studio  # noqa: E402
 from storage import repo  # noqa: E402
 from storage.db import Database  # noqa: E402
 from tests.support.synthetic import generate_run  # noqa: E402
@@ -106,7 +106,7 @@ def main() -> None:
     rows: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                     args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+                                     args=LAUNCH_ARGS)
         chromium = browser_pids()
         for gc_label, gc_env in (("collect after every run", "true"), ("studio's setting", "false")):
             (tmp / gc_env).mkdir()

@@ -20,6 +20,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
+# how every browser of the tests and benchmarks is started: headless in a container (no sandbox, no
+# GPU, no small /dev/shm) and quiet (no first-run pages, no background fetches timing would feel)
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+               "--no-first-run"]
 VIEWPORT = {"width": 1440, "height": 900}
 
 
@@ -141,8 +145,7 @@ def browser():
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                              args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                                    "--disable-background-networking", "--no-first-run",
+                              args=[*LAUNCH_ARGS,
                                     # several pages stand for several people, each with their page in
                                     # front: no page gets the throttled timers of a background tab
                                     "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
