@@ -282,8 +282,8 @@ def frontier_panel(run_id: str) -> None:
              else f"up to {charts.MAX_HEATMAP_ROWS} rows")
     columns = (f"; of the {n_ex} examples, the {charts.MAX_HEATMAP_COLUMNS} held by the fewest candidates (where "
                "the frontier is made of specialists)" if n_ex > charts.MAX_HEATMAP_COLUMNS else "")
-    st.caption(f"◆ (a black diamond in a cell) = holds the best score on that example (none where every candidate ties). Showing {shown}, "
-               f"frontier members with the most examples first, then pinned candidates{columns}.")
+    st.caption(f"◆ (a black diamond in a cell) = holds the best score on that example (none where every candidate "
+               f"ties). Showing {shown}, frontier members with the most examples first, then pinned candidates{columns}.")
     ev = st.plotly_chart(fig, key=keys.DASH_FRONTIER_CHART, width="stretch", on_select="rerun", selection_mode="points")
     pts = (ev.selection.points if ev else []) or []
     if pts and pts[0].get("customdata"):

@@ -178,7 +178,7 @@ def test_no_mark_where_every_candidate_ties():
     assert shape.path.count("Z") == 1
     row, col = list(fig.data[0].customdata[:, 0]).index("a"), list(fig.data[0].text[0]).index("y")
     assert shape.path.startswith(f"M{col},{row - 0.3:g}")
-    assert list(fig.layout.yaxis.ticktext[row].split(" ")[:1]) == ["a"] and fig.layout.xaxis.ticktext[col] == "y"
+    assert fig.layout.yaxis.ticktext[row].split(" ")[0] == "a" and fig.layout.xaxis.ticktext[col] == "y"
 
 
 # ---------------------------------------------------------------- 3 · one click, one command
