@@ -138,8 +138,8 @@ class LMCache:
                 except Exception:  # a cache that cannot store must not fail a paid-for answer
                     pass
                 finally:
-                    with self._lock:
-                        if self._pending.get(key) is entry:
+                    with self._lock:  # a key put twice is queued twice: its first write took it
+                        if entry is not None and self._pending.get(key) is entry:
                             del self._pending[key]
         finally:
             self._cache.close()  # this thread's connection (the store keeps one per thread)
