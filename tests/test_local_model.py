@@ -206,3 +206,38 @@ def test_generating_is_true_only_while_the_runtime_holds_an_answer(monkeypatch):
     assert not local_lm.generating()
     with runtime._lock:
         assert local_lm.generating()
+
+
+@pytest.mark.local_model
+@pytest.mark.timeout(600)
+def test_at_exit_an_answer_being_written_stops_before_the_interpreter_shuts_down():
+    # The runtime calls back into Python at every token from the requesting thread (a daemon): a
+    # process that exited under an answer aborted ("FATAL: exception not rethrown", seen once in
+    # 12 exits 1-2 s into an answer). The exit hook stops the answer and waits for its thread.
+    import threading
+    import time
+
+    runtime = local_lm.get_runtime()
+    outcome: list = []
+
+    def write() -> None:
+        try:
+            outcome.append(runtime.chat({"messages": [{"role": "user", "content": "Write a long story about a dragon."}],
+                                         "max_tokens": 1500}))
+        except local_lm.Abandoned as exc:
+            outcome.append(exc)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    while not local_lm.generating():
+        time.sleep(0.01)
+    time.sleep(1.5)  # into the answer
+    started = time.monotonic()
+    try:
+        local_lm._stop_writing(runtime)
+        waited = time.monotonic() - started
+        writer.join(timeout=5)
+    finally:
+        local_lm._closing.clear()
+    assert not writer.is_alive() and not local_lm.generating()
+    assert isinstance(outcome[0], local_lm.Abandoned) and waited < 2, (outcome, waited)

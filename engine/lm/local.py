@@ -24,6 +24,7 @@ Do not ``fork()`` a process after the model is loaded (its threads do not surviv
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import secrets
@@ -169,12 +170,12 @@ def _streamed(server, request: dict, abandon: Optional[threading.Event]) -> dict
         for key in ("usage", "timings"):
             if key in chunk:
                 answer[key] = chunk[key]
-        return abandon is not None and abandon.is_set()
+        return _closing.is_set() or (abandon is not None and abandon.is_set())
 
     server.handle_chat_completions(request, on_chunk)
     if "error" in answer:
         return {"error": answer["error"]}
-    if abandon is not None and abandon.is_set() and "usage" not in answer:
+    if (_closing.is_set() or (abandon is not None and abandon.is_set())) and "usage" not in answer:
         raise Abandoned("abandoned by its caller while its answer was written")
     answer["choices"][0]["message"]["content"] = "".join(parts)
     return answer
@@ -182,6 +183,10 @@ def _streamed(server, request: dict, abandon: Optional[threading.Event]) -> dict
 
 _runtime: LocalRuntime | None = None
 _runtime_lock = threading.Lock()
+# Set when the process exits: an answer being written stops at its next token.
+_closing = threading.Event()
+# How long the exit waits for that (a prompt being read is not cut; its first token stops it)
+CLOSING_WAIT_SECONDS = 5.0
 
 
 def get_runtime() -> LocalRuntime:
@@ -190,7 +195,18 @@ def get_runtime() -> LocalRuntime:
     with _runtime_lock:
         if _runtime is None:
             _runtime = LocalRuntime(configured_context())
+            atexit.register(_stop_writing, _runtime)
         return _runtime
+
+
+def _stop_writing(runtime: LocalRuntime) -> None:
+    """At exit, end the answer being written before the interpreter shuts down. The runtime
+    calls back into Python at every token, from a thread the shutdown may already have ended
+    (requests are sent from daemon threads): a process that exited while an answer was being
+    written aborted ("FATAL: exception not rethrown") instead of exiting with its own code."""
+    _closing.set()
+    if runtime._lock.acquire(timeout=CLOSING_WAIT_SECONDS):
+        runtime._lock.release()
 
 
 def generating() -> bool:
