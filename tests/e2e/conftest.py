@@ -131,10 +131,13 @@ def until(check, what: str, timeout: float = 60.0):
 
 def by_key(page, key: str):
     """A widget by its key; a control that sends commands carries its submission token after
-    ``submission.SEP`` in its key (and so in its CSS class)."""
+    ``submission.SEP`` in its key (and so in its CSS class). Not a stale one: while a rerun moves
+    a widget, the page holds its old element (``data-stale="true"``) beside the new one until the
+    run ends (a toggle checked twice over failed a test in strict mode)."""
     from ui import submission
 
-    return page.locator(f'.st-key-{key}, [class*="st-key-{key}{submission.SEP}"]')
+    fresh = ':not([data-stale="true"])'
+    return page.locator(f'.st-key-{key}{fresh}, [class*="st-key-{key}{submission.SEP}"]{fresh}')
 
 
 @pytest.fixture(scope="session")
