@@ -178,6 +178,29 @@ def test_an_unchanged_answer_is_asked_for_the_missing_rules_and_other_slips_to_c
     assert repo.get_run(ctx.db, ctx.run_id).proposals_retried == 2
 
 
+
+def test_unchanged_code_is_told_so_without_being_asked_for_rules(ctx):
+    """Asked for the rules first, a small model fenced them before the unchanged function, and the
+    list became the new code (a SyntaxError): code is only told that it is unchanged."""
+    from engine.search.proposal import UNCHANGED_CODE_RETRY
+
+    seed = "def answer():\n    return 'start'"
+    asked: list[list[dict]] = []
+
+    def script(messages, params):
+        asked.append(messages)
+        return f"```\n{seed}\n```" if len(asked) == 1 else "```\ndef answer():\n    return 'start a'\n```"
+
+    install_script(script)
+    parent = _candidate(ctx, seed)
+    _validator(ctx).validate(parent)
+    minibatch = ctx.train_keys[:4]
+    run_proposal(ctx, ctx.state.candidates[parent.id], 0, 0,
+                 Minibatch(minibatch, ctx.evals.evaluate(parent, minibatch, kind="minibatch")))
+    assert len(asked) == 2 and asked[1][3]["content"] == UNCHANGED_CODE_RETRY
+    assert "First list" not in UNCHANGED_CODE_RETRY
+
+
 # ---------------------------------------------------------------- run status transitions
 
 

@@ -9,6 +9,7 @@ the candidate text never is.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 import re
@@ -271,6 +272,17 @@ class ParsedAnswer:
     text: Optional[str]
     fenced: bool
     reason: str = ""  # why it is not usable, when text is None
+
+
+def is_code(text: str) -> bool:
+    """Whether the artifact is program code, as far as can be told without the run saying so:
+    Python source that defines or imports something (a one-word prompt parses as Python too)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom))
+               for node in tree.body)
 
 
 def parse_answer(answer: str, current_text: str, require_fence: bool = True) -> ParsedAnswer:
