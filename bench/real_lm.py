@@ -15,7 +15,8 @@ on the machine falls on both. Raw results are appended to a JSONL file (``--raw`
 later call resumes; the page is rebuilt from it.
 
 Run: ``.venv/bin/python bench/real_lm.py [--seeds 5] [--tasks DIR] [--only TASK,...]
-[--systems refract,gepa] [--scale 1.0] [--raw FILE] [--out FILE] [--refract NAME=JSON …]``;
+[--systems refract,gepa] [--scale 1.0] [--raw FILE] [--out FILE] [--refract NAME=JSON …]
+[--first-seed N]``; ``--first-seed`` starts at seed N, so that one run's seeds can be split between two harnesses;
 ``--refract NAME='{"search": {"parents_per_step": 1}}'`` defines a variant run as system ``refract:NAME``;
 the system ``gepa:PxN`` (e.g. ``gepa:1x2``) is GEPA with ``PxNSampling(P, N)``. ``--scale`` multiplies
 every task's seconds (a quick look: 0.25). ``--report`` only rebuilds the page from ``--raw``.
@@ -262,7 +263,7 @@ def main() -> None:
                 base = dict(seed_scores(folder), system="seed", task=name)
                 _append(raw, base)
                 baselines[name] = base
-        for seed in range(seeds):
+        for seed in range(int(_arg("--first-seed", 0)), seeds):
             for folder in folders:
                 task = tomllib.loads((folder / "task.toml").read_text())
                 seconds = task["seconds"] * scale
