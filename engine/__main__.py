@@ -18,10 +18,17 @@ except ValueError as exc:
     sys.exit(2)
 code = main()
 local = sys.modules.get("engine.lm.local")  # loaded only by a command that asked the local model
-if local is not None and local.generating():
+starting = sys.modules.get("engine.lm.starting")
+if (local is not None and local.generating()) or (starting is not None and starting.warming()):
     # Tearing the interpreter down under an answer the local runtime is still generating (a
     # reflection cut at the time limit) crashed the process with SIGSEGV after the run had ended
-    # well; everything is written: flush and leave at once, with the command's own exit code.
+    # well, and under litellm's import still running in its thread (a command that failed its
+    # checks at once, a worker stopped soon after it started) aborted it; everything is written
+    # (the database at every step): flush and leave at
+    # once, with the command's own exit code, after the LM answers still to be cached.
+    cache = sys.modules.get("storage.lm_cache")
+    if cache is not None:
+        cache._flush_at_exit()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

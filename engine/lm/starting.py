@@ -63,13 +63,24 @@ class StartingLM:
         return getattr(self.client(), name)
 
 
+_warming: list[threading.Thread] = []
+
+
 def warm_lm_in_background() -> None:
-    """``_warm_lm`` in a thread of its own: a head start that nothing waits for, except the
-    process's exit. Not a daemon: a daemon thread still importing when the interpreter shuts
-    down is ended inside the import's native code, and the process then aborts ("FATAL:
-    exception not rethrown", exit -6) instead of exiting with its own code: seen in 3 of 30
-    bad-config runs of ``python -m engine run`` on a loaded machine."""
-    threading.Thread(target=_warm_lm, name="warm-imports").start()
+    """``_warm_lm`` in a thread of its own: a head start that nothing waits for. A daemon, so
+    that a worker told to stop leaves at once; but a daemon thread still importing when the
+    interpreter shuts down is ended inside the import's native code, and the process aborts
+    ("FATAL: exception not rethrown", exit -6, seen in 3 of 30 bad-config runs of ``python -m
+    engine run`` on a loaded machine): ``python -m engine`` leaves with ``os._exit`` while
+    ``warming()`` (``engine.__main__``)."""
+    thread = threading.Thread(target=_warm_lm, daemon=True, name="warm-imports")
+    _warming.append(thread)
+    thread.start()
+
+
+def warming() -> bool:
+    """True while a thread of ``warm_lm_in_background`` still runs."""
+    return any(thread.is_alive() for thread in _warming)
 
 
 def _warm_lm() -> None:
