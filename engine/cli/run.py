@@ -24,7 +24,8 @@ def cmd_run(args) -> int:
     # litellm's import takes seconds of CPU: begun now, it overlaps starting the sandbox pool and
     # evaluating the seed, instead of delaying the first reflection (a config file's LM always
     # needs litellm: only the Python API can name a callable). Begun after the config is read
-    # (0.13 s), so that a config with a mistake exits at once: the process waits for the import.
+    # (0.13 s), so that a config with a mistake exits before the import begins (a process that
+    # leaves during it leaves with os._exit: engine.__main__).
     warm_lm_in_background()
     say_default_model(cfg)
     # The check of the run's LMs needs litellm, whose import (begun above) outlasts everything
@@ -44,7 +45,7 @@ def cmd_run(args) -> int:
     except BaseException:
         if stock is not None:
             stock.close()
-        # the error is printed now; the process exits when the LM check's import has ended
+        # the error is printed now, not after the LM check's import
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
