@@ -25,8 +25,8 @@ from engine.schedules.claim_order import ATTEMPTS
 from engine.search.aced import aced_by_sibling
 from engine.search.minibatch import Minibatch
 from engine.search.second_look import extra_keys, looks_again
-from engine.search.reflection import (CHANGE_ONLY, NO_FENCE, UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, is_code,
-                                      parse_answer)
+from engine.search.reflection import NO_FENCE, UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, is_code, parse_answer
+from engine.search.retries import ASK_AGAIN, RETRIED, RULES_TOKENS, UNCHANGED_CODE_RETRY, UNCHANGED_RETRY, told_retry  # noqa: F401
 from engine.state import content_hash, deterministic_id, to_evaluator
 
 
@@ -222,7 +222,7 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
             rules_list = parsed.reason == UNCHANGED and not is_code(current)
             if parsed.reason == UNCHANGED and not rules_list:
                 retry = UNCHANGED_CODE_RETRY
-            resample = False  # told, even on the local model: see _retry
+            resample = False  # told, even on the local model: see told_retry (engine.search.retries)
         else:
             if not parsed_once:
                 parsed_once = True
@@ -243,7 +243,7 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
                 failure += "; no room in the budget for a retry"
                 break
             if not (resample and is_local(lm.model)):
-                messages = _retry(messages, res.text, retry)
+                messages = told_retry(messages, res.text, retry)
             if rules_list and is_local(lm.model):  # room for the list of rules before the version
                 lm = lm.model_copy(update={"max_tokens": min(cfg.reflection_lm.max_tokens, lm.max_tokens + RULES_TOKENS)})
             temperature = min(temperature + 0.3, 1.5)
@@ -278,44 +278,6 @@ def _claim(ctx: RunContext, parent: Candidate, child: Candidate, base: dict, tex
 
 def _unusable(parsed_reason: str) -> Cause:
     return Cause.NO_FENCE if parsed_reason == NO_FENCE else Cause.UNUSABLE
-
-
-# what a retry is asked after being told what was wrong with the first answer
-ASK_AGAIN = "Make a different, concrete change that fixes the failing examples, and answer again with one fenced code block."
-# An unchanged answer is the small model's commonest (most first answers on a prompt task): told
-# only "unchanged", it reworded the question or copied it again (0 of 9 retries scored on the
-# training set); asked to list the rules the version does not state first, it wrote them into the
-# version (as GEPA's best prompt-task answers restate the background), one retry scoring 4 of 8
-# where every other answer scored 0. The list costs answer tokens: ``RULES_TOKENS`` more.
-UNCHANGED_RETRY = ("That is the current version, unchanged: it gets the failing examples wrong. First list, as short "
-                   "lines, the rules from the objective, the background and the expected outputs that the current "
-                   "version does not state or follow (whoever or whatever reads it sees only it). Then give the "
-                   "complete new version, with those rules written into it, in one fenced code block.")
-RULES_TOKENS = 128
-# Not for code: asked for the rules, the 1.5B model put them in a fenced block of their own before
-# the unchanged function, so the new "code" was the list (a SyntaxError): on two development code
-# tasks 18 such retries, 11 SyntaxErrors, none improved, each 55-72 s on one core (a quarter of a
-# 240 s run). Code is told only that it is unchanged.
-UNCHANGED_CODE_RETRY = f"That is the current version, unchanged: it gets the failing examples wrong.\n{ASK_AGAIN}"
-
-# unusable answers worth one retry, and what the retry is told
-RETRIED = {UNCHANGED: UNCHANGED_RETRY,
-           # a small model often stops after its `Change:` line: asked again (its prompt already read,
-           # so the retry costs the answer only), it writes the block
-           NO_FENCE: f"Your answer has no fenced code block, so it holds no new version.\n{ASK_AGAIN}",
-           CHANGE_ONLY: "Your fenced block held only the `Change:` line. The `Change:` line goes before the fence; "
-                        f"inside the fence goes the complete new version.\n{ASK_AGAIN}"}
-
-
-def _retry(messages: list[dict], answer: str, told: str) -> list[dict]:
-    """The first call's messages, its answer and what was wrong with it, so the retry is told (and
-    sampled a little hotter). The whole first exchange is the retry's prefix, which a local runtime
-    has already processed. Not for the local model's repeated answer: shown its own answer again, it
-    gave the same one again; it gets the same messages sampled anew (its own seed, hotter), whose
-    prefix the runtime has processed too. Its unchanged answer is told: on a regex prompt it had
-    answered unchanged, 4 of 4 told retries changed it against 1 of 4 resamples, each in a third of
-    the time (the answer is the only new text)."""
-    return messages + [{"role": "assistant", "content": answer}, {"role": "user", "content": told}]
 
 
 def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, minibatch: list[str],
