@@ -150,7 +150,7 @@ def test_an_unchanged_answer_is_asked_for_the_missing_rules_and_other_slips_to_c
     """The retry after an unchanged answer asks for the rules the version does not state, then the
     version; after an answer with no fence, for a different change. Each retry's messages are the
     first exchange and what was wrong (its prefix already read by a local runtime)."""
-    from engine.search.proposal import ASK_AGAIN, UNCHANGED_RETRY
+    from engine.search.retries import ASK_AGAIN, UNCHANGED_RETRY
 
     asked: list[list[dict]] = []
 
@@ -182,7 +182,7 @@ def test_an_unchanged_answer_is_asked_for_the_missing_rules_and_other_slips_to_c
 def test_unchanged_code_is_told_so_without_being_asked_for_rules(ctx):
     """Asked for the rules first, a small model fenced them before the unchanged function, and the
     list became the new code (a SyntaxError): code is only told that it is unchanged."""
-    from engine.search.proposal import UNCHANGED_CODE_RETRY
+    from engine.search.retries import UNCHANGED_CODE_RETRY
 
     seed = "def answer():\n    return 'start'"
     asked: list[list[dict]] = []

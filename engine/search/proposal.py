@@ -26,7 +26,7 @@ from engine.search.aced import aced_by_sibling
 from engine.search.minibatch import Minibatch
 from engine.search.second_look import extra_keys, looks_again
 from engine.search.reflection import NO_FENCE, UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, is_code, parse_answer
-from engine.search.retries import ASK_AGAIN, RETRIED, RULES_TOKENS, UNCHANGED_CODE_RETRY, UNCHANGED_RETRY, told_retry  # noqa: F401
+from engine.search.retries import ASK_AGAIN, RETRIED, RULES_TOKENS, UNCHANGED_CODE_RETRY, told_retry
 from engine.state import content_hash, deterministic_id, to_evaluator
 
 
