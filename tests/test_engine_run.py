@@ -738,6 +738,32 @@ def test_a_child_that_ties_its_minibatch_gets_a_second_look_when_reflections_are
     assert_consistent_totals(sqlite_db, run_id)
 
 
+def _one_here_or_two_elsewhere(messages, params):
+    """Proposal 0 adds a word its minibatch shows; proposal 1 two words of examples it does not
+    show (a tie on the minibatch, then a second look)."""
+    prompt = messages[1]["content"]
+    current, shown = toy.current_version(prompt), toy.missing_words(prompt)
+    if params.get("sample_index", 0) == 0:
+        return f"Adding {shown[0]}.\n```\n{current} {shown[0]}\n```"
+    two = [w for w in toy.WORDS if w not in shown and w not in current.split()][:2]
+    return f"Adding {' and '.join(two)}.\n```\n{current} {' '.join(two)}\n```"
+
+
+def test_siblings_are_ranked_by_gain_per_example_judged_not_by_a_second_looks_larger_total(sqlite_db, tmp_path):
+    """A second look judges a child on 8 examples, its sibling on 3: +2 of 8 is a larger total
+    than +1 of 3 but a smaller gain per example, and it only tied where its sibling won. accept =
+    "best" validates the sibling that won on its minibatch (before: the larger total)."""
+    cfg = toy_config(8, search={"parents_per_step": 1, "proposals_per_parent": 2, "accept": "best"},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, script=_one_here_or_two_elsewhere, latency=2.1)
+    children = {c.reason: c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"}
+    assert set(children) == {"improved", "improved on its minibatch but not selected (accept = 'best')"}
+    won, passed_over = children["improved"], children["improved on its minibatch but not selected (accept = 'best')"]
+    assert (won.minibatch_score - won.parent_minibatch_score, len(won.minibatch_keys)) == (1, 3)
+    assert (passed_over.minibatch_score - passed_over.parent_minibatch_score, len(passed_over.minibatch_keys)) == (2, 8)
+    assert won.status == "accepted" and won.val_count == 8 and passed_over.status == "rejected"
+
+
 def test_a_quick_reflection_gets_no_second_look(sqlite_db, tmp_path):
     """The same child with an instant LM: the next proposal settles a tie as cheaply, so the
     minibatch alone decides, as in GEPA."""

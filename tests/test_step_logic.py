@@ -127,7 +127,7 @@ def test_one_proposal_improves_on_its_parents_minibatch(ctx):
     results = ctx.evals.evaluate(parent, minibatch, kind="minibatch")
     outcome = run_proposal(ctx, ctx.state.candidates[parent.id], 0, 0, Minibatch(minibatch, results))
     child = repo.get_candidate(ctx.db, outcome.child_id)
-    assert outcome.improved and outcome.gain == 1.0 and child.improved
+    assert outcome.improved and outcome.gain == 1 / 4 and child.improved  # +1 on a minibatch of 4
     assert child.status == CandidateStatus.PROPOSED and child.parent_ids == [parent.id]
     assert repo.get_run(ctx.db, ctx.run_id).proposals_improved == 1
 

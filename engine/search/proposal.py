@@ -34,7 +34,10 @@ from engine.state import content_hash, deterministic_id, to_evaluator
 class Outcome:
     child_id: str
     improved: bool  # passed minibatch acceptance
-    gain: float  # child minibatch total - parent minibatch total
+    # (child minibatch total - parent minibatch total) per example judged: a child judged again on a
+    # second look sums over more examples than its siblings, and totals over 3 and over 9 examples
+    # would rank the one that only tied on the first 3 above one that won there
+    gain: float
 
 
 def proposal_temperature(base: float, k: int) -> float:
@@ -316,7 +319,7 @@ def _test_on_minibatch(ctx: RunContext, parent: Candidate, child: Candidate, min
         looked = " with a second look" if len(keys) > tied_at[1] else ""
         ctx.set_status(child, CandidateStatus.REJECTED, f"no improvement on the minibatch{looked} ({c_total:.4g} vs "
                        f"parent {p_total:.4g})" + worst_regression(parent_results, results, keys), cause=Cause.NO_IMPROVEMENT)
-    return Outcome(child.id, improved, c_total - p_total)
+    return Outcome(child.id, improved, (c_total - p_total) / len(keys))
 
 
 def _second_look(ctx: RunContext, parent: Candidate, child: Candidate, keys: list[str], parent_results, results):

@@ -52,7 +52,11 @@ class Sibling:
 
     @property
     def gain(self) -> float:
-        return sum(self.scores.values()) - sum(self.parent_results[k].score for k in self.scores)
+        """Per example it was tested on, as ``Outcome.gain``: siblings judged on minibatches of
+        different sizes (a second look) compare fairly."""
+        if not self.scores:
+            return 0.0
+        return (sum(self.scores.values()) - sum(self.parent_results[k].score for k in self.scores)) / len(self.scores)
 
     def fixed(self) -> list[str]:
         return sorted((k for k in self.scores if self.scores[k] > self.parent_results[k].score + 1e-12),
