@@ -23,26 +23,24 @@ if cands.empty:
     st.stop()
 front = data.frontier_of(url, run)
 hidden = int(cands["status"].isin(["rejected", "failed"]).sum())
-c1, c2 = st.columns([3, 2], vertical_alignment="center")
+in_view = nav.query_candidate() if nav.query_candidate() in set(cands["id"]) else run.get("best_candidate_id")
+# the page's actions in one row: the branch button beside the dashboard link, not alone on a row of its own
+c1, c2, c3 = st.columns([5, 2, 3], vertical_alignment="center")
 with c1:
     show = st.toggle(f"Show rejected and failed proposals ({hidden})", value=False, key=keys.LIN_SHOW_REJECTED)
 with c2:
     nav.link("dashboard", "Run dashboard", run=run_id, icon=":material/monitoring:")
+with c3:
+    if in_view:
+        branching.branch_button(run_id, [in_view], "lineage", label=f"Branch from {in_view}")
 st.caption(f"{len(cands):,} candidates · {len(front.members):,} on the frontier · x = step, one row per lineage branch; "
            "★ best, ◆ frontier, ■ merge, ▲ human edit (an orange □ / purple △ ring when another mark, e.g. frontier, takes the symbol), "
            "red ring pinned (never collapsed), grey ⊗ vetoed, × rejected / failed. "
            "Click a node to open it; scroll to zoom, drag to pan.")
-in_view = nav.query_candidate() if nav.query_candidate() in set(cands["id"]) else run.get("best_candidate_id")
 fig = lineage_figure(cands, run.get("best_candidate_id"), front.members, show_rejected=show, highlight=nav.query_candidate())
 related = branching.related_runs(run)
-b1, b2 = st.columns([3, 2], vertical_alignment="center")
-with b1:
-    other = st.selectbox("Show beside it the tree of", list(related), index=None, format_func=related.get,
-                         placeholder="its base run or a branch", key=keys.LIN_BOTH_TREES,
-                         disabled=not related) if related else None
-with b2:
-    if in_view:
-        branching.branch_button(run_id, [in_view], "lineage", label=f"Branch from {in_view}")
+other = st.selectbox("Show beside it the tree of", list(related), index=None, format_func=related.get,
+                     placeholder="its base run or a branch", key=keys.LIN_BOTH_TREES) if related else None
 if other:
     fig = branching.joined_lineage(run, fig, other, show)
 event = st.plotly_chart(fig, key=keys.LIN_CHART, width="stretch", on_select="rerun", selection_mode="points",
