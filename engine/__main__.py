@@ -28,7 +28,7 @@ if (local is not None and local.generating()) or (starting is not None and start
     # once, with the command's own exit code, after the LM answers still to be cached.
     cache = sys.modules.get("storage.lm_cache")
     if cache is not None:
-        cache._flush_at_exit()
+        cache.flush_unwritten()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -171,6 +171,8 @@ _UNWRITTEN: "weakref.WeakSet[LMCache]" = weakref.WeakSet()
 
 
 @atexit.register
-def _flush_at_exit() -> None:
+def flush_unwritten() -> None:
+    """Write what every cache of this process still holds unwritten: at exit, and by
+    ``engine.__main__`` before it leaves with ``os._exit`` (which runs no exit hooks)."""
     for cache in list(_UNWRITTEN):
         cache.flush()
