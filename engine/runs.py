@@ -36,7 +36,8 @@ def examples_of(cfg: RunConfig) -> list[tuple[str, str, object]]:
 
 
 def submit_run(db: Database, cfg: RunConfig, owner: str = "", status: RunStatus = RunStatus.QUEUED,
-               actor: Optional[Actor] = None, roles: Optional[RoleMap] = None, evaluator_checked: bool = False) -> str:
+               actor: Optional[Actor] = None, roles: Optional[RoleMap] = None, evaluator_checked: bool = False,
+               held_by: Optional[tuple[str, float]] = None) -> str:
     """Store a run (config + examples) and queue it for a worker, once its evaluator has
     loaded in the sandbox and fits the mode (``engine.sandbox.probe``; ``evaluator_checked``:
     the caller has just checked it so, with no actor). Returns the run id.
@@ -44,7 +45,9 @@ def submit_run(db: Database, cfg: RunConfig, owner: str = "", status: RunStatus 
     ``actor`` (the studio's signed-in person) must be an editor within the hourly run limit of
     ``roles``, checked before the evaluator is even loaded (it is code); the run's owner is then
     ``actor.name``. Without an actor, ``owner`` is trusted (the CLI, the Python API). A branch's
-    base run must be in this database (``engine.branch.check_base``)."""
+    base run must be in this database (``engine.branch.check_base``). ``held_by`` (worker id,
+    lease seconds): stored already claimed by that worker, for a run this process runs itself
+    (``storage.repo.create_run``)."""
     from engine.branch import check_base
     from engine.sandbox.probe import check_evaluator
 
@@ -54,7 +57,8 @@ def submit_run(db: Database, cfg: RunConfig, owner: str = "", status: RunStatus 
     check_base(db, cfg)
     if not (evaluator_checked and actor is None):
         check_evaluator(cfg)
-    return repo.create_run(db, cfg.name, owner, cfg.stored(), examples_of(cfg), status=status)
+    return repo.create_run(db, cfg.name, owner, cfg.stored(), examples_of(cfg), status=status,
+                           held_by=held_by)
 
 
 def stored_config(db: Database, run_id: str) -> RunConfig:

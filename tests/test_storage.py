@@ -362,6 +362,21 @@ def test_concurrent_workers_never_claim_the_same_run(db):
     assert len(set(claims)) == 60
 
 
+def test_a_run_stored_held_by_its_own_process_is_never_given_to_another_worker(db):
+    """``python -m engine run`` stores its run already leased to itself: queued first and claimed
+    after, a studio's worker polling the same database took it in between ("claimed by another
+    worker"; CI saw it once as a failed browser test)."""
+    from storage import leases
+
+    held = repo.create_run(db, "mine", "", {}, [], held_by=("cli-1", 60))
+    queued = repo.create_run(db, "anyone's", "", {}, [])
+    run = repo.get_run(db, held)
+    assert (run.status, run.lease_owner) == ("running", "cli-1") and run.started_at is not None
+    assert leases.claim_run(db, "studio-worker", 60) == queued
+    assert leases.claim_run(db, "studio-worker", 60) is None
+    assert leases.renew_lease(db, held, "cli-1", 60)  # its own process keeps it like any claim
+
+
 def test_the_writers_of_one_process_take_turns_before_sqlite(sqlite_db):
     """A second writer of this process waits on the process's own lock while the first holds the
     write, and never meets SQLite's lock (whose busy handler sleeps 1, 2, 5 … ms before it looks

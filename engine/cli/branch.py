@@ -22,7 +22,7 @@ def _short(value) -> str:
 def cmd_branch(args, db: Database) -> int:
     from engine.lm.check import check_run_lms
     from engine.reuse import reuse_bases
-    from engine.cli.run import run_foreground, say_default_model
+    from engine.cli.run import foreground_worker, run_foreground, say_default_model
     from engine.runs import submit_run
 
     cfg = branch_config(db, args.run, args.candidate, parse_overrides(args.set or []),
@@ -30,7 +30,8 @@ def cmd_branch(args, db: Database) -> int:
     say_default_model(cfg)
     check_run_lms(cfg)  # as submit: each LM answers one short request, or the field says why not; nothing stored
     base = branches.run_configs(db, [args.run])[args.run]
-    run_id = submit_run(db, cfg, owner=args.author)
+    worker = foreground_worker(db) if args.foreground else None
+    run_id = submit_run(db, cfg, owner=args.author, held_by=(worker.id, worker.lease_seconds) if worker else None)
     seeds = ", ".join(cfg.branch.candidates)
     print(f"run {run_id}: a branch of run {args.run} from {seeds}", flush=True)
     for name, old, new in changes(base, cfg.stored()):
@@ -39,7 +40,7 @@ def cmd_branch(args, db: Database) -> int:
     print("evaluations of the same text and example that run " + " or ".join(bases) + " recorded are reused, not paid"
           if bases else f"nothing is reused: {note}", file=sys.stderr)
     if args.foreground:
-        return run_foreground(db, cfg, run_id, quiet=args.quiet)
+        return run_foreground(db, cfg, run_id, worker, quiet=args.quiet)
     print("queued; `python -m engine worker` (or the studio) runs it", file=sys.stderr)
     return 0
 

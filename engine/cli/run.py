@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import sys
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from storage import leases, repo
+from storage import repo
 from storage.db import open_db
 from storage.states import RunStatus
 
@@ -49,9 +50,10 @@ def cmd_run(args) -> int:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
-    run_id = submit_run(db, cfg, owner=args.author, evaluator_checked=True)
+    worker = foreground_worker(db)
+    run_id = submit_run(db, cfg, owner=args.author, evaluator_checked=True, held_by=(worker.id, worker.lease_seconds))
     print(f"run {run_id}", flush=True)
-    return run_foreground(db, cfg, run_id, quiet=args.quiet, stock=stock)
+    return run_foreground(db, cfg, run_id, worker, quiet=args.quiet, stock=stock)
 
 
 def spawn_ahead(cfg):
@@ -65,19 +67,20 @@ def spawn_ahead(cfg):
     return WarmStock(spec_from_config(cfg.executor), size=cfg.executor.workers, refill=False)
 
 
-def run_foreground(db, cfg, run_id: str, quiet: bool = False, stock=None) -> int:
-    """Run the queued run ``run_id`` (of config ``cfg``) here to its end, with a progress bar;
-    Ctrl-C pauses it. The exit code of ``python -m engine run``. ``stock``: sandbox processes
-    spawned for it (``spawn_ahead``), closed when the run ends."""
+def foreground_worker(db):
+    """The worker of a run this process runs itself: the run is submitted already held by it
+    (``submit_run(..., held_by=…)``), so that a studio's worker on the same database never takes it."""
     from engine.worker import Worker
 
-    worker = Worker(db, worker_id=f"cli-{run_id}")
+    return Worker(db, worker_id=f"cli-{uuid.uuid4().hex[:8]}")
+
+
+def run_foreground(db, cfg, run_id: str, worker, quiet: bool = False, stock=None) -> int:
+    """Run ``run_id`` (of config ``cfg``), submitted held by ``worker`` (``foreground_worker``),
+    here to its end, with a progress bar; Ctrl-C pauses it. The exit code of
+    ``python -m engine run``. ``stock``: sandbox processes spawned for it (``spawn_ahead``),
+    closed when the run ends."""
     worker.stock = stock
-    if leases.claim_run(db, worker.id, worker.lease_seconds, run_id=run_id) is None:
-        print("error: the run was claimed by another worker", file=sys.stderr)
-        if stock is not None:
-            stock.close()
-        return 1
     finished = threading.Event()
 
     def body() -> None:

@@ -82,22 +82,30 @@ def lm_client(tmp_path: Path) -> LMClient:
     return LMClient(tmp_path / "lm-cache", sleep=lambda _s: None, backoff_base=0.0)
 
 
+WORKER, LEASE = "test-worker", 60.0
+
+
 def run_optimizer(db: Database, run_id: str, tmp_path: Path, on_step: Optional[Callable] = None) -> str:
     """Claim ``run_id`` like a worker would and run it to wherever it stops; the status."""
-    worker = "test-worker"
-    assert leases.claim_run(db, worker, 60, run_id=run_id) == run_id
+    assert leases.claim_run(db, WORKER, LEASE, run_id=run_id) == run_id
+    return _run_held(db, run_id, tmp_path, on_step)
+
+
+def _run_held(db: Database, run_id: str, tmp_path: Path, on_step: Optional[Callable] = None) -> str:
     try:
         return Optimizer(db, run_id, lm=lm_client(tmp_path), on_step=on_step).run()
     finally:
-        leases.release_run(db, run_id, worker)
+        leases.release_run(db, run_id, WORKER)
 
 
 def run_toy(db: Database, tmp_path: Path, cfg: RunConfig | None = None, script=toy.script, latency: float = 0.0,
             price: float = 0.0, on_step: Optional[Callable] = None):
-    """Submit ``cfg`` (default: the toy) and run it to its end. Returns (run id, script stats)."""
+    """Submit ``cfg`` (default: the toy) and run it to its end. Returns (run id, script stats).
+    The run is stored already held by this process (as ``python -m engine run`` does), so that
+    a studio's worker polling the same database cannot take it first."""
     stats = install_script(script, latency=latency, price_per_token=price)
-    run_id = submit_run(db, cfg or toy_config())
-    run_optimizer(db, run_id, tmp_path, on_step=on_step)
+    run_id = submit_run(db, cfg or toy_config(), held_by=(WORKER, LEASE))
+    _run_held(db, run_id, tmp_path, on_step=on_step)
     return run_id, stats
 
 
