@@ -243,6 +243,9 @@ def _done(raw: Path) -> list[dict]:
 
 
 def main() -> None:
+    if "--help" in sys.argv or "-h" in sys.argv:  # not a run: without it, this rewrote the page from --raw
+        print(__doc__)
+        return
     raw = Path(_arg("--raw", RAW))
     out = Path(_arg("--out", OUT))
     if "--report" not in sys.argv:

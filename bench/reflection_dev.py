@@ -131,6 +131,9 @@ def write_page(rows: list[dict], out: Path) -> None:
 
 
 def main() -> None:
+    if "--help" in sys.argv or "-h" in sys.argv:  # not a run (which also rewrites the page)
+        print(__doc__)
+        return
     raw, out = Path(_arg("--raw", RAW)), Path(_arg("--out", OUT))
     rows = [json.loads(x) for x in raw.read_text().splitlines() if x.strip()] if raw.exists() else []
     if "--report" not in sys.argv:
