@@ -15,8 +15,9 @@ from typing import Any, Iterable, Optional
 from sqlalchemy import update
 
 from storage.db import Database
-from storage.models import Example, Run, utcnow
-from storage.states import ACTIVE, RunStatus
+from storage.models import Run, utcnow
+from storage.repo import create_run
+from storage.states import ACTIVE
 
 WAITING = ACTIVE  # not finished
 
@@ -25,16 +26,7 @@ def create_attached_run(db: Database, name: str, owner: str, config: dict, examp
                         process_id: str, lease_seconds: float) -> str:
     """Insert a running run, leased to ``process_id`` and attached to it, with its examples
     ((key, split, payload) triples), in one transaction. Returns the run id."""
-    now = utcnow()
-    with db.write() as s:
-        run = Run(name=name, owner=owner, config=config, status=RunStatus.RUNNING.value, started_at=now,
-                  attached_to=process_id, lease_owner=process_id, branch_of=(config.get("branch") or {}).get("run"),
-                  lease_expires_at=now + timedelta(seconds=lease_seconds), heartbeat_at=now)
-        s.add(run)
-        s.flush()
-        for pos, (key, split, payload) in enumerate(examples):
-            s.add(Example(run_id=run.id, key=key, split=split, position=pos, payload=payload))
-        return run.id
+    return create_run(db, name, owner, config, examples, held_by=(process_id, lease_seconds), attached_to=process_id)
 
 
 def attach_run(db: Database, run_id: str, process_id: str, lease_seconds: float) -> bool:

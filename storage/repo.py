@@ -44,19 +44,19 @@ from storage.transitions import move_run, set_candidate_status, transition_run  
 
 def create_run(db: Database, name: str, owner: str, config: dict, examples: Iterable[tuple[str, str, Any]],
                run_id: str | None = None, status: RunStatus = RunStatus.QUEUED,
-               held_by: tuple[str, float] | None = None) -> str:
+               held_by: tuple[str, float] | None = None, attached_to: str | None = None) -> str:
     """Insert a run and its examples ((key, split, payload) triples) in one transaction. A
     config with a ``branch`` table makes the run a branch of that table's ``run``.
 
     ``held_by`` (worker id, lease seconds): the run is stored running and leased to that
     worker, as ``storage.leases.claim_run`` would leave it. A foreground run needs this: queued
     first and claimed after, a studio's worker polling the same database could take it between
-    the two writes."""
-    held: dict[str, Any] = {}
+    the two writes. ``attached_to``: a run of a Python process (``storage.attached``)."""
+    held: dict[str, Any] = {"attached_to": attached_to}
     if held_by:
         now = utcnow()
         status = RunStatus.RUNNING
-        held = dict(started_at=now, lease_owner=held_by[0], heartbeat_at=now,
+        held.update(started_at=now, lease_owner=held_by[0], heartbeat_at=now,
                     lease_expires_at=now + timedelta(seconds=held_by[1]))
     with db.write() as s:
         run = Run(name=name, owner=owner, config=config, status=RunStatus(status).value,

@@ -71,8 +71,8 @@ def choose_children(outcomes: list[Outcome], accept: str, top_k: int,
                     order: dict[str, str]) -> tuple[list[Outcome], list[Outcome]]:
     """Which improving children pay a validation pass: all, the best one, or the top k by
     minibatch gain per example judged (``Outcome.gain``). Returns (chosen, passed over), both
-    ordered most promising first. Equal gains are ordered by ``order`` (child id -> content hash), not by the ids, which hash the
-    run id: two runs with one seed choose the same child."""
+    ordered most promising first. Equal gains are ordered by ``order`` (child id -> content
+    hash), not by the ids, which hash the run id: two runs with one seed choose the same child."""
     improved = sorted((o for o in outcomes if o.improved), key=lambda o: (-o.gain, order.get(o.child_id, ""), o.child_id))
     n = {"all": len(improved), "best": 1, "top_k": top_k}[accept]
     return improved[:n], improved[n:]
