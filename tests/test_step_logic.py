@@ -179,17 +179,21 @@ def test_an_unchanged_answer_is_asked_for_the_missing_rules_and_other_slips_to_c
 
 
 
-def test_unchanged_code_is_told_so_without_being_asked_for_rules(ctx):
-    """Asked for the rules first, a small model fenced them before the unchanged function, and the
-    list became the new code (a SyntaxError): code is only told that it is unchanged."""
-    from engine.search.retries import UNCHANGED_CODE_RETRY
+@pytest.mark.parametrize("seed,changed", [
+    ("def answer():\n    return 'start'", "def answer():\n    return 'start a'"),
+    (r"^(start|\w+)$", r"^(start|a|\w+)$"),
+])
+def test_an_unchanged_notation_is_told_so_without_being_asked_for_rules(ctx, seed, changed):
+    """Asked for the rules first, a small model fenced them before the unchanged function (the list
+    became the new code, a SyntaxError) and fenced the objective as a new regular expression: code
+    and other notations are only told that they are unchanged."""
+    from engine.search.retries import UNCHANGED_TOLD_RETRY
 
-    seed = "def answer():\n    return 'start'"
     asked: list[list[dict]] = []
 
     def script(messages, params):
         asked.append(messages)
-        return f"```\n{seed}\n```" if len(asked) == 1 else "```\ndef answer():\n    return 'start a'\n```"
+        return f"```\n{seed}\n```" if len(asked) == 1 else f"```\n{changed}\n```"
 
     install_script(script)
     parent = _candidate(ctx, seed)
@@ -197,8 +201,19 @@ def test_unchanged_code_is_told_so_without_being_asked_for_rules(ctx):
     minibatch = ctx.train_keys[:4]
     run_proposal(ctx, ctx.state.candidates[parent.id], 0, 0,
                  Minibatch(minibatch, ctx.evals.evaluate(parent, minibatch, kind="minibatch")))
-    assert len(asked) == 2 and asked[1][3]["content"] == UNCHANGED_CODE_RETRY
-    assert "First list" not in UNCHANGED_CODE_RETRY
+    assert len(asked) == 2 and asked[1][3]["content"] == UNCHANGED_TOLD_RETRY
+    assert "First list" not in UNCHANGED_TOLD_RETRY
+
+
+def test_prose_is_told_apart_from_notations():
+    from engine.search.reflection import is_prose
+
+    prose = ["start", "What is the price in this message?\n\n{message}",
+             "Restore files from a snapshot.\n\nUsage: snap restore SNAPSHOT [PATH...] --target DIR --latest --dry-run"]
+    notations = [r"\d+:\d+(:\d+)?", r"^(?:(?:19|20)\d{2})-(0[1-9]|1[0-2])$", '{"model": "gpt-4", "temperature": 0.7}',
+                 "import os\nprint(os.getcwd())", "function f(x) { return [x, x * 2].map((y) => y + 1); }", "", "  \n"]
+    assert [is_prose(t) for t in prose] == [True] * len(prose)
+    assert [is_prose(t) for t in notations] == [False] * len(notations)
 
 
 # ---------------------------------------------------------------- run status transitions

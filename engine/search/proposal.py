@@ -25,8 +25,8 @@ from engine.schedules.claim_order import ATTEMPTS
 from engine.search.aced import aced_by_sibling
 from engine.search.minibatch import Minibatch
 from engine.search.second_look import extra_keys, looks_again
-from engine.search.reflection import NO_FENCE, UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, is_code, parse_answer
-from engine.search.retries import ASK_AGAIN, RETRIED, RULES_TOKENS, UNCHANGED_CODE_RETRY, told_retry
+from engine.search.reflection import NO_FENCE, UNCHANGED, ExampleFeedback, answer_token_cap, build_prompt, is_prose, parse_answer
+from engine.search.retries import ASK_AGAIN, RETRIED, RULES_TOKENS, UNCHANGED_TOLD_RETRY, told_retry
 from engine.state import content_hash, deterministic_id, to_evaluator
 
 
@@ -222,9 +222,9 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
                          _unusable(parsed.reason))
         if parsed.text is None:
             failure, cause, retry = f"unusable answer: {parsed.reason}", _unusable(parsed.reason), RETRIED[parsed.reason]
-            rules_list = parsed.reason == UNCHANGED and not is_code(current)
+            rules_list = parsed.reason == UNCHANGED and is_prose(current)
             if parsed.reason == UNCHANGED and not rules_list:
-                retry = UNCHANGED_CODE_RETRY
+                retry = UNCHANGED_TOLD_RETRY
             resample = False  # told, even on the local model: see told_retry (engine.search.retries)
         else:
             if not parsed_once:

@@ -285,6 +285,22 @@ def is_code(text: str) -> bool:
                for node in tree.body)
 
 
+# A prose artifact is a text in words (a prompt, a help text); a notation is not (a regular
+# expression, code, a config): its share of characters that are neither letters, digits nor spaces.
+# On the real-LM tasks' seeds and best candidates: prompts and help texts 2-16 % (a help text's
+# `--flag [PATH...]` lines are the most), regular expressions 70-80 %, Python 20-35 %, JSON 20-30 %.
+PROSE_SYMBOLS = 0.2
+
+
+def is_prose(text: str) -> bool:
+    """Whether the artifact is written in words rather than in a notation: not code (``is_code``)
+    and at most ``PROSE_SYMBOLS`` of its non-space characters are neither letters nor digits."""
+    chars = [c for c in text if not c.isspace()]
+    if not chars or is_code(text):
+        return False
+    return sum(not c.isalnum() for c in chars) <= PROSE_SYMBOLS * len(chars)
+
+
 def parse_answer(answer: str, current_text: str, require_fence: bool = True) -> ParsedAnswer:
     """Take the new text from the fenced block (first opening to last closing fence). An
     unclosed fence (answer cut by the token cap) takes the rest. Empty, unchanged or (with require_fence) unfenced answers are

@@ -17,11 +17,14 @@ UNCHANGED_RETRY = ("That is the current version, unchanged: it gets the failing 
                    "version does not state or follow (whoever or whatever reads it sees only it). Then give the "
                    "complete new version, with those rules written into it, in one fenced code block.")
 RULES_TOKENS = 128
-# Not for code: asked for the rules, the 1.5B model put them in a fenced block of their own before
-# the unchanged function, so the new "code" was the list (a SyntaxError): on two development code
-# tasks 18 such retries, 11 SyntaxErrors, none improved, each 55-72 s on one core (a quarter of a
-# 240 s run). Code is told only that it is unchanged.
-UNCHANGED_CODE_RETRY = f"That is the current version, unchanged: it gets the failing examples wrong.\n{ASK_AGAIN}"
+# Only for prose (``is_prose``: a prompt, a help text), where rules can be written into the version.
+# Asked for the rules, the 1.5B model put them in a fenced block of their own before the unchanged
+# function, so the new "code" was the list (a SyntaxError): on two development code tasks 18 such
+# retries, 11 SyntaxErrors, none improved, each 55-72 s on one core (a quarter of a 240 s run). On a
+# development regex task it fenced the objective itself as the new "regular expression": 4 of 4
+# rules-list retries, answers of 270-390 tokens where the regex took 20-60. A notation is told only that
+# it is unchanged.
+UNCHANGED_TOLD_RETRY = f"That is the current version, unchanged: it gets the failing examples wrong.\n{ASK_AGAIN}"
 
 # unusable answers worth one retry, and what the retry is told
 RETRIED = {UNCHANGED: UNCHANGED_RETRY,
