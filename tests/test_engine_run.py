@@ -764,6 +764,31 @@ def test_siblings_are_ranked_by_gain_per_example_judged_not_by_a_second_looks_la
     assert won.status == "accepted" and won.val_count == 8 and passed_over.status == "rejected"
 
 
+@pytest.mark.parametrize("latency", [2.1, 0.0])
+def test_the_runner_up_is_validated_when_the_best_did_not_beat_its_parent(sqlite_db, tmp_path, latency):
+    """The validation set holds none of the training words, so the step's best child (+1 of 3 on its
+    minibatch, like its sibling) scores no higher than its parent there. With reflections of seconds
+    and metric calls of milliseconds the runner-up is validated too and says why; with an instant LM a
+    pass is not cheap beside a reflection, and it is passed over as before."""
+    val = [{"id": f"w{i}", "word": w} for i, w in enumerate(toy.WORDS) if i >= 8]
+    cfg = toy_config(8, valset=val, search={"parents_per_step": 1, "proposals_per_parent": 2, "accept": "best"},
+                     budget={"max_steps": 1, "stop_at_score": None})
+    run_id, _ = run_toy(sqlite_db, tmp_path, cfg, latency=latency)
+    children = {c.id: c for c in repo.list_candidates(sqlite_db, run_id) if c.origin == "reflection"}
+    [step] = [s for s in repo.list_steps(sqlite_db, run_id) if s.proposal_ids]
+    best = children[step.accepted_ids[0]]
+    [other] = [c for cid, c in children.items() if cid != best.id]
+    assert best.reason == "improved" and best.val_mean == 0 and other.minibatch_score > other.parent_minibatch_score
+    if latency:
+        assert other.status == "accepted" and other.val_count == len(val)
+        assert other.reason == (f"improved on its minibatch; validated as the runner-up: {best.id}, the step's best on "
+                                "its minibatch, scored 0 on the validation set, no better than its parent (0)")
+        assert step.accepted_ids == [best.id, other.id]
+    else:
+        assert other.status == "rejected" and step.accepted_ids == [best.id]
+        assert other.reason == "improved on its minibatch but not selected (accept = 'best')"
+
+
 def test_a_quick_reflection_gets_no_second_look(sqlite_db, tmp_path):
     """The same child with an instant LM: the next proposal settles a tie as cheaply, so the
     minibatch alone decides, as in GEPA."""

@@ -27,6 +27,7 @@ from storage.states import RunStatus
 from engine.context import RunContext
 from engine.lm.providers import one_at_a_time
 from engine.search.proposal import Outcome, run_proposal
+from engine.search.runner_up import did_not_pay, pass_is_cheap
 from engine.runtime.model import predict_step_speedup, shape_of
 from engine.search import minibatch
 from engine.search.minibatch import Minibatch
@@ -150,11 +151,15 @@ def run_step(ctx: RunContext, step: Step, applied_command_ids: list[int]) -> Ste
         outcomes = [f.result() for f in futures]
     chosen, passed_over, merged_id = _choose(ctx, outcomes)
     validated = ([merged_id] if merged_id else []) + [o.child_id for o in chosen]
+    # the runner-up waits for the best's validation (engine/search/runner_up.py)
+    spare = passed_over[0] if cfg.accept == "best" and chosen and passed_over and not merged_id else None
     # the children passed over are marked while the validation passes run: a write each, which
     # the first pass need not wait for
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reject") as pool:
-        rejecting = pool.submit(lambda: [reject(ctx, o.child_id, why) for o, why in passed_over])
+        rejecting = pool.submit(lambda: [reject(ctx, o.child_id, why) for o, why in passed_over[bool(spare):]])
         validate_all(ctx, validated)
+        if spare is not None:
+            validated += _runner_up(ctx, chosen[0], *spare)
         rejecting.result()
     run_after = repo.get_run(ctx.db, ctx.run_id)
     step.proposal_ids = [o.child_id for o in outcomes] + ([merged_id] if merged_id else [])
@@ -184,6 +189,19 @@ def validate_all(ctx: RunContext, child_ids: list[str]) -> None:
     with ThreadPoolExecutor(max_workers=len(child_ids), thread_name_prefix="validation") as pool:
         for f in [pool.submit(validate_child, ctx, cid) for cid in child_ids]:
             f.result()
+
+
+def _runner_up(ctx: RunContext, best: Outcome, spare: Outcome, why_not: str) -> list[str]:
+    """Validate ``spare``, the step's next improving child, when ``best`` did not beat its parent on
+    the validation set and a pass is cheap (``runner_up``); else pass it over. Its id when validated."""
+    flop, left = did_not_pay(ctx, best.child_id), ctx.budget.remaining_metric_calls()
+    if flop is None or ctx.interrupt.is_set() or not pass_is_cheap(ctx) or (left is not None and left < len(ctx.val_keys)):
+        reject(ctx, spare.child_id, why_not)
+        return []
+    child = ctx.state.candidates.get(spare.child_id) or repo.get_candidate(ctx.db, spare.child_id)
+    ctx.set_status(child, child.status, f"improved on its minibatch; validated as the runner-up: {flop}", with_row=False)
+    validate_child(ctx, spare.child_id)
+    return [spare.child_id]
 
 
 def _choose(ctx: RunContext, outcomes: list[Outcome]) -> tuple[list[Outcome], list[tuple[Outcome, str]], Optional[str]]:
