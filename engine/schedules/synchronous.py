@@ -7,7 +7,9 @@ concurrently and share one worker pool. The step is trimmed to the metric calls 
 except that a step always gets one slot if its minibatch test fits. Of the improving children,
 the ``accept`` rule chooses which pay a validation pass (all / the best / the top k by
 minibatch gain); with ``merge_siblings`` the improving children are first combined into one
-merged child, which is validated instead of them when it keeps all their gains. Validation
+merged child, which is validated instead of them when it keeps all their gains; with the best
+alone, the runner-up is validated too when the best did not beat its parent on the validation
+set and a pass is cheap (``engine.search.runner_up``). Validation
 passes run one after the other, most promising first, so that later ones can stop early
 against the frontier the earlier ones updated (side by side when none can: ``validate_all``).
 """
