@@ -16,7 +16,8 @@ later call resumes; the page is rebuilt from it.
 
 Run: ``.venv/bin/python bench/real_lm.py [--seeds 5] [--tasks DIR] [--only TASK,...]
 [--systems refract,gepa] [--scale 1.0] [--raw FILE] [--out FILE] [--refract NAME=JSON …]
-[--first-seed N]``; ``--first-seed`` starts at seed N, so that one run's seeds can be split between two harnesses;
+[--first-seed N]``; ``--first-seed`` starts at seed N (``--seeds`` is where they end: ``--first-seed 5 --seeds 10`` runs
+seeds 5 to 9), so that one run's seeds can be split between two harnesses;
 ``--refract NAME='{"search": {"parents_per_step": 1}}'`` defines a variant run as system ``refract:NAME``;
 the system ``gepa:PxN`` (e.g. ``gepa:1x2``) is GEPA with ``PxNSampling(P, N)``. ``--scale`` multiplies
 every task's seconds (a quick look: 0.25). ``--report`` only rebuilds the page from ``--raw``.
@@ -254,7 +255,10 @@ def main() -> None:
         if only:
             folders = [f for f in folders if f.name in only.split(",")]
         systems = _arg("--systems", ",".join(SYSTEMS)).split(",")
-        seeds = int(_arg("--seeds", 5))
+        seeds, first_seed = int(_arg("--seeds", 5)), int(_arg("--first-seed", 0))
+        if seeds <= first_seed:  # `--seeds 1 --first-seed 20` ran nothing, silently
+            raise SystemExit(f"--seeds: {seeds} is not above --first-seed {first_seed}; --seeds is where the seeds end "
+                             f"(seeds {first_seed} to N - 1 run), not how many")
         scale = float(_arg("--scale", 1.0))
         # --refract NAME='{"search": {...}}' (repeatable) defines the system refract:NAME
         variants = dict(a.split("=", 1) for i, a in enumerate(sys.argv) if i and sys.argv[i - 1] == "--refract")
@@ -266,7 +270,7 @@ def main() -> None:
                 base = dict(seed_scores(folder), system="seed", task=name)
                 _append(raw, base)
                 baselines[name] = base
-        for seed in range(int(_arg("--first-seed", 0)), seeds):
+        for seed in range(first_seed, seeds):
             for folder in folders:
                 task = tomllib.loads((folder / "task.toml").read_text())
                 seconds = task["seconds"] * scale
