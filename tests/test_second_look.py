@@ -40,3 +40,20 @@ def test_only_a_tie_with_nothing_lost_is_looked_at_again():
     assert looks_again(p, {"a": Scored(1.0, {}, None), "b": Scored(0.0, {}, None)}, ["a", "b"])
     assert not looks_again(p, {"a": Scored(0.0, {}, None), "b": Scored(1.0, {}, None)}, ["a", "b"])  # one fixed, one broken
     assert not looks_again(p, {"a": Scored(1.0, {}, None), "b": Scored(1.0, {}, None)}, ["a", "b"])  # improved
+
+
+def test_a_runner_ups_pass_is_cheap_when_it_costs_a_quarter_of_a_reflection_at_most():
+    """engine.search.runner_up: a regex or unit test pays, a task-LM evaluation seldom, an instant LM never."""
+    from types import SimpleNamespace
+
+    from engine.search.runner_up import pass_is_cheap
+
+    def ctx(lm: float, ev: float, n_val: int, workers: int = 1):
+        return SimpleNamespace(evals=SimpleNamespace(pace=_pace(lm, ev), executor=SimpleNamespace(workers=workers)),
+                               val_keys=[f"val-{i}" for i in range(n_val)])
+
+    assert pass_is_cheap(ctx(20.0, 0.002, 16))  # a regex: 0.03 s of 5 s
+    assert pass_is_cheap(ctx(20.0, 0.09, 16))  # a unit test in a fresh process: 1.4 s
+    assert not pass_is_cheap(ctx(20.0, 3.0, 10))  # a task-LM call per example: 30 s
+    assert pass_is_cheap(ctx(20.0, 3.0, 10, workers=8))  # eight at a time: 30 s of calls within 8 × 5 s
+    assert not pass_is_cheap(ctx(1.0, 0.001, 16))  # a reflection under 2 s: the next proposal is as cheap
