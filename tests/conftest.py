@@ -149,6 +149,18 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture(autouse=True)
+def _keep_main_module():
+    """Streamlit's AppTest runs its script as ``__main__`` and leaves it there; a later test in the
+    same process that starts a ``spawn`` process (the storage concurrency tests) then had the child
+    re-run that script (``AppTest.from_function``'s, which failed with a NameError)."""
+    import sys
+
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
+
+
+@pytest.fixture(autouse=True)
 def _close_databases():
     """Each test's databases opened through ``storage.db.open_db`` are closed after it: the
     process-wide table keeps them for the life of the process, and their pooled connections
