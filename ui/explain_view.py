@@ -138,8 +138,9 @@ def acceptance(kids: list[dict], config: dict) -> None:
     s = config.get("search") or {}
     st.info(f"{em.improvement_sentence(s)}. Improving children then pay a full **validation pass**: with "
             f"accept = {s.get('accept', 'all')}" + (f" (top {s.get('top_k')})" if s.get("accept") == "top_k" else "")
-            + ", " + {"all": "every improving child does", "best": "only the best improvement does (and the runner-up too when the best scored no higher "
-                      "than its parent on the validation set and a pass costs little beside a reflection)",
+            + ", " + {"all": "every improving child does",
+                      "best": "only the best improvement does (and the runner-up too when the best scored no higher "
+                              "than its parent on the validation set and a pass costs little beside a reflection)",
                       "top_k": "the k best improvements do"}.get(s.get("accept", "all"), "")
             + (". With merge_siblings, two or more improving children are first combined into one, which is "
                "validated instead." if s.get("merge_siblings") else "."), icon=":material/school:")

@@ -24,8 +24,7 @@ RULES_TOKENS = 128
 # development regex task it fenced the objective itself, or the list, as the new "regular expression":
 # 11 of 13 rules-list retries in three runs, answers of 130-440 tokens (five cut at the cap) where its
 # other answers took 46 (median); the three that "improved" matched nothing (which wins on every
-# invalid input). A notation is told only
-# that it is unchanged.
+# invalid input). A notation is told only that it is unchanged.
 UNCHANGED_TOLD_RETRY = f"That is the current version, unchanged: it gets the failing examples wrong.\n{ASK_AGAIN}"
 
 # unusable answers worth one retry, and what the retry is told

@@ -18,15 +18,13 @@ from typing import Optional
 
 from engine.context import RunContext
 from engine.search.frontier import mean
-from engine.search.second_look import MIN_LM_SECONDS, SHARE
+from engine.search.second_look import affordable
 
 
 def pass_is_cheap(ctx: RunContext) -> bool:
-    """Whether one more validation pass costs at most ``SHARE`` of a reflection's mean time."""
-    lm_s, eval_s = ctx.evals.pace.means()
-    if lm_s is None or eval_s is None or lm_s < MIN_LM_SECONDS:
-        return False
-    return len(ctx.val_keys) * eval_s <= SHARE * lm_s * max(1, ctx.evals.executor.workers)
+    """Whether one more validation pass costs at most what a second look may (``second_look.affordable``)."""
+    allowed, eval_s = affordable(ctx.evals.pace, ctx.evals.executor.workers)
+    return allowed is not None and len(ctx.val_keys) * eval_s <= allowed
 
 
 def did_not_pay(ctx: RunContext, child_id: str) -> Optional[str]:

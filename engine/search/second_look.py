@@ -57,6 +57,16 @@ def looks_again(parent_results: dict, results: dict, keys: list[str]) -> bool:
     return abs(c_total - p_total) <= TOL and all(results[k].score >= parent_results[k].score - TOL for k in keys)
 
 
+def affordable(pace: Pace, workers: int) -> tuple[float | None, float | None]:
+    """(seconds of metric calls, run ``workers`` at a time, that ``SHARE`` of a reflection pays
+    for; this run's mean seconds per metric call), or (None, None) while either mean is unknown
+    or reflections take less than ``MIN_LM_SECONDS``. The second look's rule, and the runner-up's."""
+    lm_s, eval_s = pace.means()
+    if lm_s is None or eval_s is None or lm_s < MIN_LM_SECONDS:
+        return None, None
+    return SHARE * lm_s * max(1, workers), eval_s
+
+
 def extra_keys(child_id: str, train_keys: list[str], judged: list[str], parent_known: set[str],
                pace: Pace, workers: int) -> list[str]:
     """The training examples of the second look: those the parent is already scored on first
@@ -64,10 +74,9 @@ def extra_keys(child_id: str, train_keys: list[str], judged: list[str], parent_k
     when a step is redone); as many as ``SHARE`` of a reflection pays for, at most
     ``MAX_EXAMPLES``. Empty when either mean is still unknown, or reflections take less than
     ``MIN_LM_SECONDS``."""
-    lm_s, eval_s = pace.means()
-    if lm_s is None or eval_s is None or lm_s < MIN_LM_SECONDS:
+    allowed, eval_s = affordable(pace, workers)
+    if allowed is None:
         return []
-    allowed = SHARE * lm_s * max(1, workers)  # seconds of metric calls, run ``workers`` at a time
     order = sorted((k for k in train_keys if k not in judged),
                    key=lambda k: (k not in parent_known, zlib.crc32(f"{child_id}:{k}".encode())))
     chosen, spent = [], 0.0
