@@ -1,0 +1,39 @@
+"""The real-LM figures the README quotes are what the committed raw rows give (bench/real_lm_report.py)."""
+
+import json
+import random
+import statistics
+from pathlib import Path
+
+from bench.real_lm_report import bootstrap_interval, summarize
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def _rows(*names: str) -> list[dict]:
+    return [json.loads(line) for name in names for line in (DOCS / name).read_text().splitlines() if line.strip()]
+
+
+def _figures(rows: list[dict]) -> tuple[float, float, float, float]:
+    """(Refract's summed mean gain over GEPA's, paired mean, its 95 % interval), as the page computes them."""
+    summary = summarize(rows)
+    tasks = {t for t, s in summary if s == "gepa"} & {t for t, s in summary if s == "refract"}
+    ratio = sum(summary[(t, "refract")]["gain"] for t in tasks) / sum(summary[(t, "gepa")]["gain"] for t in tasks)
+    by = {(r["task"], r["seed"], r["system"]): r for r in rows if r.get("system") in ("refract", "gepa")}
+    diffs = [by[(t, sd, "refract")]["test_best"] - by[(t, sd, "gepa")]["test_best"]
+             for (t, sd, system) in sorted(by) if system == "gepa" and (t, sd, "refract") in by]
+    lo, hi = bootstrap_interval(diffs, random.Random(1))
+    return ratio, statistics.fmean(diffs), lo, hi
+
+
+def test_run_10_figures_in_the_readme():
+    ratio, mean, lo, hi = _figures(_rows("benchmarks-real-lm-b8065cb.jsonl"))
+    assert (round(ratio, 2), round(mean, 2), round(lo, 2), round(hi, 2)) == (1.25, 0.11, -0.06, 0.28)
+    readme = (DOCS.parent / "README.md").read_text()
+    assert "1.25× GEPA's summed" in readme and "paired +0.11 [−0.06, +0.28]" in readme
+
+
+def test_runs_9_and_10_pooled_figures_in_the_readme():
+    ratio, mean, lo, hi = _figures(_rows("benchmarks-real-lm-63a0857.jsonl", "benchmarks-real-lm-b8065cb.jsonl"))
+    assert (round(ratio, 2), round(mean, 2), round(lo, 2), round(hi, 2)) == (1.39, 0.13, 0.02, 0.23)
+    assert "1.39×, paired +0.13 [+0.02, +0.23]" in (DOCS.parent / "README.md").read_text()
