@@ -56,15 +56,31 @@ def _table(summary: dict) -> list[str]:
     return lines
 
 
-def _paired(rows: list[dict]) -> list[str]:
-    """Refract's held-out test score minus GEPA's on the same task and seed, over every pair run:
-    the honest "better" is an interval above 0, not a larger mean."""
+def paired_differences(rows: list[dict]) -> list[float]:
+    """Refract's held-out test score minus GEPA's on the same task and seed, over every pair run."""
     by = {(r["task"], r["seed"], r["system"]): r for r in rows if r.get("system") in ("refract", "gepa")}
-    diffs = [by[(t, sd, "refract")]["test_best"] - by[(t, sd, "gepa")]["test_best"]
-             for (t, sd, system) in sorted(by) if system == "gepa" and (t, sd, "refract") in by]
+    return [by[(t, sd, "refract")]["test_best"] - by[(t, sd, "gepa")]["test_best"]
+            for (t, sd, system) in sorted(by) if system == "gepa" and (t, sd, "refract") in by]
+
+
+def paired_interval(diffs: list[float]) -> tuple[float, float]:
+    """The 95 % interval of the paired mean (its own fixed random stream, so a page rebuilt says the same)."""
+    return bootstrap_interval(diffs, random.Random(1))
+
+
+def summed_gains(summary: dict) -> tuple[list[str], float, float]:
+    """(the tasks both systems ran, Refract's summed mean held-out gain over them, GEPA's)."""
+    both = [t for t in sorted({t for t, _ in summary}) if (t, "refract") in summary and (t, "gepa") in summary]
+    return (both, sum(summary[(t, "refract")]["gain"] for t in both),
+            sum(summary[(t, "gepa")]["gain"] for t in both))
+
+
+def _paired(rows: list[dict]) -> list[str]:
+    """The paired comparison: the honest "better" is an interval above 0, not a larger mean."""
+    diffs = paired_differences(rows)
     if not diffs:
         return []
-    lo, hi = bootstrap_interval(diffs, random.Random(1))
+    lo, hi = paired_interval(diffs)
     wins, losses = sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs)
     verdict = "better" if lo > 0 else "worse" if hi < 0 else "no difference that these runs can show"
     return [f"- Paired, the same task and seed ({len(diffs)} pairs): Refract's held-out score minus GEPA's "
@@ -75,14 +91,12 @@ def _paired(rows: list[dict]) -> list[str]:
 def _targets(summary: dict, rows: list[dict]) -> list[str]:
     tasks = sorted({t for t, _ in summary})
     lines = []
-    both = [t for t in tasks if (t, "refract") in summary and (t, "gepa") in summary]
+    both, r_all, g_all = summed_gains(summary)
     for t in both:
         r, g = summary[(t, "refract")]["gain"], summary[(t, "gepa")]["gain"]
         verdict = "met" if r >= g else "missed"
         lines.append(f"- {t}: Refract's mean held-out gain {r:+.3f} against GEPA's {g:+.3f}: ≥ GEPA's {verdict}.")
     if both:
-        r_all = sum(summary[(t, "refract")]["gain"] for t in both)
-        g_all = sum(summary[(t, "gepa")]["gain"] for t in both)
         ratio = (r_all / g_all) if g_all > 0 else float("inf")
         lines.append(f"- Over all tasks: Refract {r_all:+.3f} against GEPA {g_all:+.3f} (summed means): "
                      f"{ratio:.2f}× (target ≥ 1.5×: {'met' if ratio >= 1.5 else 'missed'}).")

@@ -1,11 +1,10 @@
 """The real-LM figures the README quotes are what the committed raw rows give (bench/real_lm_report.py)."""
 
 import json
-import random
 import statistics
 from pathlib import Path
 
-from bench.real_lm_report import bootstrap_interval, summarize
+from bench.real_lm_report import paired_differences, paired_interval, summarize, summed_gains
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -16,14 +15,9 @@ def _rows(*names: str) -> list[dict]:
 
 def _figures(rows: list[dict]) -> tuple[float, float, float, float]:
     """(Refract's summed mean gain over GEPA's, paired mean, its 95 % interval), as the page computes them."""
-    summary = summarize(rows)
-    tasks = {t for t, s in summary if s == "gepa"} & {t for t, s in summary if s == "refract"}
-    ratio = sum(summary[(t, "refract")]["gain"] for t in tasks) / sum(summary[(t, "gepa")]["gain"] for t in tasks)
-    by = {(r["task"], r["seed"], r["system"]): r for r in rows if r.get("system") in ("refract", "gepa")}
-    diffs = [by[(t, sd, "refract")]["test_best"] - by[(t, sd, "gepa")]["test_best"]
-             for (t, sd, system) in sorted(by) if system == "gepa" and (t, sd, "refract") in by]
-    lo, hi = bootstrap_interval(diffs, random.Random(1))
-    return ratio, statistics.fmean(diffs), lo, hi
+    _, refract, gepa = summed_gains(summarize(rows))
+    diffs = paired_differences(rows)
+    return (refract / gepa, statistics.fmean(diffs), *paired_interval(diffs))
 
 
 def test_run_10_figures_in_the_readme():
