@@ -32,6 +32,11 @@ def content_hash(content: dict) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
+def _no_new_text(c: Candidate) -> bool:
+    """An answer that repeated an earlier proposal for its parent, or gave the parent's text back."""
+    return c.cause in (Cause.REPEAT, Cause.UNUSABLE)
+
+
 def deterministic_id(*parts: Any) -> str:
     """Ids of engine-made candidates are derived from (run, step, slot…), so a resumed step
     finds the rows it already wrote instead of paying for them again."""
@@ -133,9 +138,12 @@ class PoolState:
             objectives = {cid: self.objectives.get(cid, {}) for cid in eligible}
             seeds = [c for c in self.candidates.values() if c.origin == Origin.SEED and c.id in self.scores]
             seed = min(seeds, key=lambda c: (mean(self.scores[c.id].values()), c.content_hash), default=None)
+            missed = self._latest_misses(step)
             return PoolView(scores=eligible, order=order, pinned=pinned, last_chosen=dict(self.last_chosen), step=step,
                             objectives=objectives, frontier_type=self.frontier_type,
-                            seed_scores=dict(self.scores[seed.id]) if seed else {}, misses=self._misses(step),
+                            seed_scores=dict(self.scores[seed.id]) if seed else {},
+                            misses={p: len(kids) for p, kids in missed.items()},
+                            repeats={p: sum(map(_no_new_text, kids)) for p, kids in missed.items()},
                             heirs=self._heirs(eligible))
 
     def _heirs(self, eligible) -> dict[str, str]:
@@ -174,6 +182,17 @@ class PoolState:
         weight (``selection.rut_weight``). Skipped proposals (no LM call) do not count; an answer
         that was no new version (unchanged, no fence) does: on a real-LM prompt task the local model
         answered one parent's prompt unchanged 24 times in a row, and that parent kept every slot."""
+        return {pid: len(kids) for pid, kids in self._latest_misses(before_step).items()}
+
+    def _repeats(self, before_step: int) -> dict[str, int]:
+        """Of each parent's ``_misses``, the answers that brought no new text (a repeat of an earlier
+        proposal for it, or its own text unchanged): each halves its weight at once. On the frozen
+        regex task a tired best lent its weight to the seed, whose reflections wrote one text again
+        and again (18 and 22 times on two seeds), two LM calls each, refused before any test."""
+        return {pid: sum(map(_no_new_text, kids)) for pid, kids in self._latest_misses(before_step).items()}
+
+    def _latest_misses(self, before_step: int) -> dict[str, list[Candidate]]:
+        """Per parent, the children ``_misses`` counts, latest first."""
         children: dict[str, list[Candidate]] = {}
         for c in self.candidates.values():
             answered = c.content or (c.lm_call_id is not None and c.cause in (Cause.UNUSABLE, Cause.NO_FENCE))
@@ -182,12 +201,12 @@ class PoolState:
         out = {}
         for pid, kids in children.items():
             kids.sort(key=lambda c: (c.step, c.content_hash))
-            n = 0
+            missed = []
             for c in reversed(kids):
                 if c.improved or c.status == CandidateStatus.ACCEPTED:
                     break
-                n += 1
-            out[pid] = n
+                missed.append(c)
+            out[pid] = missed
         return out
 
     def _tie_key(self, cid: str) -> tuple[int, str]:

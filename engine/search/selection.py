@@ -32,6 +32,7 @@ class PoolView:
     frontier_type: str = "instance"
     seed_scores: dict[str, float] = field(default_factory=dict)  # the seed's validation scores (below_seed)
     misses: dict[str, int] = field(default_factory=dict)  # candidate id -> its latest proposals that did not improve (in a row)
+    repeats: dict[str, int] = field(default_factory=dict)  # candidate id -> how many of those brought no new text
     heirs: dict[str, str] = field(default_factory=dict)  # candidate id -> its nearest eligible ancestor
 
     def key(self, cid: str) -> tuple:
@@ -69,17 +70,20 @@ def _frequencies(view: PoolView) -> dict[str, int]:
 # loses goes to its nearest eligible ancestor, even one off the frontier: a run whose frontier is
 # one member the model cannot improve (every answer its prompt unchanged) otherwise proposed from
 # it until "no progress" stopped the run with a fifth of its time unused; its ancestor's feedback
-# differs, and so do the texts written from it.
+# differs, and so do the texts written from it. An answer that brought no new text (a repeat, or
+# the text unchanged) halves the weight by itself: the model has nothing new to say from that
+# parent, and each such answer cost two LM calls and no test.
 MISSES = 3
 
 
-def rut_weight(misses: int) -> float:
-    return 0.5 ** (misses // MISSES)
+def rut_weight(misses: int, repeats: int = 0) -> float:
+    return 0.5 ** ((misses - repeats) // MISSES + repeats)
 
 
 class ParetoSelector:
     """GEPA's default: frequency-weighted sampling over the dominance-pruned frontier, a member's
-    weight halved for every ``MISSES`` proposals in a row from it that did not improve."""
+    weight halved for every ``MISSES`` proposals in a row from it that did not improve, and for
+    every one of them that brought no new text."""
 
     def select(self, view, n, rng):
         freq = _frequencies(view)
@@ -87,26 +91,34 @@ class ParetoSelector:
             freq = {cid: 1 for cid in view.scores}
         weights, given = dict.fromkeys(freq, 0.0), {}
         for cid, f in freq.items():
-            kept = rut_weight(view.misses.get(cid, 0))
+            kept = _kept(view, cid)
             weights[cid] += f * kept
             heir = view.heirs.get(cid)
             if kept < 1 and heir is not None:
-                weights[heir] = weights.get(heir, 0.0) + f * (1 - kept) * rut_weight(view.misses.get(heir, 0))
+                weights[heir] = weights.get(heir, 0.0) + f * (1 - kept) * _kept(view, heir)
                 given.setdefault(heir, cid)
         return [(cid, self._reason(cid, freq, given, view)) for cid in _weighted_distinct(weights, n, rng, view)]
 
     @staticmethod
     def _reason(cid: str, freq: dict, given: dict, view) -> str:
-        misses = view.misses.get(cid, 0)
         own = (f"frontier sample (best on {freq[cid]} {NOUNS[view.frontier_type]}"
-               + (f"; weight ×{rut_weight(misses):g} after {misses} proposals in a row without improvement"
-                  if rut_weight(misses) < 1 else "") + ")") if cid in freq else ""
+               + (f"; weight ×{_kept(view, cid):g} after {_misses_said(view, cid)}" if _kept(view, cid) < 1 else "")
+               + ")") if cid in freq else ""
         if cid not in given:
             return own
         tired = given[cid]
-        lent = (f"ancestor of {tired}, which had {view.misses.get(tired, 0)} proposals in a row without improvement: "
-                "part of its weight")
+        lent = f"ancestor of {tired}, which had {_misses_said(view, tired)}: part of its weight"
         return f"{own}; {lent}" if own else lent
+
+
+def _kept(view: PoolView, cid: str) -> float:
+    return rut_weight(view.misses.get(cid, 0), view.repeats.get(cid, 0))
+
+
+def _misses_said(view: PoolView, cid: str) -> str:
+    misses, repeats = view.misses.get(cid, 0), view.repeats.get(cid, 0)
+    said = f"{misses} proposals in a row without improvement"
+    return said + (f" ({repeats} of them no new text: a repeat or the text unchanged)" if repeats else "")
 
 
 class BestSelector:
