@@ -333,6 +333,35 @@ def test_an_answer_that_was_no_new_version_counts_as_a_miss():
     assert state._misses(before_step=4) == {"p": 2}  # the LM's failure and the budget's are not the parent's
 
 
+def test_an_answer_that_brought_no_new_text_halves_the_weight_by_itself():
+    """A repeat or an unchanged answer says the model has nothing new from that parent: it halves
+    the weight at once, where three tested children that missed halve it once."""
+    from engine.search.selection import rut_weight
+    from engine.state import PoolState
+    from storage.models import Candidate
+
+    assert [rut_weight(m, r) for m, r in ((1, 0), (1, 1), (2, 2), (4, 1), (5, 2))] == [1, 0.5, 0.25, 0.25, 0.125]
+
+    def child(cid, step, cause, improved=False, status="failed", text=True):
+        return Candidate(id=cid, run_id="r", content={"t": cid} if text else {}, content_hash=cid if text else "",
+                         origin="reflection", parent_ids=["p"], step=step, improved=improved, status=status,
+                         cause=cause, lm_call_id=step + 1)
+
+    state = PoolState(val_keys=["x"])
+    for c in (child("c0", 0, "repeat"), child("c1", 1, "", True, "accepted"), child("c2", 2, "no_improvement", status="rejected"),
+              child("c3", 3, "repeat"), child("c4", 4, "unusable", text=False), child("c5", 5, "lm_failed", text=False)):
+        state.candidates[c.id] = c
+    assert state._misses(before_step=6) == {"p": 3} and state._repeats(before_step=6) == {"p": 2}  # back to c1
+    view = state.view(6)
+    assert (view.misses, view.repeats) == ({"p": 3}, {"p": 2})
+    scores = {"p": {"x": 1.0, "y": 0.0}, "q": {"x": 0.0, "y": 1.0}}
+    stuck = PoolView(scores=scores, misses={"p": 3}, repeats={"p": 2})
+    picks = [select_parents(ParetoSelector(), stuck, 1, random.Random(i), pin_every=3)[0] for i in range(400)]
+    assert 40 < Counter(p for p, _ in picks)["p"] < 120  # a quarter of the weight: 1 in 5
+    assert any(r.endswith("weight ×0.25 after 3 proposals in a row without improvement (2 of them no new text: "
+                          "a repeat or the text unchanged))") for p, r in picks if p == "p")
+
+
 def test_the_heir_of_a_candidate_is_its_nearest_eligible_ancestor():
     from engine.state import PoolState
     from storage.models import Candidate
