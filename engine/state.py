@@ -32,8 +32,9 @@ def content_hash(content: dict) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-def _no_new_text(c: Candidate) -> bool:
-    """An answer that repeated an earlier proposal for its parent, or gave the parent's text back."""
+def _nothing_new(c: Candidate) -> bool:
+    """An answer that repeated an earlier proposal for its parent, or gave no new version of it (its
+    text unchanged, or only a `Change:` line)."""
     return c.cause in (Cause.REPEAT, Cause.UNUSABLE)
 
 
@@ -143,7 +144,7 @@ class PoolState:
                             objectives=objectives, frontier_type=self.frontier_type,
                             seed_scores=dict(self.scores[seed.id]) if seed else {},
                             misses={p: len(kids) for p, kids in missed.items()},
-                            repeats={p: sum(map(_no_new_text, kids)) for p, kids in missed.items()},
+                            no_new_text={p: sum(map(_nothing_new, kids)) for p, kids in missed.items()},
                             heirs=self._heirs(eligible))
 
     def _heirs(self, eligible) -> dict[str, str]:
@@ -184,12 +185,12 @@ class PoolState:
         answered one parent's prompt unchanged 24 times in a row, and that parent kept every slot."""
         return {pid: len(kids) for pid, kids in self._latest_misses(before_step).items()}
 
-    def _repeats(self, before_step: int) -> dict[str, int]:
+    def _no_new_text(self, before_step: int) -> dict[str, int]:
         """Of each parent's ``_misses``, the answers that brought no new text (a repeat of an earlier
         proposal for it, or its own text unchanged): each halves its weight at once. On the frozen
         regex task a tired best lent its weight to the seed, whose reflections wrote one text again
         and again (18 and 22 times on two seeds), two LM calls each, refused before any test."""
-        return {pid: sum(map(_no_new_text, kids)) for pid, kids in self._latest_misses(before_step).items()}
+        return {pid: sum(map(_nothing_new, kids)) for pid, kids in self._latest_misses(before_step).items()}
 
     def _latest_misses(self, before_step: int) -> dict[str, list[Candidate]]:
         """Per parent, the children ``_misses`` counts, latest first."""

@@ -351,11 +351,11 @@ def test_an_answer_that_brought_no_new_text_halves_the_weight_by_itself():
     for c in (child("c0", 0, "repeat"), child("c1", 1, "", True, "accepted"), child("c2", 2, "no_improvement", status="rejected"),
               child("c3", 3, "repeat"), child("c4", 4, "unusable", text=False), child("c5", 5, "lm_failed", text=False)):
         state.candidates[c.id] = c
-    assert state._misses(before_step=6) == {"p": 3} and state._repeats(before_step=6) == {"p": 2}  # back to c1
+    assert state._misses(before_step=6) == {"p": 3} and state._no_new_text(before_step=6) == {"p": 2}  # back to c1
     view = state.view(6)
-    assert (view.misses, view.repeats) == ({"p": 3}, {"p": 2})
+    assert (view.misses, view.no_new_text) == ({"p": 3}, {"p": 2})
     scores = {"p": {"x": 1.0, "y": 0.0}, "q": {"x": 0.0, "y": 1.0}}
-    stuck = PoolView(scores=scores, misses={"p": 3}, repeats={"p": 2})
+    stuck = PoolView(scores=scores, misses={"p": 3}, no_new_text={"p": 2})
     picks = [select_parents(ParetoSelector(), stuck, 1, random.Random(i), pin_every=3)[0] for i in range(400)]
     assert 40 < Counter(p for p, _ in picks)["p"] < 120  # a quarter of the weight: 1 in 5
     assert any(r.endswith("weight ×0.25 after 3 proposals in a row without improvement (2 of them no new text: "

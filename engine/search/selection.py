@@ -32,7 +32,7 @@ class PoolView:
     frontier_type: str = "instance"
     seed_scores: dict[str, float] = field(default_factory=dict)  # the seed's validation scores (below_seed)
     misses: dict[str, int] = field(default_factory=dict)  # candidate id -> its latest proposals that did not improve (in a row)
-    repeats: dict[str, int] = field(default_factory=dict)  # candidate id -> how many of those brought no new text
+    no_new_text: dict[str, int] = field(default_factory=dict)  # candidate id -> how many of those brought no new text
     heirs: dict[str, str] = field(default_factory=dict)  # candidate id -> its nearest eligible ancestor
 
     def key(self, cid: str) -> tuple:
@@ -72,12 +72,12 @@ def _frequencies(view: PoolView) -> dict[str, int]:
 # it until "no progress" stopped the run with a fifth of its time unused; its ancestor's feedback
 # differs, and so do the texts written from it. An answer that brought no new text (a repeat, or
 # the text unchanged) halves the weight by itself: the model has nothing new to say from that
-# parent, and each such answer cost two LM calls and no test.
+# parent, and each such answer cost up to two LM calls (it and its retry) and no test.
 MISSES = 3
 
 
-def rut_weight(misses: int, repeats: int = 0) -> float:
-    return 0.5 ** ((misses - repeats) // MISSES + repeats)
+def rut_weight(misses: int, no_new_text: int = 0) -> float:
+    return 0.5 ** ((misses - no_new_text) // MISSES + no_new_text)
 
 
 class ParetoSelector:
@@ -112,13 +112,13 @@ class ParetoSelector:
 
 
 def _kept(view: PoolView, cid: str) -> float:
-    return rut_weight(view.misses.get(cid, 0), view.repeats.get(cid, 0))
+    return rut_weight(view.misses.get(cid, 0), view.no_new_text.get(cid, 0))
 
 
 def _misses_said(view: PoolView, cid: str) -> str:
-    misses, repeats = view.misses.get(cid, 0), view.repeats.get(cid, 0)
+    misses, same = view.misses.get(cid, 0), view.no_new_text.get(cid, 0)
     said = f"{misses} proposals in a row without improvement"
-    return said + (f" ({repeats} of them no new text: a repeat or the text unchanged)" if repeats else "")
+    return said + (f" ({same} of them no new text: a repeat or the text unchanged)" if same else "")
 
 
 class BestSelector:
