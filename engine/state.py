@@ -139,12 +139,11 @@ class PoolState:
             objectives = {cid: self.objectives.get(cid, {}) for cid in eligible}
             seeds = [c for c in self.candidates.values() if c.origin == Origin.SEED and c.id in self.scores]
             seed = min(seeds, key=lambda c: (mean(self.scores[c.id].values()), c.content_hash), default=None)
-            missed = self._latest_misses(step)
+            misses, no_new_text = self._rut_counts(step)
             return PoolView(scores=eligible, order=order, pinned=pinned, last_chosen=dict(self.last_chosen), step=step,
                             objectives=objectives, frontier_type=self.frontier_type,
                             seed_scores=dict(self.scores[seed.id]) if seed else {},
-                            misses={p: len(kids) for p, kids in missed.items()},
-                            no_new_text={p: sum(map(_nothing_new, kids)) for p, kids in missed.items()},
+                            misses=misses, no_new_text=no_new_text,
                             heirs=self._heirs(eligible))
 
     def _heirs(self, eligible) -> dict[str, str]:
@@ -177,23 +176,24 @@ class PoolState:
             cid = max(sorted(means, key=lambda c: (self._tie_key(c), c)), key=lambda c: means[c])
             return cid, means[cid]
 
-    def _misses(self, before_step: int) -> dict[str, int]:
-        """Per parent, how many of its latest reflective children (of steps before ``before_step``,
-        by step) did not improve, counted back to its last child that did: for the selection's rut
-        weight (``selection.rut_weight``). Skipped proposals (no LM call) do not count; an answer
-        that was no new version (unchanged, no fence) does: on a real-LM prompt task the local model
-        answered one parent's prompt unchanged 24 times in a row, and that parent kept every slot."""
-        return {pid: len(kids) for pid, kids in self._latest_misses(before_step).items()}
+    def _rut_counts(self, before_step: int) -> tuple[dict[str, int], dict[str, int]]:
+        """Per parent, for the selection's rut weight (``selection.rut_weight``): how many of its latest
+        reflective children (of steps before ``before_step``, by step) did not improve, counted back
+        to its last child that did, and how many of those brought no new text (a repeat of an earlier
+        proposal for it, or its own text unchanged).
 
-    def _no_new_text(self, before_step: int) -> dict[str, int]:
-        """Of each parent's ``_misses``, the answers that brought no new text (a repeat of an earlier
-        proposal for it, or its own text unchanged): each halves its weight at once. On the frozen
-        regex task a tired best lent its weight to the seed, whose reflections wrote one text again
-        and again (18 and 22 times on two seeds), two LM calls each, refused before any test."""
-        return {pid: sum(map(_nothing_new, kids)) for pid, kids in self._latest_misses(before_step).items()}
+        Skipped proposals (no LM call) do not count; an answer that was no new version (unchanged, no
+        fence) does: on a real-LM prompt task the local model answered one parent's prompt unchanged
+        24 times in a row, and that parent kept every slot. An answer with no new text halves the
+        weight at once: on the frozen regex task a tired best lent its weight to the seed, whose
+        reflections wrote one text again and again (18 and 22 times on two seeds), two LM calls
+        each, refused before any test."""
+        missed = self._latest_misses(before_step)
+        return ({pid: len(kids) for pid, kids in missed.items()},
+                {pid: sum(map(_nothing_new, kids)) for pid, kids in missed.items()})
 
     def _latest_misses(self, before_step: int) -> dict[str, list[Candidate]]:
-        """Per parent, the children ``_misses`` counts, latest first."""
+        """Per parent, the children ``_rut_counts`` counts, latest first."""
         children: dict[str, list[Candidate]] = {}
         for c in self.candidates.values():
             answered = c.content or (c.lm_call_id is not None and c.cause in (Cause.UNUSABLE, Cause.NO_FENCE))

@@ -299,8 +299,8 @@ def test_misses_count_a_parents_latest_children_that_did_not_improve():
     for c in (child("c1", 0, True, "accepted"), child("c2", 1, False), child("c3", 2, False),
               child("c4", 2, False, "failed", content=False), child("c5", 3, False)):
         state.candidates[c.id] = c
-    assert state._misses(before_step=3) == {"p": 2}  # c3 and c2, back to c1 that improved; c4 had no text
-    assert state._misses(before_step=4) == {"p": 3}
+    assert state._rut_counts(before_step=3)[0] == {"p": 2}  # c3 and c2, back to c1 that improved; c4 had no text
+    assert state._rut_counts(before_step=4)[0] == {"p": 3}
 
 
 def test_a_rut_lends_the_weight_it_loses_to_the_nearest_ancestor_even_off_the_frontier():
@@ -330,7 +330,7 @@ def test_an_answer_that_was_no_new_version_counts_as_a_miss():
     for c in (child("c1", 0, "unusable", 1), child("c2", 1, "no_fence", 2), child("c3", 2, "lm_failed", 3),
               child("c4", 3, "budget", None)):
         state.candidates[c.id] = c
-    assert state._misses(before_step=4) == {"p": 2}  # the LM's failure and the budget's are not the parent's
+    assert state._rut_counts(before_step=4)[0] == {"p": 2}  # the LM's failure and the budget's are not the parent's
 
 
 def test_an_answer_that_brought_no_new_text_halves_the_weight_by_itself():
@@ -351,7 +351,7 @@ def test_an_answer_that_brought_no_new_text_halves_the_weight_by_itself():
     for c in (child("c0", 0, "repeat"), child("c1", 1, "", True, "accepted"), child("c2", 2, "no_improvement", status="rejected"),
               child("c3", 3, "repeat"), child("c4", 4, "unusable", text=False), child("c5", 5, "lm_failed", text=False)):
         state.candidates[c.id] = c
-    assert state._misses(before_step=6) == {"p": 3} and state._no_new_text(before_step=6) == {"p": 2}  # back to c1
+    assert state._rut_counts(before_step=6) == ({"p": 3}, {"p": 2})  # back to c1
     view = state.view(6)
     assert (view.misses, view.no_new_text) == ({"p": 3}, {"p": 2})
     scores = {"p": {"x": 1.0, "y": 0.0}, "q": {"x": 0.0, "y": 1.0}}
