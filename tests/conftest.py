@@ -15,6 +15,31 @@ import os
 # that imports litellm first waits ~10 s for a download that cannot happen here).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+# The tests keep out of the checkout's data folder (REFRACT_DATA: the LM cache, the studio's drafts).
+# In-process tests wrote their scripted LM's answers into the checkout's cache, where every later test
+# and every later run of the suite found them (the cache key is the model's name and the messages, not
+# the script that answered), and a developer's own cache filled with them. This folder is the
+# session's (storage.db reads it once at import, for the drafts); ``_own_data_folder`` gives each test
+# one of its own. The local model's file stays where ``make setup`` put it.
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+_checkout_data = Path(os.environ.get("REFRACT_DATA", Path(__file__).resolve().parent.parent / "data"))
+os.environ.setdefault("REFRACT_MODELS", str(_checkout_data / "models"))
+os.environ["REFRACT_DATA"] = tempfile.mkdtemp(prefix="refract-tests-data-")
+atexit.register(shutil.rmtree, os.environ["REFRACT_DATA"], True)
+
+# Ctrl-C must work in the tests that press it. A shell without job control starts a background job
+# (`make test &` in a script, `nohup`) with SIGINT ignored; Python keeps it ignored, and so do the
+# processes it starts, so a Ctrl-C test's Ctrl-C did nothing: its run went on to its end (or to the
+# 300 s timeout) and the test failed, for a reason that is not in the code under test.
+import signal  # noqa: E402
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 import pytest  # noqa: E402
 
 from pg_server import PostgresServer, PostgresUnavailable  # noqa: E402
@@ -146,6 +171,12 @@ def pytest_terminal_summary(terminalreporter):
                           red=True, bold=True)
     terminalreporter.line("Fix: run `make setup` as root (installs Debian's postgresql), then rerun `make test`.",
                           red=True)
+
+
+@pytest.fixture(autouse=True)
+def _own_data_folder(tmp_path, monkeypatch):
+    """Each test's own LM cache (and drafts written through ``data_dir()``): see REFRACT_DATA above."""
+    monkeypatch.setenv("REFRACT_DATA", str(tmp_path / "refract-data"))
 
 
 @pytest.fixture(autouse=True)
