@@ -604,12 +604,3 @@ def test_branch_from_a_run_started_from_python_pays_no_evaluation_twice(sqlite_d
     with pytest.raises(ConfigError, match=r"^candidate: 'cnope' is not a candidate of run"):
         optimize_anything(evaluator=words, db=sqlite_db.url, branch_from=(base.run_id, "cnope"))
 
-
-def test_ctrl_c_works_in_a_suite_started_with_sigint_ignored(tmp_path):
-    """A background job of a shell without job control starts with SIGINT ignored; the suite's
-    conftest gives Ctrl-C back, or the Ctrl-C tests above fail for a reason outside the code."""
-    test = "tests/test_api.py::test_ctrl_c_pauses_the_run_only_after_the_step_in_flight_ends"
-    done = subprocess.run([PYTHON, "-m", "pytest", "-q", "-n0", "-p", "no:cacheprovider", test], cwd=ROOT,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-2000:]
