@@ -118,3 +118,10 @@ def test_the_acceptance_phase_says_the_improvement_rule_the_engine_used():
     # a run stored under the old name says the rule it ran with too
     assert "at least" in em.improvement_sentence({"acceptance": "improvement_or_equal"})
     assert "above" in em.improvement_sentence({})
+
+
+def test_the_runtime_panels_figures_fit_its_narrow_column():
+    from ui.explain_view import _seconds
+
+    assert [_seconds(x) for x in (0.0834, 0.15, 1.46, 34.06)] == ["83 ms", "150 ms", "1.5 s", "34 s"]
+    assert all(len(_seconds(x)) <= 6 for x in (0.0004, 0.0834, 0.9996, 9.96, 123.4))

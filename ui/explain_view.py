@@ -177,8 +177,11 @@ def frontier_update(detail: dict, before: dict, after: dict) -> None:
 
 
 def _seconds(x: float) -> str:
-    """Two significant digits: the side column is narrow ("34.06 s" showed as "34.0…" at 1440 px)."""
-    return f"{x:.2g} s" if x < 10 else f"{x:.0f} s"
+    """At most six characters: the side column is narrow at 1440 px ("34.06 s" showed as "34.0…",
+    and "0.083 s" as "0.08…"), so under a second it is said in milliseconds."""
+    if round(x * 1000) < 1000:
+        return f"{x * 1000:.0f} ms"
+    return f"{x:.1f} s" if round(x, 1) < 10 else f"{x:.0f} s"
 
 
 def runtime_panel(detail: dict, config: dict) -> None:
