@@ -123,5 +123,5 @@ def test_the_acceptance_phase_says_the_improvement_rule_the_engine_used():
 def test_the_runtime_panels_figures_fit_its_narrow_column():
     from ui.explain_view import _seconds
 
-    assert [_seconds(x) for x in (0.0834, 0.15, 1.46, 34.06)] == ["83 ms", "150 ms", "1.5 s", "34 s"]
+    assert [_seconds(x) for x in (0.0834, 0.118, 1.46, 9.996, 34.06)] == ["0.08 s", "0.12 s", "1.46 s", "10 s", "34 s"]
     assert all(len(_seconds(x)) <= 6 for x in (0.0004, 0.0834, 0.9996, 9.96, 123.4))

@@ -177,11 +177,9 @@ def frontier_update(detail: dict, before: dict, after: dict) -> None:
 
 
 def _seconds(x: float) -> str:
-    """At most six characters: the side column is narrow at 1440 px ("34.06 s" showed as "34.0…",
-    and "0.083 s" as "0.08…"), so under a second it is said in milliseconds."""
-    if round(x * 1000) < 1000:
-        return f"{x * 1000:.0f} ms"
-    return f"{x:.1f} s" if round(x, 1) < 10 else f"{x:.0f} s"
+    """Four digits at most: the side column is narrow at 1440 px ("34.06 s" showed as "34.0…",
+    "0.083 s" as "0.08…" and "118 ms" as "118 …"; "0.15 s" fits)."""
+    return f"{x:.2f} s" if round(x, 2) < 10 else f"{x:.0f} s"
 
 
 def runtime_panel(detail: dict, config: dict) -> None:
