@@ -603,4 +603,3 @@ def test_branch_from_a_run_started_from_python_pays_no_evaluation_twice(sqlite_d
         optimize_anything("x", evaluator=words, db=sqlite_db.url, branch_from=base.run_id)
     with pytest.raises(ConfigError, match=r"^candidate: 'cnope' is not a candidate of run"):
         optimize_anything(evaluator=words, db=sqlite_db.url, branch_from=(base.run_id, "cnope"))
-
