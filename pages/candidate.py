@@ -183,8 +183,8 @@ with tabs[4]:
         if detail["earlier_answers"]:
             st.info(f"The reflection LM was asked {len(detail['earlier_answers']) + 1} times for this proposal: its "
                     "first answer could not be used (unchanged, a repeat, no fenced block or invalid), so it was asked "
-                    "once more. The retry is told what was wrong (after an unchanged answer: list the rules the version "
-                    "does not state, then write them into it), except on the built-in local model, whose repeated "
+                    "once more. The retry is told what was wrong (after an unchanged answer in prose: add sentences that "
+                    "state the rules the failing examples break), except on the built-in local model, whose repeated "
                     "answer is sampled again from the same prompt with another seed (shown its own answer, it gave it "
                     "again).", icon=":material/replay:")
             with st.expander("The earlier answer"):

@@ -147,8 +147,8 @@ def test_a_proposal_whose_lm_fails_is_a_failed_child_and_counts_in_the_streak(ct
 
 
 def test_an_unchanged_answer_is_asked_for_the_missing_rules_and_other_slips_to_change(ctx):
-    """The retry after an unchanged answer asks for the rules the version does not state, then the
-    version; after an answer with no fence, for a different change. Each retry's messages are the
+    """The retry after an unchanged answer asks for the version with the rules it does not state added
+    as sentences; after an answer with no fence, for a different change. Each retry's messages are the
     first exchange and what was wrong (its prefix already read by a local runtime)."""
     from engine.search.retries import ASK_AGAIN, UNCHANGED_RETRY
 
@@ -172,7 +172,7 @@ def test_an_unchanged_answer_is_asked_for_the_missing_rules_and_other_slips_to_c
     unchanged, no_fence = asked[1], asked[3]
     assert [m["role"] for m in unchanged] == ["system", "user", "assistant", "user"]
     assert unchanged[:2] == asked[0] and unchanged[2]["content"] == "Same.\n```\nstart\n```"
-    assert unchanged[3]["content"] == UNCHANGED_RETRY and "First list" in UNCHANGED_RETRY
+    assert unchanged[3]["content"] == UNCHANGED_RETRY and "short sentences added that state the rules" in UNCHANGED_RETRY
     assert no_fence[2]["content"] == "No block here." and no_fence[3]["content"].endswith(ASK_AGAIN)
     assert "no fenced code block" in no_fence[3]["content"]
     assert repo.get_run(ctx.db, ctx.run_id).proposals_retried == 2
@@ -202,7 +202,7 @@ def test_an_unchanged_notation_is_told_so_without_being_asked_for_rules(ctx, see
     run_proposal(ctx, ctx.state.candidates[parent.id], 0, 0,
                  Minibatch(minibatch, ctx.evals.evaluate(parent, minibatch, kind="minibatch")))
     assert len(asked) == 2 and asked[1][3]["content"] == UNCHANGED_TOLD_RETRY
-    assert "First list" not in UNCHANGED_TOLD_RETRY
+    assert "rules" not in UNCHANGED_TOLD_RETRY
 
 
 def test_prose_is_told_apart_from_notations():

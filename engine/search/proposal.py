@@ -214,7 +214,7 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
         if attempt == 0:  # an answer, usable or not: the rates are over these (storage.run_figures)
             repo.bump_run(ctx.db, ctx.run_id, proposals_answered=1)
         parsed = parse_answer(res.text, current, require_fence=cfg.search.require_fence)
-        rules_list = False
+        rules_retry = False
         if parsed.text is None and not parsed.fenced and cfg.search.require_fence:
             lm_calls.mark_lm_answer_unusable(ctx.db, call_id, "no_fence", f"unusable answer: {parsed.reason}")
         if parsed.text is None and parsed.reason not in RETRIED:
@@ -222,8 +222,8 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
                          _unusable(parsed.reason))
         if parsed.text is None:
             failure, cause, retry = f"unusable answer: {parsed.reason}", _unusable(parsed.reason), RETRIED[parsed.reason]
-            rules_list = parsed.reason == UNCHANGED and is_prose(current)
-            if parsed.reason == UNCHANGED and not rules_list:
+            rules_retry = parsed.reason == UNCHANGED and is_prose(current)
+            if parsed.reason == UNCHANGED and not rules_retry:
                 retry = UNCHANGED_TOLD_RETRY
             resample = False  # told, even on the local model: see told_retry (engine.search.retries)
         else:
@@ -247,7 +247,7 @@ def _reflect_in_turn(ctx: RunContext, parent: Candidate, child: Candidate, k: in
                 break
             if not (resample and is_local(lm.model)):
                 messages = told_retry(messages, res.text, retry)
-            if rules_list and is_local(lm.model):  # room for the list of rules before the version
+            if rules_retry and is_local(lm.model):  # room for the rules it is asked to add
                 lm = lm.model_copy(update={"max_tokens": min(cfg.reflection_lm.max_tokens, lm.max_tokens + RULES_TOKENS)})
             temperature = min(temperature + 0.3, 1.5)
     if not child.content:
