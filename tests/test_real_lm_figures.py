@@ -38,3 +38,16 @@ def test_run_11_figures_in_the_readme():
     assert (round(ratio, 2), round(mean, 2), round(lo, 2), round(hi, 2)) == (1.13, 0.07, -0.03, 0.17)
     assert "1.13× GEPA's summed" in (DOCS.parent / "README.md").read_text()
     assert "paired +0.07 [−0.03, +0.17]" in (DOCS.parent / "README.md").read_text()
+
+
+def test_retry_wording_figures_in_the_readme():
+    """The README's figures for the retry after an unchanged prose answer (bench/retry_dev.py's raw rows)."""
+    from bench.retry_dev import summary
+
+    s = summary(_rows("benchmarks-retry-dev.jsonl"))
+    before, now = s["list"], s["sentences"]
+    assert (before["copies_prompt"], before["retries"], now["copies_prompt"], now["retries"]) == (12, 16, 0, 15)
+    assert now["tokens"] < before["tokens"] / 2 and now["above_seed"] == 2 * before["above_seed"]
+    readme = (DOCS.parent / "README.md").read_text()
+    assert "in 12 of 16 retries on the development prompt task; asked this way, in none of 15" in readme
+    assert "twice as many of its answers scored above the seed" in readme
