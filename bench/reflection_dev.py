@@ -24,6 +24,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -82,11 +83,11 @@ def _text(variant: str, answer: str, seed: str):
     return parsed.text, parsed.reason
 
 
-def one(task_name: str, i: int, variant: str) -> dict:
-    import litellm
-
+def seed_feedback(task_name: str, i: int) -> tuple[dict, Any, list]:
+    """The development task, its evaluator, and the seed's feedback on minibatch ``i`` (3 training
+    examples drawn with ``random.Random(i)``)."""
     import real_lm as H
-    from engine.search.reflection import ExampleFeedback, answer_token_cap
+    from engine.search.reflection import ExampleFeedback
 
     folder = DEV / task_name
     task, evaluate = H.load_task(folder), H.load_evaluator(folder)
@@ -94,6 +95,16 @@ def one(task_name: str, i: int, variant: str) -> dict:
     for n, ex in enumerate(random.Random(i).sample(task["train"], 3)):
         score, side = evaluate(task["seed"], ex)
         feedback.append(ExampleFeedback(key=ex.get("id", f"train-{n}"), score=score, example=ex, side_info=side))
+    return task, evaluate, feedback
+
+
+def one(task_name: str, i: int, variant: str) -> dict:
+    import litellm
+
+    import real_lm as H
+    from engine.search.reflection import answer_token_cap
+
+    task, evaluate, feedback = seed_feedback(task_name, i)
     started = time.monotonic()
     r = litellm.completion(model=H.LOCAL, messages=_messages(variant, task, feedback), temperature=0.7,
                            max_tokens=answer_token_cap(task["seed"], 2000), seed=i)

@@ -23,17 +23,14 @@ they come, so two processes (one per core, different ``--first``) can share a fi
 from __future__ import annotations
 
 import json
-import random
 import statistics
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reflection_dev import ROOT, _arg, seed_feedback  # noqa: E402
 
-DEV = ROOT / "bench" / "real_lm_dev"
 RAW = ROOT / "docs" / "benchmarks-retry-dev.jsonl"
 OUT = ROOT / "docs" / "benchmarks-retry-dev.md"
 # the retry wording before 2026-12-07, for the "list" arm
@@ -52,10 +49,6 @@ PROMPT_SECTIONS = ("## Objective", "Objective:", "**Objective", "## Background",
                    "What you are improving", "Keep its kind")
 
 
-def _arg(name: str, default=None):
-    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
-
-
 def wordings() -> dict[str, str]:
     from engine.search.retries import UNCHANGED_RETRY
 
@@ -69,13 +62,8 @@ def run_minibatch(task_name: str, i: int) -> list[dict]:
     from engine.search import reflection as R
     from engine.search.retries import RULES_TOKENS, told_retry
 
-    folder = DEV / task_name
-    task, evaluate = H.load_task(folder), H.load_evaluator(folder)
+    task, evaluate, feedback = seed_feedback(task_name, i)
     seed_val = H.mean_score(evaluate, task["seed"], task["val"])
-    feedback = []
-    for n, ex in enumerate(random.Random(i).sample(task["train"], 3)):
-        score, side = evaluate(task["seed"], ex)
-        feedback.append(R.ExampleFeedback(key=f"train-{n}", score=score, example=ex, side_info=side))
     messages = R.build_prompt(kind="", objective=task["objective"], background=task["background"],
                               component="candidate", components=["candidate"], current_text=task["seed"],
                               feedback=feedback, human_feedback=[], tried=[], compact=True).messages
