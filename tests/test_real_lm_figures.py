@@ -51,3 +51,33 @@ def test_retry_wording_figures_in_the_readme():
     readme = (DOCS.parent / "README.md").read_text()
     assert "in 12 of 16 retries on the development prompt task; asked this way, in none of 15" in readme
     assert "twice as many of its answers scored above the seed" in readme
+
+
+def test_run_12_figures_in_the_readme():
+    ratio, mean, lo, hi = _figures(_rows("benchmarks-real-lm-6ba36a1.jsonl"))
+    assert (round(ratio, 2), round(mean, 2), round(lo, 2), round(hi, 2)) == (1.39, 0.15, -0.01, 0.32)
+    readme = (DOCS.parent / "README.md").read_text()
+    assert "1.39× GEPA's summed" in readme and "paired +0.15 [−0.01, +0.32]" in readme
+
+
+def test_no_best_prompt_of_run_12_carries_the_reflection_prompt():
+    """The README's "no best prompt carried copies of the reflection prompt" (run 12's raw rows)."""
+    from bench.retry_dev import PROMPT_SECTIONS
+
+    bests = [r["best"] for r in _rows("benchmarks-real-lm-6ba36a1.jsonl")
+             if r["system"] == "refract" and r["task"] == "price_prompt"]
+    assert len(bests) == 5 and not any(x in b for b in bests for x in PROMPT_SECTIONS + ("```",))
+    assert "no best prompt carried copies of the reflection prompt" in (DOCS.parent / "README.md").read_text()
+
+
+def test_the_ceiling_ratios_in_the_readme():
+    """A search that reached the whole answer on every run: its summed gain over GEPA's, runs 11 and 12."""
+    def ceiling_ratio(name: str) -> float:
+        rows = _rows(name)
+        seeds = {r["task"]: r["test"] for r in rows if r["system"] == "seed"}
+        _, _, gepa = summed_gains(summarize(rows))
+        return sum(1 - t for t in seeds.values()) / gepa
+
+    assert round(ceiling_ratio("benchmarks-real-lm-6ba36a1.jsonl"), 1) == 2.0
+    assert round(ceiling_ratio("benchmarks-real-lm-ef237f1.jsonl"), 2) == 1.53
+    assert "2.0× GEPA's summed in run 12 and 1.53× in run 11" in (DOCS.parent / "README.md").read_text()
