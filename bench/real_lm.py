@@ -237,7 +237,8 @@ def _env() -> dict:
     return env
 
 
-def _done(raw: Path) -> list[dict]:
+def raw_rows(raw: Path) -> list[dict]:
+    """The rows of a raw file (one JSON object a line), none when it does not exist yet."""
     if not raw.exists():
         return []
     return [json.loads(line) for line in raw.read_text().splitlines() if line.strip()]
@@ -262,13 +263,13 @@ def main() -> None:
         scale = float(_arg("--scale", 1.0))
         # --refract NAME='{"search": {...}}' (repeatable) defines the system refract:NAME
         variants = dict(a.split("=", 1) for i, a in enumerate(sys.argv) if i and sys.argv[i - 1] == "--refract")
-        results = _done(raw)
+        results = raw_rows(raw)
         baselines = {r["task"]: r for r in results if r.get("system") == "seed"}
         for folder in folders:
             name = tomllib.loads((folder / "task.toml").read_text())["name"]
             if name not in baselines:
                 base = dict(seed_scores(folder), system="seed", task=name)
-                _append(raw, base)
+                append_row(raw, base)
                 baselines[name] = base
         for seed in range(first_seed, seeds):
             for folder in folders:
@@ -276,7 +277,7 @@ def main() -> None:
                 seconds = task["seconds"] * scale
                 for system in systems:
                     if any(r.get("system") == system and r["task"] == task["name"] and r["seed"] == seed
-                           and r["seconds"] == seconds for r in _done(raw)):
+                           and r["seconds"] == seconds for r in raw_rows(raw)):
                         continue
                     print(f"== {system} {task['name']} seed {seed} ({seconds:g} s)", flush=True)
                     env = _env()
@@ -293,15 +294,16 @@ def main() -> None:
                     else:
                         raise SystemExit(f"{system} {task['name']} seed {seed} failed twice")
                     result = json.loads(proc.stdout.strip().splitlines()[-1])
-                    _append(raw, result)
+                    append_row(raw, result)
                     print(f"   val {result['val_best']:.3f} test {result['test_best']:.3f} "
                           f"calls {result['lm_calls']} wall {result['wall']:.0f} s", flush=True)
     from bench.real_lm_report import write_page
 
-    write_page(_done(raw), out, raw)
+    write_page(raw_rows(raw), out, raw)
 
 
-def _append(raw: Path, row: dict) -> None:
+def append_row(raw: Path, row: dict) -> None:
+    """One row at the end of a raw file, as soon as it is known (a run cut short keeps what it did)."""
     raw.parent.mkdir(parents=True, exist_ok=True)
     with raw.open("a") as f:
         f.write(json.dumps(row) + "\n")

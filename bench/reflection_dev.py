@@ -18,7 +18,6 @@ Rows already in ``--raw`` are not run again.
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
 import sys
@@ -29,6 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+from real_lm import append_row, raw_rows  # noqa: E402
 
 DEV = ROOT / "bench" / "real_lm_dev"
 RAW = ROOT / "docs" / "benchmarks-reflection-dev.jsonl"
@@ -146,7 +146,7 @@ def main() -> None:
         print(__doc__)
         return
     raw, out = Path(_arg("--raw", RAW)), Path(_arg("--out", OUT))
-    rows = [json.loads(x) for x in raw.read_text().splitlines() if x.strip()] if raw.exists() else []
+    rows = raw_rows(raw)
     if "--report" not in sys.argv:
         from engine.lm.providers import register_builtin_providers
 
@@ -160,8 +160,7 @@ def main() -> None:
                         continue
                     row = one(task, i, v)
                     rows.append(row)
-                    with raw.open("a") as f:
-                        f.write(json.dumps(row) + "\n")
+                    append_row(raw, row)
                     print(task, i, v, row["seconds"], "s", "usable" if row["parsed"] else row["reason"],
                           f"val {row['val']:.3f}", flush=True)
     write_page(rows, out)

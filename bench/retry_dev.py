@@ -22,13 +22,13 @@ they come, so two processes (one per core, different ``--first``) can share a fi
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from real_lm import append_row, raw_rows  # noqa: E402
 from reflection_dev import ROOT, _arg, seed_feedback  # noqa: E402
 
 RAW = ROOT / "docs" / "benchmarks-retry-dev.jsonl"
@@ -109,6 +109,8 @@ def summary(rows: list[dict]) -> dict[str, dict]:
 
 
 def write_page(rows: list[dict], out: Path) -> None:
+    from engine.search.reflection import UNCHANGED
+
     firsts = [r for r in rows if r["wording"] == "first"]
     retried = sorted({(r["task"], r["minibatch"]) for r in rows if r["wording"] != "first"})
     tasks = ", ".join(sorted({f"`{r['task']}`" for r in rows}))
@@ -116,7 +118,7 @@ def write_page(rows: list[dict], out: Path) -> None:
              "Produced by `bench/retry_dev.py` (the method is in its docstring) with the local model "
              f"(`local/qwen2.5-coder-1.5b`) on the development task {tasks}, not a frozen one of "
              f"`docs/benchmarks-real-lm.md`. First answers: {len(firsts)}, of which "
-             f"{sum(r['reason'] == 'the answer is unchanged from the current version' for r in firsts)} were the seed "
+             f"{sum(r['reason'] == UNCHANGED for r in firsts)} were the seed "
              f"unchanged; {len(retried)} of those got the retries, two samples per wording, after the same first exchange "
              "(`three_lines` only on the first minibatches, then dropped; a run stopped in the middle of a minibatch "
              "leaves it with fewer).",
@@ -140,20 +142,15 @@ def main() -> None:
 
         register_builtin_providers()
         task, first = _arg("--task", "defect_prompt"), int(_arg("--first", 0))
-        done = {(r["task"], r["minibatch"]) for r in _read(raw)}
+        done = {(r["task"], r["minibatch"]) for r in raw_rows(raw)}
         for i in range(first, first + int(_arg("--minibatches", 16))):
             if (task, i) in done:
                 continue
             for row in run_minibatch(task, i):
-                with raw.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
+                append_row(raw, row)
                 print(task, i, row["wording"], row["seconds"], "s", row["reason"] or "usable", f"val {row['val']:.3f}",
                       flush=True)
-    write_page(_read(raw), out)
-
-
-def _read(raw: Path) -> list[dict]:
-    return [json.loads(x) for x in raw.read_text().splitlines() if x.strip()] if raw.exists() else []
+    write_page(raw_rows(raw), out)
 
 
 if __name__ == "__main__":
