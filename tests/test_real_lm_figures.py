@@ -4,6 +4,8 @@ import json
 import statistics
 from pathlib import Path
 
+import pytest
+
 from bench.real_lm_report import paired_differences, paired_interval, summarize, summed_gains
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -20,24 +22,26 @@ def _figures(rows: list[dict]) -> tuple[float, float, float, float]:
     return (refract / gepa, statistics.fmean(diffs), *paired_interval(diffs))
 
 
-def test_run_10_figures_in_the_readme():
-    ratio, mean, lo, hi = _figures(_rows("benchmarks-real-lm-b8065cb.jsonl"))
-    assert (round(ratio, 2), round(mean, 2), round(lo, 2), round(hi, 2)) == (1.25, 0.11, -0.06, 0.28)
-    readme = (DOCS.parent / "README.md").read_text()
-    assert "1.25× GEPA's summed" in readme and "paired +0.11 [−0.06, +0.28]" in readme
+def _readme() -> str:
+    return (DOCS.parent / "README.md").read_text()
 
 
-def test_runs_9_and_10_pooled_figures_in_the_readme():
-    ratio, mean, lo, hi = _figures(_rows("benchmarks-real-lm-63a0857.jsonl", "benchmarks-real-lm-b8065cb.jsonl"))
-    assert (round(ratio, 2), round(mean, 2), round(lo, 2), round(hi, 2)) == (1.39, 0.13, 0.02, 0.23)
-    assert "1.39×, paired +0.13 [+0.02, +0.23]" in (DOCS.parent / "README.md").read_text()
-
-
-def test_run_11_figures_in_the_readme():
-    ratio, mean, lo, hi = _figures(_rows("benchmarks-real-lm-ef237f1.jsonl"))
-    assert (round(ratio, 2), round(mean, 2), round(lo, 2), round(hi, 2)) == (1.13, 0.07, -0.03, 0.17)
-    assert "1.13× GEPA's summed" in (DOCS.parent / "README.md").read_text()
-    assert "paired +0.07 [−0.03, +0.17]" in (DOCS.parent / "README.md").read_text()
+@pytest.mark.parametrize("raw,figures,quoted", [
+    (("benchmarks-real-lm-b8065cb.jsonl",), (1.25, 0.11, -0.06, 0.28),
+     ("1.25× GEPA's summed", "paired +0.11 [−0.06, +0.28]")),
+    (("benchmarks-real-lm-63a0857.jsonl", "benchmarks-real-lm-b8065cb.jsonl"), (1.39, 0.13, 0.02, 0.23),
+     ("1.39×, paired +0.13 [+0.02, +0.23]",)),
+    (("benchmarks-real-lm-ef237f1.jsonl",), (1.13, 0.07, -0.03, 0.17),
+     ("1.13× GEPA's summed", "paired +0.07 [−0.03, +0.17]")),
+    (("benchmarks-real-lm-6ba36a1.jsonl",), (1.39, 0.15, -0.01, 0.32),
+     ("1.39× GEPA's summed", "paired +0.15 [−0.01, +0.32]")),
+], ids=["run-10", "runs-9-and-10-pooled", "run-11", "run-12"])
+def test_run_figures_in_the_readme(raw, figures, quoted):
+    """Summed ratio and paired difference with its interval, as the README quotes them for each run."""
+    ratio, mean, lo, hi = _figures(_rows(*raw))
+    assert (round(ratio, 2), round(mean, 2), round(lo, 2), round(hi, 2)) == figures
+    readme = _readme()
+    assert all(q in readme for q in quoted), [q for q in quoted if q not in readme]
 
 
 def test_retry_wording_figures_in_the_readme():
@@ -48,16 +52,9 @@ def test_retry_wording_figures_in_the_readme():
     before, now = s["list"], s["sentences"]
     assert (before["copies_prompt"], before["retries"], now["copies_prompt"], now["retries"]) == (12, 16, 0, 15)
     assert now["tokens"] < before["tokens"] / 2 and now["above_seed"] == 2 * before["above_seed"]
-    readme = (DOCS.parent / "README.md").read_text()
+    readme = _readme()
     assert "in 12 of 16 retries on the development prompt task; asked this way, in none of 15" in readme
     assert "twice as many of its answers scored above the seed" in readme
-
-
-def test_run_12_figures_in_the_readme():
-    ratio, mean, lo, hi = _figures(_rows("benchmarks-real-lm-6ba36a1.jsonl"))
-    assert (round(ratio, 2), round(mean, 2), round(lo, 2), round(hi, 2)) == (1.39, 0.15, -0.01, 0.32)
-    readme = (DOCS.parent / "README.md").read_text()
-    assert "1.39× GEPA's summed" in readme and "paired +0.15 [−0.01, +0.32]" in readme
 
 
 def test_no_best_prompt_of_run_12_carries_the_reflection_prompt():
@@ -67,7 +64,7 @@ def test_no_best_prompt_of_run_12_carries_the_reflection_prompt():
     bests = [r["best"] for r in _rows("benchmarks-real-lm-6ba36a1.jsonl")
              if r["system"] == "refract" and r["task"] == "price_prompt"]
     assert len(bests) == 5 and not any(x in b for b in bests for x in PROMPT_SECTIONS + ("```",))
-    assert "no best prompt carried copies of the reflection prompt" in (DOCS.parent / "README.md").read_text()
+    assert "no best prompt carried copies of the reflection prompt" in _readme()
 
 
 def test_the_ceiling_ratios_in_the_readme():
@@ -80,4 +77,4 @@ def test_the_ceiling_ratios_in_the_readme():
 
     assert round(ceiling_ratio("benchmarks-real-lm-6ba36a1.jsonl"), 1) == 2.0
     assert round(ceiling_ratio("benchmarks-real-lm-ef237f1.jsonl"), 2) == 1.53
-    assert "2.0× GEPA's summed in run 12 and 1.53× in run 11" in (DOCS.parent / "README.md").read_text()
+    assert "2.0× GEPA's summed in run 12 and 1.53× in run 11" in _readme()
