@@ -96,6 +96,20 @@ def test_merge_success_is_what_was_accepted_after_validation_not_the_minibatch_t
     assert kept is None or kept > every  # gains lost with their merges take longer to add up
 
 
+def test_an_async_merge_that_loses_a_gain_is_never_validated_its_children_go_one_by_one():
+    # C = 2, every child improves: the seed's two children queue and the second starts a turn. Their
+    # merge, kept, is validated: both improvements after its test and one pass. Lost (the first merge
+    # with merge_pass = 0.5), it is never validated (the engine validates only a merge that kept every
+    # gain, engine.schedules.onto_best): the first child, built on the best, is validated alone, then
+    # the second is merged with that new best (its test: 3 calls, one wave) and validated — one test
+    # and one pass later, not a whole proposal later (a pass charged for the lost merge, its children
+    # dropped, as the replay once had it: 1.4 s later here).
+    two = Shape(2, 1, merge_siblings=True, schedule="async")
+    kept = predict_time_to_quality(two, _lat(), 10_000, 2)
+    lost = predict_time_to_quality(two, _lat(merge_pass=0.5), 10_000, 2)
+    assert abs(lost - kept - (0.05 + 4 * 0.05)) < 1e-9
+
+
 def test_async_children_of_one_best_add_one_gain_between_them_unless_merged():
     # budget for the seed's pass and four proposals with their validation passes: all four start from the seed
     budget = 16 + 4 * 6 + 4 * 16

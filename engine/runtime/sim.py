@@ -8,8 +8,8 @@ latencies vary (``lm_spread``), the expected slowest of them: the step waits for
 asynchronous proposal waits for its own, ``L`` on average), each metric call ``T`` on one of ``W``
 workers (minibatch tests ahead of validation passes, as the engine's validation throttle
 makes them), proposals pass their minibatch test in the measured proportion ``a`` (spread
-evenly, no randomness), merges are accepted after their validation pass (keep every gain) in the
-proportion ``merge_pass`` and need an LM
+evenly, no randomness), merges keep every child's gain on their test, and are then validated, in the
+proportion ``merge_pass`` (the others are never validated) and need an LM
 call (a real conflict) in the proportion ``merge_lm`` — a three-way merge takes no time.
 Engine overhead (database writes, prompt building) is one measured figure per step (per
 proposal, asynchronously), ``overhead``; 0 unless measured.
@@ -46,9 +46,9 @@ class Gains:
     combined; siblings that are not merged add, between them, what the best of them brings
     (``best_of``: only one of them can be the best, and the step validates the most promising
     first); an asynchronous child validated against a best that moved on adds one only when it is
-    merged into the best (``merge``) and the merge is accepted after its validation
-    (``merge_pass``); a child validated on top of a best that another validation replaced while
-    it ran forks off the new best and adds nothing (only one of them can be the best)."""
+    merged into the best (``merge``) and the merge keeps its gain (``merge_pass``); a child
+    validated on top of a best that another validation replaced while it ran forks off the new
+    best and adds nothing (only one of them can be the best)."""
 
     def __init__(self, target: int) -> None:
         self.target, self.count, self.reached_at = target, 0, None
@@ -196,7 +196,8 @@ class _AsyncRun:
     waited half a proposal, or no other proposal is on its way) and validates one candidate:
     the child alone when it built on the best, else its merge with the best and the others
     queued — the merge's test (each child's m calls; the best's examples are the pass's own),
-    an LM call for a real conflict — adding one improvement per child when it is kept. The
+    an LM call for a real conflict — adding one improvement per child when it is kept (one that
+    is not kept is not validated: its children go one by one). The
     proposal that took the turn holds its slot until the queue is no longer ready."""
 
     def __init__(self, c: int, merge: bool, lat, budget: int, gains: Gains) -> None:
@@ -252,12 +253,31 @@ class _AsyncRun:
             self.turn = False
             return self.done()
         batch, self.queue = self.queue[: MAX_SIBLINGS - 1], self.queue[MAX_SIBLINGS - 1:]
+        self.onto_best(batch, self.take)
+
+    def onto_best(self, batch: list[tuple[float, int]], then: Callable[[], None]) -> None:
+        """``batch`` merged with the best and validated, as ``engine.schedules.onto_best`` does it. A
+        merge that loses a gain on its test (1 − ``merge_pass``: the engine's "accepted" merges are
+        the validated ones) is never validated: its children go one by one instead, each merged
+        with the best, or validated alone once that fails too (a fork: no gain). Not told apart: a
+        merge that fails because it repeats a version (the engine validates that version in its
+        place, or nothing when it is the best), counted among the failures by ``merge_pass``."""
         if len(batch) == 1 and batch[0][1] == self.version:  # built on the best: validated alone
-            return self.validate(True, then=self.take)
+            return self.validate(True, then=then)
         calls = max(0, min(len(batch) * self.m, self.budget - self.spent))
         self.spent += calls
         lm, kept = self.lat.lm if self.merge_lm() else 0.0, self.merge_kept()
-        self.sim.at(lm, lambda: self.sim.evals(calls, False, lambda: self.validate(kept, n=len(batch), then=self.take)))
+
+        def tested() -> None:
+            if kept or len(batch) == 1:
+                return self.validate(kept, n=len(batch), then=then)
+
+            def each(i: int) -> None:
+                return then() if i == len(batch) else self.onto_best(batch[i:i + 1], lambda: each(i + 1))
+
+            each(0)
+
+        self.sim.at(lm, lambda: self.sim.evals(calls, False, tested))
 
     def validate(self, gains: bool, over: Optional[int] = None, n: int = 1,
                  then: Optional[Callable[[], None]] = None) -> None:
