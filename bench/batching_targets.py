@@ -145,5 +145,8 @@ def _async_merge_bias(means: dict) -> str:
     if not errs or (min(errs) < 0 < max(errs)):
         return ""
     way = "slower" if min(errs) > 0 else "faster"
+    # why it was slower, as found in the raw rows of 2026-12-07 (*Predicted vs measured*); the other way is unexplained
+    why = (": its time per metric call matches the runs', the calls they needed do not (their first validations "
+           "carried more improvements than it credits)") if way == "slower" else ", which none of the above explains"
     return (f"; and it puts every asynchronous merge configuration {way} than measured ({min(errs) * 100:+.0f} to "
-            f"{max(errs) * 100:+.0f} %), which none of the above explains: not understood yet")
+            f"{max(errs) * 100:+.0f} %){why}")
