@@ -51,7 +51,8 @@ class Latencies:
     n_val: int
     workers: int
     parent_eval_share: float = 1.0  # fraction of a parent's minibatch that is not already known
-    merge_pass: float = MERGE_PASS_RATE  # fraction of merges accepted after validation (not: passed the minibatch)
+    merge_pass: float = MERGE_PASS_RATE  # fraction of merges that kept every gain on their test and were
+    # validated (the engine's accepted merges); the others are never validated
     merge_lm: float = 1.0  # fraction of sibling merges with a real conflict (an LM call); the rest are three-way, free
     overhead: float = 0.0  # engine seconds per step (per proposal, asynchronously) the latencies above miss
     # improvements a step gains by keeping the best of n improving children (n = 1, 2, …; beyond the
