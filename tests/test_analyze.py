@@ -253,7 +253,6 @@ def _diagnosis_script(messages, params):
 def test_the_written_diagnosis_runs_as_a_job_and_is_recorded_as_an_lm_call(sick, tmp_path, monkeypatch):
     sqlite_db, runs = sick
     run_id = runs["repeating_lm"]
-    monkeypatch.setenv("REFRACT_DATA", str(tmp_path / "data"))  # the job's LM cache, not the studio's
     install_script(_diagnosis_script)
     before = repo.get_run(sqlite_db, run_id).lm_calls
     job_id = request_job(sqlite_db, ANALYZE, {"run_id": run_id}, local_actor("ana"))

@@ -32,9 +32,8 @@ SCRIPTED = {"reflection_lm": {"model": "scripted/toy", "num_retries": 0}}
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("REFRACT_DATA", str(tmp_path / "data"))  # a fresh LM cache per test
-    yield
+def _isolated():
+    yield  # the LM cache is each test's own already (conftest's _own_data_folder)
     uninstall_script()
 
 

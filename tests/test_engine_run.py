@@ -294,7 +294,6 @@ def test_engine_run_exits_3_when_the_engine_paused_the_run_for_its_lm(db, tmp_pa
     from engine import cli
     from tests.support.harness import toy_project
 
-    monkeypatch.setenv("REFRACT_DATA", str(tmp_path / "data"))
     install_script(lambda m, p: (_ for _ in ()).throw(
         litellm.RateLimitError("quota exceeded for today", llm_provider="scripted", model="toy")))
     path = toy_project(tmp_path / "project", "lm fails", """

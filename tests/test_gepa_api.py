@@ -25,11 +25,6 @@ from tests.support.harness import PYTHON, ROOT, subprocess_env
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
 
 
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("REFRACT_DATA", str(tmp_path / "data"))
-
-
 def _grow(prompts: list):
     """A scripted reflection LM: the current text plus one word (GEPA's mock LMs are callables too)."""
 

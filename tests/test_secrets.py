@@ -122,7 +122,6 @@ def test_the_python_api_refuses_before_a_run_exists(db, secrets, tmp_path):
     from tests.support import toy
     from tests.support.api_evaluators import words
 
-    secrets.setenv("REFRACT_DATA", str(tmp_path / "data"))
     before = _snapshot(db)
     for table in ("reflection_lm", "task_lm", "judge_lm"):
         lm = {"model": "openai/gpt-4.1-mini", "api_base": "http://127.0.0.1:9/v1", "api_key_env": "REFRACT_DB"}
