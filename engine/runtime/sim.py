@@ -8,10 +8,11 @@ latencies vary (``lm_spread``), the expected slowest of them: the step waits for
 asynchronous proposal waits for its own, ``L`` on average), each metric call ``T`` on one of ``W``
 workers (minibatch tests ahead of every queued validation call: the engine's throttle keeps at
 most 2·W validation calls queued or running, so there a minibatch test waits behind up to that many;
-replayed the engine's way, the errors moved both ways on the batching benchmark), proposals pass their minibatch test in the measured proportion ``a`` (spread
-evenly, no randomness), merges keep every child's gain on their test, and are then validated, in the
-proportion ``merge_pass`` (the others are never validated) and need an LM
-call (a real conflict) in the proportion ``merge_lm`` — a three-way merge takes no time.
+replayed the engine's way, the errors moved both ways on the batching benchmark), proposals pass
+their minibatch test in the measured proportion ``a`` (spread evenly, no randomness), merges keep
+every child's gain on their test, and are then validated, in the proportion ``merge_pass`` (the
+others are never validated) and need an LM call (a real conflict) in the proportion ``merge_lm`` —
+a three-way merge takes no time.
 Engine overhead (database writes, prompt building) is one measured figure per step (per
 proposal, asynchronously), ``overhead``; 0 unless measured.
 """
