@@ -1,18 +1,18 @@
 """The real-LM figures the README quotes are what the committed raw rows give (bench/real_lm_report.py)."""
 
-import json
 import statistics
 from pathlib import Path
 
 import pytest
 
+from bench.real_lm import raw_rows
 from bench.real_lm_report import paired_differences, paired_interval, summarize, summed_gains
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 def _rows(*names: str) -> list[dict]:
-    return [json.loads(line) for name in names for line in (DOCS / name).read_text().splitlines() if line.strip()]
+    return [row for name in names for row in raw_rows(DOCS / name)]
 
 
 def _figures(rows: list[dict]) -> tuple[float, float, float, float]:
