@@ -48,7 +48,8 @@ from bench.time_to_quality import (GepaRecorder, add_predictions, add_time_to_qu
 from engine.config import ConfigWarning, parse_config  # noqa: E402
 from engine.optimizer import Optimizer  # noqa: E402
 from engine.runs import submit_run  # noqa: E402
-from engine.runtime.model import Latencies, latencies_from, predict_run_seconds, shape_of  # noqa: E402
+from engine.runtime.model import (Latencies, latencies_from, merge_test_share, predict_run_seconds,  # noqa: E402
+                                  shape_of)
 from engine.sandbox import make_executor  # noqa: E402
 from tests.support.scripted_lm import install_script  # noqa: E402
 from storage import leases, repo  # noqa: E402
@@ -155,8 +156,23 @@ def measured_latencies(db: Database, run_id: str, run, n_val: int, workers: int 
     merge_pass = (sum(1 for m in merges if m.status == "accepted") / len(merges)) if merges else 0.8
     merge_lm = (sum(1 for m in merges if m.merge_path == "lm") / len(merges)) if merges else 1.0
     cfg = json.loads(json.dumps(run.config))["search"]
-    return latencies_from(lm, ev, run.proposals_improved / max(run.proposals_total, 1), cfg["minibatch_size"], n_val, workers,
-                          merge_pass=merge_pass, merge_lm=merge_lm)
+    m = cfg["minibatch_size"]
+    return latencies_from(lm, ev, run.proposals_improved / max(run.proposals_total, 1), m, n_val, workers,
+                          merge_pass=merge_pass, merge_lm=merge_lm, merge_test=merge_test_share(merges, m),
+                          retry=run.proposals_retried / max(run.proposals_total, 1),
+                          parent_eval_share=parent_eval_share(db, run_id, m))
+
+
+def parent_eval_share(db: Database, run_id: str, m: int) -> float:
+    """``Latencies.parent_eval_share`` measured from the steps' timelines: the metric calls spent on
+    the parents' minibatches over a whole minibatch per parent slot (less when some of a parent's
+    results were already known)."""
+    spent = slots = 0
+    for step in repo.list_steps(db, run_id):
+        parents = set(step.parent_ids)
+        spent += sum(1 for e in step.events if e.get("kind") == "minibatch" and e.get("candidate_id") in parents)
+        slots += len(step.parent_ids)
+    return min(1.0, spent / (slots * m)) if slots else 1.0
 
 
 def merge_counts(db: Database, run_id: str) -> dict:

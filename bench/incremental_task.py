@@ -248,6 +248,13 @@ def simulated_lm(messages: list[dict], params: dict) -> str:
     system = next((m["content"] for m in messages if m["role"] == "system"), "")
     user = messages[-1]["content"]
     rng = _rng(user, params)
+    if not FENCE.search(user) and any(m["role"] == "assistant" for m in messages):
+        # A retry: the engine's first exchange, then what was wrong with the answer (no version in
+        # it). Until 2026-12-08 this read only that last message, found no version and answered
+        # without a block, so every retry failed and cost a whole LM call; it now answers the first
+        # prompt anew, as a real model told "unchanged" writes another version.
+        first = next(m["content"] for m in messages if m["role"] == "user")
+        user, rng = first, _rng(first + "|retry|" + user, params)
     if "You combine improvements" in system:
         return merge(user, rng)
     return reflect(user, rng)

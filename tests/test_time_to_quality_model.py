@@ -9,10 +9,11 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections import namedtuple
 
 from bench.time_to_quality import _override, best_of, disagreements
-from engine.runtime.model import (Latencies, Shape, improvements_to_quality, lm_spread_of, predict_run_seconds,
-                                  predict_time_to_quality, run_prediction, slowest_lm)
+from engine.runtime.model import (Latencies, Shape, improvements_to_quality, lm_spread_of, merge_test_share,
+                                  predict_run_seconds, predict_time_to_quality, run_prediction, slowest_lm)
 from engine.cli.run import print_summary
 from engine.runtime.sim import Gains, simulate_async
 from storage import repo
@@ -170,3 +171,40 @@ def test_the_spread_of_a_runs_lm_latencies_is_measured_for_its_prediction(tmp_pa
     assert lat.lm_spread == lm_spread_of(calls) > 0.2  # the synthetic run's calls take 2–8 s
     print_summary(db, run_id)  # python -m engine status RUN
     assert f"(LM {lat.lm:.2f} s, spread {lat.lm_spread:.2f}, evaluator" in capsys.readouterr().out
+
+
+def test_a_retried_answer_holds_a_whole_synchronous_step_an_asynchronous_proposal_only_its_own():
+    def seconds(shape: Shape, retry: float) -> float:
+        return predict_run_seconds(shape, _lat(accept=0.75, retry=retry), 240)[0]
+
+    one = seconds(ONE, 1.0) - seconds(ONE, 0.0)  # every 1×1 proposal asked twice: one more second a step
+    assert one == predict_run_seconds(ONE, _lat(accept=0.75, lm=2.0), 240)[0] - seconds(ONE, 0.0)
+    # four slots a step, one of them retried: the barrier waits for it, nearly as if all four were
+    # (the budget's last step, trimmed, had no retried slot)
+    wide, loose = Shape(4, 1), Shape(4, 1, schedule="async")
+
+    def added(shape: Shape, retry: float) -> float:
+        return seconds(shape, retry) - seconds(shape, 0.0)
+
+    assert added(wide, 0.25) > 0.7 * added(wide, 1.0) > 2.0
+    assert added(loose, 0.25) < 0.5 * added(loose, 1.0)  # no barrier: a proposal waits for its own retry only
+
+
+def test_a_merge_tested_only_where_its_siblings_fixed_something_costs_fewer_calls():
+    whole = predict_time_to_quality(MERGE4, _lat(), 10_000, 4)
+    fixes = predict_time_to_quality(MERGE4, _lat(merge_test=1 / 3), 10_000, 4)
+    assert abs((whole - fixes) - 2 * _lat().eval) < 1e-9  # 12 calls on 4 workers against 4: two waves fewer
+    assert predict_run_seconds(MERGE4, _lat(merge_test=1 / 3), 240)[1] <= 240
+
+
+def test_a_runs_retries_and_merge_tests_are_measured_for_its_prediction(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'runs.db'}")
+    db.create_all()
+    run_id = generate_run(db, n_candidates=40)
+    total = repo.get_run(db, run_id).proposals_total
+    repo.set_run_fields(db, run_id, proposals_retried=total // 4)
+    assert run_prediction(db, run_id)["latencies"].retry == (total // 4) / total
+    Merged = namedtuple("Merged", "parent_ids minibatch_keys")
+    three_way = Merged(["a", "b", "c"], ["k1", "k2", "k3"])  # three siblings' minibatches of 3, tested on 3
+    assert merge_test_share([three_way, Merged(["a", "b"], list("abcdef"))], 3) == (1 / 3 + 1) / 2
+    assert merge_test_share([], 3) == 1.0

@@ -9,16 +9,19 @@ their minibatch test, the minibatch size ``m``, the validation size ``V`` and th
 
 Synchronous step (P parents × K proposals, k = P·K), as ``engine.schedules.synchronous`` runs it:
   parents' minibatches  ceil(P·m/W)·T        (all parents at once)
-  reflections           L                    (all k at once: the slowest of k when latencies vary)
+  reflections           L + (1 − (1 − r)^k)·L  (all k at once: the slowest of k when latencies vary; one
+                                                more call when some slot's answer is unusable and asked
+                                                again, r the share of proposals retried)
   children's minibatch  ceil(k·m/W)·T
-  sibling merge         f·L + ceil(s·m/W)·T  (if enabled and s ≥ 2 children improved; f = the share of
-                                             merges with a real conflict: the others are three-way, no LM call)
+  sibling merge         f·L + ceil(s·m·g/W)·T  (if enabled and s ≥ 2 children improved; f = the share of
+                                                merges with a real conflict: the others are three-way, no LM
+                                                call; g = the share of the siblings' examples it is tested on)
   validation passes     n_v · ceil(V/W)·T    (one child after the other, most promising first)
 with n_v the children that pay a validation pass (all / best / top-k of the improving ones;
 one merged child instead when the merge passes), averaged over n ~ Binomial(k, a).
 
 Asynchronous schedule (C proposals in flight, no barrier): each proposal takes
-``L + E`` where ``E`` is its evaluation latency, stretched by queueing as the pool fills:
+``L·(1 + r) + E`` where ``E`` is its evaluation latency, stretched by queueing as the pool fills:
 ``E = E_0 / (1 − ρ)`` with utilisation ``ρ = X·c·T / W``, for throughput ``X = C / (L + E)``
 proposals per second and ``c`` metric calls per proposal; solved for X. The pool caps X at
 ``W / (c·T)``.
@@ -54,6 +57,12 @@ class Latencies:
     merge_pass: float = MERGE_PASS_RATE  # fraction of merges that kept every gain on their test and were
     # validated (the engine's accepted merges); the others are never validated
     merge_lm: float = 1.0  # fraction of sibling merges with a real conflict (an LM call); the rest are three-way, free
+    # fraction of the merged siblings' minibatch examples a merge is tested on: a three-way merge
+    # keeps their changed lines as they were and is tested only where they fixed something
+    merge_test: float = 1.0
+    # fraction of proposals whose first answer was unusable and asked again: one more LM call before
+    # the child is tested, which a synchronous step waits for (the whole step, when any slot retries)
+    retry: float = 0.0
     overhead: float = 0.0  # engine seconds per step (per proposal, asynchronously) the latencies above miss
     # improvements a step gains by keeping the best of n improving children (n = 1, 2, …; beyond the
     # last, the last): more than one when proposals' gains vary, as each step keeps its largest.
@@ -109,7 +118,8 @@ def sync_step(shape: Shape, lat: Latencies) -> tuple[float, float]:
     """(expected seconds, expected metric calls) of one synchronous step."""
     k, m, w, t, v = shape.k, lat.minibatch, lat.workers, lat.eval, lat.n_val
     parent_calls = shape.parents * m * lat.parent_eval_share
-    base_s = _waves(parent_calls, w) * t + slowest_lm(lat, k) + _waves(k * m, w) * t
+    retried = 1 - (1 - lat.retry) ** k  # the chance that some slot of the step asks again
+    base_s = _waves(parent_calls, w) * t + slowest_lm(lat, k) + retried * lat.lm + _waves(k * m, w) * t
     base_c = parent_calls + k * m
     seconds = calls = 0.0
     limit = {"all": k, "best": 1, "top_k": shape.top_k}.get(shape.accept, k)
@@ -118,9 +128,10 @@ def sync_step(shape: Shape, lat: Latencies) -> tuple[float, float]:
         s, c = base_s + chosen * _waves(v, w) * t, base_c + chosen * v
         if shape.merge_siblings and n >= 2:
             sib = min(n, 4)
-            merge_s = lat.merge_lm * lat.lm + _waves(sib * m, w) * t
-            ok_s, ok_c = base_s + merge_s + _waves(v, w) * t, base_c + sib * m + v
-            bad_s, bad_c = s + merge_s, c + sib * m
+            tested = sib * m * lat.merge_test
+            merge_s = lat.merge_lm * lat.lm + _waves(tested, w) * t
+            ok_s, ok_c = base_s + merge_s + _waves(v, w) * t, base_c + tested + v
+            bad_s, bad_c = s + merge_s, c + tested
             s = lat.merge_pass * ok_s + (1 - lat.merge_pass) * bad_s
             c = lat.merge_pass * ok_c + (1 - lat.merge_pass) * bad_c
         seconds += p * s
@@ -134,11 +145,12 @@ def async_rate(c_in_flight: int, lat: Latencies) -> tuple[float, float]:
     calls = m * lat.parent_eval_share + m + a * v
     e0 = _waves(m * lat.parent_eval_share, w) * t + _waves(m, w) * t + a * _waves(v, w) * t
     cap = w / (calls * t) if calls * t > 0 else float("inf")
-    lo, hi = 0.0, min(cap, c_in_flight / max(lat.lm + e0, 1e-9))
+    lm = lat.lm * (1 + lat.retry)
+    lo, hi = 0.0, min(cap, c_in_flight / max(lm + e0, 1e-9))
     for _ in range(60):  # bisection on X = C / (L + E0 / (1 - rho(X)))
         x = (lo + hi) / 2
         rho = min(x * calls * t / w, 0.999)
-        if x * (lat.lm + e0 / (1 - rho)) < c_in_flight:
+        if x * (lm + e0 / (1 - rho)) < c_in_flight:
             lo = x
         else:
             hi = x
@@ -202,6 +214,13 @@ def shape_of(search) -> Shape:
                  top_k=search.top_k, merge_siblings=search.merge_siblings, schedule=search.schedule)
 
 
+def merge_test_share(merges: list, m: int) -> float:
+    """``Latencies.merge_test`` measured: the examples each merge was tested on, over its siblings'
+    minibatches (1.0 when no merge was tested)."""
+    tested = [len(c.minibatch_keys) / (len(c.parent_ids) * m) for c in merges if c.parent_ids and c.minibatch_keys]
+    return statistics.mean(tested) if tested else 1.0
+
+
 def latencies_from(lm: list[float], evals: list[float], accept: Optional[float], minibatch: int, n_val: int,
                    workers: int, **extra) -> Optional[Latencies]:
     """Latencies from measured samples, the LM calls' spread included (None when there is nothing
@@ -237,10 +256,14 @@ def run_prediction(db, run_id: str) -> Optional[dict]:
     evals = [e.seconds for e in repo.evaluations_for(db, run_id) if not e.cached and split.get(e.example_pk) != "test"]
     merges = [c for c in repo.list_candidates(db, run_id)  # decided ones: accepted after validation, or not
               if c.origin == Origin.SIBLING_MERGE and c.status != CandidateStatus.PROPOSED]
+    m = min(cfg.search.minibatch_size, len(cfg.dataset or [None]))
     extra = {"merge_pass": sum(c.status == CandidateStatus.ACCEPTED for c in merges) / len(merges),
-             "merge_lm": sum(c.merge_path == MergePath.LM for c in merges) / len(merges)} if merges else {}
+             "merge_lm": sum(c.merge_path == MergePath.LM for c in merges) / len(merges),
+             "merge_test": merge_test_share(merges, m)} if merges else {}
+    if run.proposals_total:
+        extra["retry"] = run.proposals_retried / run.proposals_total
     lat = latencies_from(lm, evals, run.proposals_improved / run.proposals_total if run.proposals_total else None,
-                         min(cfg.search.minibatch_size, len(cfg.dataset or [None])), n_val, cfg.executor.workers, **extra)
+                         m, n_val, cfg.executor.workers, **extra)
     if lat is None:
         return None
     shape = shape_of(cfg.search)

@@ -12,7 +12,8 @@ replayed the engine's way, the errors moved both ways on the batching benchmark)
 their minibatch test in the measured proportion ``a`` (spread evenly, no randomness), merges keep
 every child's gain on their test, and are then validated, in the proportion ``merge_pass`` (the
 others are never validated) and need an LM call (a real conflict) in the proportion ``merge_lm`` —
-a three-way merge takes no time.
+a three-way merge takes no time — tested on the share ``merge_test`` of their siblings' examples;
+a proposal's first answer is asked again (one more LM call) in the proportion ``retry``.
 Engine overhead (database writes, prompt building) is one measured figure per step (per
 proposal, asynchronously), ``overhead``; 0 unless measured.
 """
@@ -118,6 +119,7 @@ def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, bud
     sim, m, v = _Sim(lat.workers, lat.eval), lat.minibatch, lat.n_val
     gains = gains or Gains(0)
     improves, merges_pass, merge_lm = _Pattern(lat.accept), _Pattern(lat.merge_pass), _Pattern(lat.merge_lm)
+    retried = _Pattern(lat.retry)
     spent = [v]
     limit = {"all": p * k, "best": 1, "top_k": top_k}.get(accept, p * k)
 
@@ -143,11 +145,13 @@ def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, bud
             if left[0] == 0:
                 children(slots)
 
-        wait = slowest_lm(lat, slots)  # every slot's child is tested as its reflection ends; the last ends here
+        # every slot's child is tested as its reflection ends; the last ends here, or one LM call later
+        # for a slot whose first answer was unusable and asked again
+        wait = slowest_lm(lat, slots)
 
         def reflect(n: int) -> None:
             for _ in range(n):
-                sim.at(wait + lat.overhead, lambda: sim.evals(m, False, slot_done))
+                sim.at(wait + lat.overhead + (lat.lm if retried() else 0.0), lambda: sim.evals(m, False, slot_done))
 
         for first in range(0, slots, k):
             n = min(k, slots - first)
@@ -157,11 +161,12 @@ def simulate_sync(p: int, k: int, accept: str, top_k: int, merge: bool, lat, bud
         n = sum(improves() for _ in range(slots))
         if merge and n >= 2:
             s = min(n, MAX_SIBLINGS)
-            spent[0] += s * m
+            tested = round(s * m * lat.merge_test)
+            spent[0] += tested
             kept = merges_pass()
             alone = best_of(lat, n)
             sim.at(lat.lm if merge_lm() else 0.0,
-                   lambda: sim.evals(s * m, False, lambda: validate(1, s) if kept else validate(min(n, limit), alone)))
+                   lambda: sim.evals(tested, False, lambda: validate(1, s) if kept else validate(min(n, limit), alone)))
         else:
             validate(min(n, limit), best_of(lat, n))
 
@@ -206,6 +211,7 @@ class _AsyncRun:
         self.c, self.merge, self.lat, self.budget, self.gains = c, merge, lat, budget, gains
         self.sim, self.m, self.v = _Sim(lat.workers, lat.eval), lat.minibatch, lat.n_val
         self.improves, self.merge_lm, self.merge_kept = _Pattern(lat.accept), _Pattern(lat.merge_lm), _Pattern(lat.merge_pass)
+        self.retried = _Pattern(lat.retry)
         self.spent, self.flight, self.version = self.v, 0, 0
         self.queue: list[tuple[float, int]] = []  # (queued at, best version the proposal started from)
         self.undecided, self.turn = 0, False
@@ -227,9 +233,9 @@ class _AsyncRun:
         self.flight += 1
         self.undecided += 1
         self.spent += 2 * self.m
-        start = self.version
+        start, lm = self.version, self.lat.lm * (2 if self.retried() else 1)  # an unusable answer: asked again
         self.sim.evals(round(self.m * self.lat.parent_eval_share), False,
-                       lambda: self.sim.at(self.lat.lm + self.lat.overhead,
+                       lambda: self.sim.at(lm + self.lat.overhead,
                                            lambda: self.sim.evals(self.m, False, lambda: self.tested(start))))
 
     def tested(self, start: int) -> None:
@@ -266,7 +272,7 @@ class _AsyncRun:
         place, or nothing when it is the best), counted among the failures by ``merge_pass``."""
         if len(batch) == 1 and batch[0][1] == self.version:  # built on the best: validated alone
             return self.validate(True, then=then)
-        calls = max(0, min(len(batch) * self.m, self.budget - self.spent))
+        calls = max(0, min(round(len(batch) * self.m * self.lat.merge_test), self.budget - self.spent))
         self.spent += calls
         lm, kept = self.lat.lm if self.merge_lm() else 0.0, self.merge_kept()
 
