@@ -125,7 +125,8 @@ no sandbox round trip, and it spends more calls than the budget (its overshoot c
 and 8×1 lose quality against its own 1×1, and none of its shapes reached the 1×1 quality on every seed.
 
 **Predicted vs measured.** The runtime model replays the schedule (`engine/runtime/sim.py`) with the LM latency,
-evaluator latency, acceptance rate and share of merges that needed the LM, measured in the run; it charges nothing for
+evaluator latency, acceptance rate, share of merges that needed the LM and the shares (4)–(6) below, measured in the
+run; it charges nothing for
 the engine's own work (database writes, prompt building, thread hand-offs), which grows with the machine's load (see
 the load average above): the prediction is optimistic by the engine's overhead. Its
 time to quality (the section above) takes that overhead from the 1×1 run and counts improvements that reach the best.
@@ -145,18 +146,23 @@ runs never did. Whether a run reaches the quality at all, the model and the engi
 still limits it: the quality is a handful of uneven jumps (3–5 new bests on a 1×1 run), so one lucky or unlucky child
 moves a seed's time by a step or more, and the errors are means over the one to three seeds where both reached the
 quality; *best of n* for n beyond four (8×1 all) is about the largest of a handful of
-measured jumps; on the keywords task the model counts no retry, where one unchanged answer in ten is asked again
-(a synchronous step then waits a second LM latency: the whole-run predictions of its synchronous wide rows are
-{kw_sync_err} against {lines_sync_err} on the incremental task); and the model counts a forked child as no gain at all, where the
+measured jumps; and the model counts a forked child as no gain at all, where the
 engine's best still rises when the fork turns out better: for the asynchronous shapes without merging its gains are a
-lower bound. Measured by hand on 2026-12-07 from this page's raw rows (not by the benchmark): on the asynchronous
-merge rows the model's seconds per metric call, up to the time to quality, are within a few milliseconds of the
+lower bound. Measured by hand on 2026-12-07 from the raw rows of that day (not by the benchmark): on the asynchronous
+merge rows the model's seconds per metric call, up to the time to quality, were within a few milliseconds of the
 runs' (incremental C=4 26 against 27 ms), so what it gets wrong is the number of calls the runs needed: their first
-validations carried more improvements than the model credits (2.5–5.4 on the incremental task against 2), and
-every prediction inherits its 1×1 row's improvements, where the model is itself 8–16 % slow on the incremental
-task. On the synchronous wide rows of the keywords task a step's wall-clock leaves 0.7–0.9 s unexplained against
-0.14–0.30 s for a 1×1 step, charged at the 1×1's figure: about a third of a second of it is the retry (one answer in
-ten is asked again, so a four-wide step waits a second LM latency in a third of its steps).
+validations carried more improvements than the model credits (2.5–5.4 on the incremental task against 2).
+Three more things it missed until 2026-12-08, now measured in each run and replayed: (4) retries. A proposal whose
+first answer is unusable is asked again, one more LM call; a synchronous step waits for that slot, so a four-wide
+step with one retried slot in four takes a second LM latency (the keywords task's synchronous wide rows were then
+predicted 34–43 % too fast). (5) A three-way merge is tested only on the examples its siblings fixed, not on their
+whole minibatches, so a step spends fewer metric calls than the model charged and a run takes more steps (the merges
+here were tested on {merge_test} of their siblings' examples, on average). (6) A parent's minibatch results already
+known are not paid again ({parent_share} of them paid here, wide shapes). The whole-run predictions of the first
+tables (mean error per configuration, incremental and keywords tasks) went from −43 … +5 % (the run of 2026-12-05,
+the model of 2026-12-07) to {after_whole}. Also found then: the keywords task's simulated LM could not answer a
+retry (it read only the retry's last message, which holds no version), so every retry failed after a whole LM
+call; it answers it now, which is one reason this page's keywords rows differ from the run of 2026-12-05.
 
 ## Reproducibility of the asynchronous schedule with a fixed seed
 
@@ -190,8 +196,10 @@ def analysis(results: list[dict]) -> str:
                                     best4=best_of_range(results, 4), disagree=disagreements(results),
                                     async_plain=async_plain(results), seed2_base=_base_best(results, 2),
                                     gepa_over=gepa_overshoot(results),
-                                    kw_sync_err=_wall_error(results, "keywords"),
-                                    lines_sync_err=_wall_error(results, "lines"))
+                                    merge_test=_mean_latency(results, "merge_test", lambda r: r["merges"]["tried"]),
+                                    parent_share=_mean_latency(results, "parent_eval_share",
+                                                               lambda r: r["config"] != "1×1"),
+                                    after_whole=_wall_errors(results))
 
 
 def async_plain(results: list[dict]) -> str:
@@ -220,9 +228,19 @@ def gepa_overshoot(results: list[dict]) -> str:
     return ", ".join(parts) or "not run"
 
 
-def _wall_error(results: list[dict], task: str) -> str:
-    """The mean whole-run prediction error (predicted − measured wall-clock, relative) of the
-    synchronous 4-wide merge rows of ``task``, 4 workers."""
-    errs = [r["predicted"] / r["wall"] - 1 for r in results if r.get("task", "lines") == task and r.get("predicted")
-            and r["config"] in ("4×1 merge", "4×1 default")]
-    return f"{statistics.mean(errs) * 100:+.0f} %" if errs else "—"
+def _mean_latency(results: list[dict], name: str, which) -> str:
+    """A measured model input (``Latencies.name``) over the Refract rows ``which`` selects, in %."""
+    vals = [r["latencies"][name] for r in results if r.get("latencies") and name in r["latencies"]
+            and not r["config"].startswith("GEPA") and which(r)]
+    return f"{statistics.mean(vals) * 100:.0f} %" if vals else "(not measured)"
+
+
+def _wall_errors(results: list[dict]) -> str:
+    """The range of the whole-run prediction errors (predicted − measured wall-clock, relative, the
+    mean over seeds per configuration) on the incremental and keywords tasks."""
+    errs: dict = {}
+    for r in results:
+        if r.get("predicted") and r.get("task", "lines") in ("lines", "keywords"):
+            errs.setdefault((r.get("task", "lines"), r["config"]), []).append(r["predicted"] / r["wall"] - 1)
+    means = [statistics.mean(e) for e in errs.values()]
+    return f"{min(means) * 100:+.0f} … {max(means) * 100:+.0f} %".replace("-", "−") if means else "—"

@@ -154,7 +154,8 @@ def write_doc(path: Path, table: list[str], dollar_table: list[str], summary: di
         "",
         "**The keywords task** (a help text that must mention each question's 2–4 keywords, one a line; every "
         "answer adds one or two of the missing keywords it is shown, or 10 % of the time answers the text unchanged, "
-        "which the engine retries; `KEYWORDS` in `bench/incremental_task.py`):",
+        "which the engine asks again, and the retry is answered the same way; `KEYWORDS` in "
+        "`bench/incremental_task.py`):",
         "",
         *ttq_table(results, "keywords"),
         "",
@@ -170,7 +171,9 @@ def write_doc(path: Path, table: list[str], dollar_table: list[str], summary: di
         "then), the engine's overhead per step (its wall-clock the latencies leave unexplained) and *best of n*, the "
         "expected largest of n of its improvements over their mean (the jumps of its best; nothing for an improving "
         "child that did not raise it). The rest is the run's own: LM and evaluator latencies, acceptance rate, merge "
-        "paths, the share of merges accepted after validation; nothing is fitted to a configuration's times. *Error* "
+        "paths, the share of merges accepted after validation, the share of proposals asked again (a synchronous "
+        "step waits for its retried slot), the share of its siblings' examples a merge is tested on, the share of "
+        "parents' minibatch results not already known; nothing is fitted to a configuration's times. *Error* "
         "is predicted − measured over the seeds where both reached the quality, relative to measured.",
         "",
         "**The incremental task:**",
@@ -240,7 +243,8 @@ SETUP = """## Setup
   pool's cold start and the held-out test pass excluded); the test score is computed afterwards on the 48 test
   examples for the run's best candidate. *Workers busy* = evaluator seconds / (W × wall-clock).
 - **Predicted** = the runtime model (`engine/runtime/sim.py`: the schedule replayed with the LM latency, evaluator
-  latency and acceptance rate measured in that run, V = 16, W = 4); it models no engine overhead.
+  latency and acceptance rate measured in that run, and its shares of retried proposals, of merges' test examples
+  and of the parents' minibatch results not already known, V = 16, W = 4); it models no engine overhead.
 - `4×1 merge` and `async C=4 merge` use `merge_siblings = true` (a three-way merge when the versions changed
   different lines, the reflection LM for a conflict); `async C=8 merge` likewise with C = 8; `async C=4 rebase` uses
   `merge = true` (each validated child merged into the best, three-way only).
@@ -250,7 +254,9 @@ SETUP = """## Setup
 - **The keywords task** (written before any tuning for issue 35 and not changed since; `KEYWORDS` in
   `bench/incremental_task.py`): a help text that must mention each question's 2–4 keywords (Zipf 1.0 over 48), one a
   line; the seed mentions the 8 most common. Each answer of the simulated LM adds one or two of the missing keywords
-  it is shown, or (10 %) answers the text unchanged, which the engine asks again; merges lose nothing.
+  it is shown, or (10 %) answers the text unchanged, which the engine asks again; merges lose nothing. Until
+  2026-12-08 the simulated LM read only a retry's last message, which holds no version, so every retry failed
+  after a whole LM call; it now answers a retry from the first prompt, as a real model writes another version.
 - **W=8** rows: the same shapes with 8 sandboxed workers (issue 35's moonshot), 1×1 with 8 workers beside them.
 - **Time to quality**: measured from the evaluation rows' write times (Refract) or inside the evaluator (GEPA): a
   candidate's validation mean counts once its last validation example is recorded."""

@@ -135,8 +135,7 @@ def prediction_verdicts(results: list[dict]) -> list[str]:
             f"{label(worst)}. Too slow by more than 15 %: {', '.join(slow) or 'none'}. Too fast by more than 15 %: "
             f"{', '.join(fast) or 'none'}. Why, as far as known (the analysis below, *Predicted vs measured*): a "
             "seed's time is a handful of uneven jumps, so a mean over one to three seeds moves by a step when one "
-            "child is lucky; the model counts no retry, which the keywords task asks for one answer in ten"
-            + _async_merge_bias(means) + "."]
+            "child is lucky" + _async_merge_bias(means) + "."]
 
 
 def _async_merge_bias(means: dict) -> str:
