@@ -39,7 +39,12 @@ def _readme() -> str:
      ("1.20× GEPA's", "paired +0.09 [−0.00, +0.20]")),
     (("benchmarks-real-lm-6ba36a1.jsonl", "benchmarks-real-lm-9d4c4bb.jsonl"), (1.29, 0.12, 0.03, 0.22),
      ("1.29×, paired +0.12 [+0.03, +0.22]",)),
-], ids=["run-10", "runs-9-and-10-pooled", "run-11", "run-12", "run-13", "runs-12-and-13-pooled"])
+    (("benchmarks-real-lm-e09e744.jsonl",), (1.16, 0.08, -0.07, 0.22),
+     ("1.16× GEPA's summed, paired +0.08 [−0.07, +0.22]",)),
+    (("benchmarks-real-lm-6ba36a1.jsonl", "benchmarks-real-lm-9d4c4bb.jsonl", "benchmarks-real-lm-e09e744.jsonl"),
+     (1.24, 0.11, 0.03, 0.19), ("1.24×, paired +0.11 [+0.03, +0.19]",)),
+], ids=["run-10", "runs-9-and-10-pooled", "run-11", "run-12", "run-13", "runs-12-and-13-pooled", "run-14",
+        "runs-12-to-14-pooled"])
 def test_run_figures_in_the_readme(raw, figures, quoted):
     """Summed ratio and paired difference with its interval, as the README quotes them for each run."""
     ratio, mean, lo, hi = _figures(_rows(*raw))
@@ -95,3 +100,21 @@ def test_runs_12_and_13_task_by_task_as_the_readme_says():
     pooled = lead("benchmarks-real-lm-6ba36a1.jsonl", "benchmarks-real-lm-9d4c4bb.jsonl")
     assert round(pooled.pop("human_size_code"), 2) == -0.02 and all(d > 0 for d in pooled.values())
     assert "ahead on the text, prompt and regex tasks and 0.02 behind on the code task" in _readme()
+
+
+def test_runs_12_to_14_pooled_task_by_task_as_the_readme_says():
+    """Runs 12, 13 and 14 pooled: ahead on the text, prompt and regex tasks, 0.08 behind on the code task."""
+    s = summarize(_rows("benchmarks-real-lm-6ba36a1.jsonl", "benchmarks-real-lm-9d4c4bb.jsonl",
+                        "benchmarks-real-lm-e09e744.jsonl"))
+    lead = {t: s[(t, "refract")]["gain"] - s[(t, "gepa")]["gain"] for t, system in s if system == "gepa"}
+    assert round(lead.pop("human_size_code"), 2) == -0.08 and all(d > 0 for d in lead.values())
+    assert "ahead on the text, prompt and regex\ntasks and 0.08 behind on the code task" in _readme()
+
+
+def test_run_14s_one_best_prompt_with_the_reflection_prompts_examples_as_the_page_says():
+    """Run 14: one best prompt of five (seed 39) holds a copy of the examples the reflection prompt showed."""
+    bests = {r["seed"]: r["best"] for r in _rows("benchmarks-real-lm-e09e744.jsonl")
+             if r["system"] == "refract" and r["task"] == "price_prompt"}
+    assert [seed for seed, b in bests.items() if "```" in b or "### Example" in b] == [39]
+    page = (DOCS / "benchmarks-real-lm.md").read_text()
+    assert "of five (seed 39) carries a copy of the examples the reflection prompt showed" in page
