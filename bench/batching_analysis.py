@@ -136,8 +136,9 @@ its test is never validated: the engine merges its children with the best one by
 when its own merge fails too (a fork). Until 2026-12-07 the model charged a lost merge a validation pass and
 dropped its children; as the deterministic replay puts the first lost merge on a run's first merge, that delayed the
 early gains that decide the time to quality (incremental async C=4 merge then +24 %, async C=8 merge +39 %).
-(2) Keeping the best of several children. Improvements differ in size (a common failure mode is worth several rare ones, and about half the children that improved on their minibatch did not raise the best
-of a 1×1 run at all, by the model's count); a step that validates the child with the largest minibatch gain first
+(2) Keeping the best of several children. Improvements differ in size (a common failure mode is worth several
+rare ones, and about half the children that improved on their minibatch did not raise the best of a 1×1 run at all,
+by the model's count); a step that validates the child with the largest minibatch gain first
 gains the largest of n, {best4} a mean improvement for n = 4 on these tasks. Counting one improvement per step, the
 model had `4×1 best` at +44 % and no time to quality for several synchronous runs that reached it. (3) Forks. An
 asynchronous child validated on top of a best that another validation replaced while it ran forks off the new best:
